@@ -1,0 +1,3 @@
+"""gpuconsole: one keyboard-first screen for GPUs, job queues, cloud instances and budgets."""
+
+__version__ = "0.1.0"

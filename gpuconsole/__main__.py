@@ -1,0 +1,5 @@
+"""``python -m gpuconsole``: the same entry point as the ``gpuconsole`` command."""
+
+from gpuconsole.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,498 @@
+"""Frozen dataclasses shared by every layer of gpuconsole.
+
+Backends translate their protocol (NVML, Kubernetes REST, EC2, the simulated world) into these
+types; the core composes them into a :class:`FleetSnapshot`; the UI and the CLI only read them.
+Everything here is immutable so a snapshot can cross threads without locks.
+
+Times are POSIX seconds (UTC). Memory is MiB, power is watts, money is US dollars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Union
+
+Tags = tuple[tuple[str, str], ...]
+
+
+class MigMode(str, enum.Enum):
+    """MIG mode of a GPU as NVML reports it."""
+
+    DISABLED = "disabled"
+    ENABLED = "enabled"
+    NOT_SUPPORTED = "n/a"
+
+
+class JobState(str, enum.Enum):
+    """Lifecycle of a Kubernetes-style job, in the order the queue view groups them."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SUSPENDED = "suspended"
+
+
+class Market(str, enum.Enum):
+    """How an instance is paid for."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class InstanceState(str, enum.Enum):
+    """EC2 instance states (the names EC2 uses)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    SHUTTING_DOWN = "shutting-down"
+    TERMINATED = "terminated"
+
+    @property
+    def billed(self) -> bool:
+        """Whether compute is billed in this state."""
+        return self in (InstanceState.RUNNING, InstanceState.PENDING, InstanceState.STOPPING)
+
+
+class SourceState(str, enum.Enum):
+    """Health of one data source as the Hub sees it."""
+
+    CONNECTING = "connecting"
+    LIVE = "live"
+    STALE = "stale"
+    ERROR = "error"
+    UNCONFIGURED = "unconfigured"
+
+
+class SourceKind(str, enum.Enum):
+    """The three faces a backend can have."""
+
+    GPUS = "gpus"
+    JOBS = "jobs"
+    CLOUD = "cloud"
+
+
+class BudgetPeriod(str, enum.Enum):
+    DAILY = "daily"
+    MONTHLY = "monthly"
+    CUSTOM = "custom"
+
+
+class ThresholdBasis(str, enum.Enum):
+    ACTUAL = "actual"
+    FORECAST = "forecast"
+
+
+class Severity(str, enum.Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    """One MIG device (GPU instance + compute instance) carved out of a physical GPU."""
+
+    uuid: str  # "MIG-…", what CUDA_VISIBLE_DEVICES takes
+    gpu_uuid: str
+    gi_id: int
+    ci_id: int
+    profile: str  # e.g. "1g.10gb"
+    memory_total_mib: int
+    memory_used_mib: int = 0
+    utilization: float | None = None  # percent; None where the driver cannot say
+    pod_uid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process holding GPU memory."""
+
+    pid: int
+    gpu_uuid: str
+    name: str
+    memory_used_mib: int
+    mig_uuid: str | None = None
+    user: str | None = None
+    pod_uid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One physical GPU at one moment."""
+
+    uuid: str  # "GPU-…"
+    node: str
+    index: int
+    name: str  # model, e.g. "NVIDIA A100-SXM4-80GB"
+    utilization: float  # percent of time a kernel ran
+    memory_used_mib: int
+    memory_total_mib: int
+    temperature_c: int
+    power_w: float
+    power_limit_w: float
+    mig_mode: MigMode = MigMode.DISABLED
+    mig_slices: tuple[MigSlice, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+
+    @property
+    def memory_percent(self) -> float:
+        return 100.0 * self.memory_used_mib / self.memory_total_mib if self.memory_total_mib else 0.0
+
+    @property
+    def busy(self) -> bool:
+        """A GPU counts as busy when it computes or holds a job's memory."""
+        if self.mig_mode is MigMode.ENABLED:
+            return any(s.memory_used_mib > 0 or (s.utilization or 0) >= 5 for s in self.mig_slices)
+        return self.utilization >= 5.0 or bool(self.processes)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One point of a GPU's history (raw or rolled up)."""
+
+    ts: float
+    utilization: float
+    memory_used_mib: float
+    temperature_c: float
+    power_w: float
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A Kubernetes node and its GPU capacity."""
+
+    name: str
+    gpu_product: str
+    gpu_capacity: int
+    gpu_allocatable: int
+    gpu_allocated: int
+    instance_id: str | None = None
+    mig_strategy: str | None = None  # "single" / "mixed"
+    mig_capacity: tuple[tuple[str, int], ...] = ()  # (profile, count)
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A Kubernetes Job as the queue view needs it."""
+
+    uid: str
+    name: str
+    namespace: str
+    state: JobState
+    created: float
+    gpus: int = 0
+    mig_profile: str | None = None
+    node: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    pending_reason: str | None = None
+    cronjob: str | None = None
+    image: str = ""
+    owner: str | None = None
+    pod_uid: str | None = None
+
+    @property
+    def gpu_request(self) -> str:
+        """What the job asked for, in the words of its resource request."""
+        if self.mig_profile:
+            return f"{max(self.gpus, 1)}×{self.mig_profile}"
+        return str(self.gpus) if self.gpus else "-"
+
+
+@dataclass(frozen=True, slots=True)
+class CronJob:
+    """A Kubernetes CronJob (periodic training or evaluation)."""
+
+    uid: str
+    name: str
+    namespace: str
+    schedule: str
+    created: float
+    suspended: bool = False
+    last_schedule: float | None = None
+    next_schedule: float | None = None
+    gpus: int = 0
+    mig_profile: str | None = None
+    active: int = 0
+
+
+# --------------------------------------------------------------------------- Cloud
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceType:
+    """A GPU instance type of the catalog."""
+
+    name: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gib: int
+    vcpus: int
+    memory_gib: int
+    on_demand_price: float  # $/h, Linux
+    network: str = ""
+    nvme_gb: int = 0
+    nvlink: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpotPrice:
+    instance_type: str
+    availability_zone: str
+    price: float
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A cloud instance with GPUs."""
+
+    instance_id: str  # "i-…"
+    instance_type: str
+    region: str
+    availability_zone: str
+    market: Market
+    state: InstanceState
+    launch_time: float
+    price_per_hour: float
+    gpus: int = 0
+    gpu_model: str = ""
+    accrued_cost: float = 0.0  # since launch
+    name: str = ""
+    node: str | None = None  # the Kubernetes node it backs, where known
+    tags: Tags = ()
+
+    def tag(self, key: str) -> str | None:
+        for k, v in self.tags:
+            if k == key:
+                return v
+        return None
+
+
+# --------------------------------------------------------------------------- Money
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    percent: float
+    basis: ThresholdBasis = ThresholdBasis.ACTUAL
+
+
+DEFAULT_THRESHOLDS: tuple[Threshold, ...] = (
+    Threshold(50.0),
+    Threshold(80.0),
+    Threshold(100.0),
+    Threshold(100.0, ThresholdBasis.FORECAST),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A spending limit over a period and a scope ("all", "tag:Key=Value", "namespace:NS")."""
+
+    name: str
+    amount: float
+    period: BudgetPeriod = BudgetPeriod.MONTHLY
+    scope: str = "all"
+    thresholds: tuple[Threshold, ...] = DEFAULT_THRESHOLDS
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """A budget with what has been spent against it and where it is heading."""
+
+    budget: Budget
+    spent: float
+    forecast: float
+    burn_per_hour: float
+    crossed: tuple[Threshold, ...] = ()
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.spent / self.budget.amount if self.budget.amount else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CostLine:
+    """Spend attributed to one key of one dimension over a period."""
+
+    dimension: str  # "instance", "tag:Owner", "namespace", …
+    key: str
+    amount: float
+    per_hour: float = 0.0
+
+
+# --------------------------------------------------------------------------- Status
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """Health of one source, shown wherever its data is shown."""
+
+    name: str  # "sim", "nvml", "kubernetes", "aws"…
+    kind: SourceKind
+    state: SourceState
+    updated_at: float | None = None  # last successful poll
+    error: str | None = None
+    hint: str | None = None  # how to set it up / what to do
+    latency_s: float | None = None
+
+    def describe(self, now: float) -> str:
+        """``live``, ``stale for 12 s``, ``error: reason`` — the words the console shows."""
+        if self.state is SourceState.LIVE:
+            return "live"
+        if self.state is SourceState.STALE:
+            age = int(now - self.updated_at) if self.updated_at else 0
+            return f"stale for {age} s"
+        if self.state is SourceState.ERROR:
+            return f"error: {self.error or 'unknown'}"
+        if self.state is SourceState.UNCONFIGURED:
+            return f"not configured: {self.error or 'no backend'}"
+        return "connecting"
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    severity: Severity
+    source: str
+    message: str
+    at: float
+
+
+# --------------------------------------------------------------------------- Readings
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """What one poll of a GPU source returns."""
+
+    gpus: tuple[Gpu, ...]
+    taken_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobsReading:
+    jobs: tuple[Job, ...]
+    cronjobs: tuple[CronJob, ...]
+    nodes: tuple[Node, ...]
+    taken_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloudReading:
+    instances: tuple[Instance, ...]
+    taken_at: float
+    spend_today: float | None = None  # where the cloud reports billed spend itself
+    spend_month: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """Everything the console shows at one moment. Panes render nothing else."""
+
+    taken_at: float
+    gpus: tuple[Gpu, ...] = ()
+    jobs: tuple[Job, ...] = ()
+    cronjobs: tuple[CronJob, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    instances: tuple[Instance, ...] = ()
+    budgets: tuple[BudgetStatus, ...] = ()
+    sources: tuple[SourceStatus, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    spend_today: float = 0.0
+    spend_month: float = 0.0
+    burn_per_hour: float = 0.0
+    demo: bool = False
+
+    def source(self, kind: SourceKind) -> SourceStatus | None:
+        for status in self.sources:
+            if status.kind is kind:
+                return status
+        return None
+
+
+# --------------------------------------------------------------------------- Codec
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn a model value into plain JSON types (enums by value, tuples as lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def from_jsonable(cls: Any, data: Any) -> Any:
+    """Rebuild a model value of type ``cls`` from :func:`to_jsonable` output.
+
+    Raises:
+        ValueError: the data does not fit the type (a corrupt cache row, say).
+    """
+    try:
+        return _decode(cls, data)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"cannot decode {getattr(cls, '__name__', cls)}: {exc}") from exc
+
+
+def _decode(tp: Any, data: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _decode(arg, data)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                continue
+        raise ValueError(f"{data!r} fits none of {args}")
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in data)
+        return tuple(_decode(a, v) for a, v in zip(args, data, strict=True))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object for {tp.__name__}")
+        hints = _HINTS.get(tp)
+        if hints is None:
+            hints = _HINTS[tp] = typing.get_type_hints(tp)
+        kwargs = {f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data}
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(data)
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise TypeError(f"expected a number, got {data!r}")
+        return float(data)
+    if tp in (int, str, bool):
+        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
+            raise TypeError(f"expected {tp.__name__}, got {data!r}")
+        return data
+    if tp is Any:
+        return data
+    raise TypeError(f"unsupported type {tp!r}")
+
