@@ -1,0 +1,57 @@
+"""The simulated GPU cloud: one deterministic world behind the GPU, job and cloud interfaces.
+
+Demo mode and most tests run on it. ``make_sim`` builds the world and its three faces::
+
+    gpus, jobs, cloud = make_sim(seed=7)
+    gpus.poll_gpus()
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from gpuconsole.backends.sim.faults import Fault, FaultMode, FaultPlan
+from gpuconsole.backends.sim.sources import (
+    SimCloud,
+    SimCloudBackend,
+    SimGpuSource,
+    SimJobBackend,
+)
+from gpuconsole.backends.sim.world import SimWorld
+
+__all__ = [
+    "Fault",
+    "FaultMode",
+    "FaultPlan",
+    "SimCloud",
+    "SimCloudBackend",
+    "SimGpuSource",
+    "SimJobBackend",
+    "SimWorld",
+    "make_sim",
+]
+
+
+def make_sim(
+    seed: int = 7,
+    nodes: int | None = None,
+    start: float | None = None,
+    faults: FaultPlan | None = None,
+    clock: Callable[[], float] | None = None,
+) -> tuple[SimGpuSource, SimJobBackend, SimCloudBackend]:
+    """Build a simulated world and the three backend faces that share it.
+
+    Args:
+        seed: fixes everything the world does.
+        nodes: None for the default demo fleet, N for a scaled fleet of N nodes.
+        start: sim time of the first reading; None starts at ``clock()``.
+        faults: misbehaviour to inject (``--demo-faults``); None for none.
+        clock: what each poll advances the world to; defaults to the wall clock. Tests pass
+            a fake clock to step the world exactly.
+    """
+    now = clock if clock is not None else time.time
+    world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start)
+    shared = SimCloud(world, now, faults)
+    return SimGpuSource(shared), SimJobBackend(shared), SimCloudBackend(shared)

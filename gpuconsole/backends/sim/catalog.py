@@ -1,0 +1,108 @@
+"""The static facts of the simulated cloud: GPU models, instance types, zones and MIG layouts.
+
+Numbers follow what the real hardware and EC2 report (``nvidia-smi`` memory totals, board power
+limits, us-east-1 on-demand Linux prices), so the console looks the same on the simulator as on
+a real fleet and cost views add up to believable sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuconsole.model import InstanceType
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    """One GPU board as NVML and the NVIDIA device plugin name it.
+
+    Attributes:
+        name: what NVML reports, e.g. ``"NVIDIA A100-SXM4-80GB"``.
+        label: the ``nvidia.com/gpu.product`` node label, spaces turned into dashes.
+        memory_mib: usable memory as ``nvidia-smi`` shows it.
+        power_limit_w: default board power limit.
+        idle_fraction: share of the limit drawn while idle (clocks down, memory refreshed).
+    """
+
+    name: str
+    label: str
+    memory_mib: int
+    power_limit_w: float
+    idle_fraction: float
+
+
+A100_80GB = GpuModel("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", 81920, 400.0, 0.16)
+A100_40GB = GpuModel("NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", 40960, 400.0, 0.16)
+H100_80GB = GpuModel("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", 81559, 700.0, 0.15)
+A10G = GpuModel("NVIDIA A10G", "NVIDIA-A10G", 23028, 300.0, 0.2)
+T4 = GpuModel("Tesla T4", "Tesla-T4", 15360, 70.0, 0.22)
+L4 = GpuModel("NVIDIA L4", "NVIDIA-L4", 23034, 72.0, 0.22)
+
+INSTANCE_TYPES: tuple[InstanceType, ...] = (
+    InstanceType("p5.48xlarge", H100_80GB.name, 8, 640, 192, 2048, 98.32, "3200 Gbps EFA", 30400, True),
+    InstanceType("p4de.24xlarge", A100_80GB.name, 8, 640, 96, 1152, 40.96608, "400 Gbps EFA", 8000, True),
+    InstanceType("p4d.24xlarge", A100_40GB.name, 8, 320, 96, 1152, 32.77248, "400 Gbps EFA", 8000, True),
+    InstanceType("g5.xlarge", A10G.name, 1, 24, 4, 16, 1.006, "Up to 10 Gbps", 250),
+    InstanceType("g5.12xlarge", A10G.name, 4, 96, 48, 192, 5.672, "40 Gbps", 3800),
+    InstanceType("g5.48xlarge", A10G.name, 8, 192, 192, 768, 16.288, "100 Gbps", 7600),
+    InstanceType("g6.xlarge", L4.name, 1, 24, 4, 16, 0.8048, "Up to 10 Gbps", 250),
+    InstanceType("g6.12xlarge", L4.name, 4, 96, 48, 192, 4.6016, "40 Gbps", 3760),
+    InstanceType("g4dn.xlarge", T4.name, 1, 16, 4, 16, 0.526, "Up to 25 Gbps", 125),
+    InstanceType("g4dn.12xlarge", T4.name, 4, 64, 48, 192, 3.912, "50 Gbps", 900),
+)
+
+INSTANCE_TYPE_BY_NAME: dict[str, InstanceType] = {t.name: t for t in INSTANCE_TYPES}
+
+GPU_MODEL_BY_NAME: dict[str, GpuModel] = {
+    m.name: m for m in (A100_80GB, A100_40GB, H100_80GB, A10G, T4, L4)
+}
+
+REGIONS: dict[str, tuple[str, ...]] = {
+    "us-east-1": ("us-east-1a", "us-east-1b", "us-east-1c"),
+    "us-west-2": ("us-west-2a", "us-west-2b"),
+}
+
+ZONES: tuple[str, ...] = tuple(az for zones in REGIONS.values() for az in zones)
+
+# Each region gets its own VPC; each zone its own /20 subnet inside it.
+VPC_SECOND_OCTET: dict[str, int] = {"us-east-1": 0, "us-west-2": 1}
+
+# The EKS cluster a node of each region joins.
+CLUSTER_BY_REGION: dict[str, str] = {"us-east-1": "gpu-east", "us-west-2": "gpu-west"}
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One MIG device of a partitioned GPU: profile name, compute slices, memory and GI id."""
+
+    profile: str
+    compute: int
+    memory_mib: int
+    gi_id: int
+
+
+# A100 80GB split the way inference teams usually split one card: one big, one medium and
+# two small devices (3 + 2 + 1 + 1 = all 7 compute slices). GI ids are the ones NVML assigns
+# to those placements.
+A100_80GB_MIG_LAYOUT: tuple[MigProfile, ...] = (
+    MigProfile("3g.40gb", 3, 40192, 2),
+    MigProfile("2g.20gb", 2, 19968, 3),
+    MigProfile("1g.10gb", 1, 9856, 9),
+    MigProfile("1g.10gb", 1, 9856, 10),
+)
+
+MIG_TOTAL_COMPUTE = 7
+
+
+def region_of(availability_zone: str) -> str:
+    """``us-east-1b`` → ``us-east-1``."""
+    return availability_zone[:-1]
+
+
+def gpu_model_of(instance_type: str) -> GpuModel:
+    """The GPU board an instance type carries.
+
+    Raises:
+        KeyError: the type is not in the catalog.
+    """
+    return GPU_MODEL_BY_NAME[INSTANCE_TYPE_BY_NAME[instance_type].gpu_model]

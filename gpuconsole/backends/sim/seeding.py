@@ -1,0 +1,118 @@
+"""The workload a world starts with, built directly rather than by replaying hours of history.
+
+A new world already looks like a cluster that has been busy for weeks: most GPUs held by jobs
+part-way through their runs, a handful of jobs waiting (one of them asking for more GPUs than
+any node has), a couple suspended, the last hour's finished jobs, and CronJobs whose last run
+shows in the list. Building it directly keeps even a thousand-node world quick to create.
+"""
+
+from __future__ import annotations
+
+from gpuconsole.backends.sim.lifecycle import (
+    FINISHED_TTL_S,
+    Lifecycle,
+    cron_next,
+    cron_prev,
+)
+from gpuconsole.backends.sim.state import SimCronJob, SimJob
+from gpuconsole.backends.sim.workload import CRONJOBS, NEMO
+from gpuconsole.model import JobState
+
+FILL = 0.85  # share of GPU slots held by running jobs at the start
+
+
+class Seeding(Lifecycle):
+    """Populates a freshly built fleet with jobs and CronJobs."""
+
+    def _seed_workload(self, demo: bool) -> None:
+        rng = self._rng
+        now = self._now
+        sched = self._scheduler
+        self._seed_cronjobs(now)
+        slots = sum(len(n.whole) + len(n.slices) for n in sched.nodes)
+        used = 0
+        waiting = self._pending_target - 1
+        for _ in range(4 * slots + 20):
+            if used >= FILL * slots:
+                break
+            job = self._new_job(now)
+            if sched.place(job):
+                self._jobs[job.uid] = job
+                self._start(job, now, progress=rng.uniform(0.05, 0.9))
+                job.created = (job.started or now) - rng.randint(5, 900)
+                used += job.gpus
+            elif waiting > 0:
+                self._seed_pending(job, now)
+                waiting -= 1
+        for _ in range(20 * max(waiting, 0)):
+            if waiting <= 0:
+                break
+            job = self._new_job(now)
+            if not sched.fits(job):
+                self._seed_pending(job, now)
+                waiting -= 1
+        huge = SimJob(self._ids.uuid4(), f"llama-70b-pretrain-{self._ids.suffix()}", "research",
+                      now - rng.randint(2 * 3600, 3 * 3600), 16, None, None, 36 * 3600.0, NEMO,
+                      "dmitri", self._ids.uuid4())
+        huge.give_up_at = huge.created + 48 * 3600.0
+        self._seed_pending(huge, huge.created)
+        for _ in range(round(self._arrival_rate * FINISHED_TTL_S)):
+            self._seed_finished(self._new_job(now), now - rng.uniform(30.0, FINISHED_TTL_S - 60.0))
+        for _ in range(2 if demo else max(2, slots // 200)):
+            job = self._new_job(now)
+            job.state = JobState.SUSPENDED
+            job.created = now - rng.randint(3600, 8 * 3600)
+            self._add_job(job)
+            self._at(now + rng.randint(3600, 6 * 3600), "resume", job, job.run)
+        # Settle pending reasons against the final allocation.
+        for job in sched.schedule(self._pending):
+            self._start(job, now)
+
+    def _seed_pending(self, job: SimJob, created: float) -> None:
+        job.created = min(created, self._now - self._rng.randint(60, 2400))
+        self._add_job(job)
+
+    def _seed_finished(self, job: SimJob, finished: float) -> None:
+        """A job that ended ``finished``; it ran on some node that could have taken it."""
+        rng = self._rng
+        nodes = self._scheduler.nodes
+        if job.mig_profile is not None:
+            fitting = [n for n in nodes if n.slices]
+        else:
+            fitting = [n for n in nodes if (job.product is None or n.model.label == job.product)
+                       and len(n.whole) >= job.gpus]
+        fails = rng.random() < 0.1
+        length = job.duration * (rng.uniform(0.05, 0.8) if fails else 1.0)
+        job.node = rng.choice(fitting) if fitting else None
+        job.state = JobState.FAILED if fails else JobState.SUCCEEDED
+        job.finished = float(int(finished))
+        job.started = float(int(finished - length))
+        job.created = job.started - rng.randint(5, 600)
+        job.run = 1
+        self._jobs[job.uid] = job
+
+    def _seed_cronjobs(self, now: float) -> None:
+        rng = self._rng
+        for spec in CRONJOBS:
+            created = float(int(now - rng.uniform(20.0, 120.0) * 86400.0))
+            cj = SimCronJob(self._ids.uuid4(), spec.name, spec.namespace, spec.schedule, created,
+                            spec.gpus, spec.mig_profile, spec.product, spec.minutes, spec.image,
+                            spec.owner, suspended=spec.suspended)
+            self._cronjobs.append(cj)
+            if spec.suspended:
+                cj.last = cron_prev(spec.schedule, now - rng.uniform(2.0, 10.0) * 86400.0)
+                continue
+            cj.last = cron_prev(spec.schedule, now)
+            cj.next = cron_next(spec.schedule, now - 1.0)
+            job = self._cron_job(cj, cj.last)
+            if cj.last + job.duration <= now:
+                if now - (cj.last + job.duration) < FINISHED_TTL_S:
+                    self._seed_finished(job, cj.last + job.duration)
+                    job.started = cj.last + rng.randint(1, 20)
+                    job.created = cj.last
+            elif self._scheduler.place(job):
+                self._jobs[job.uid] = job
+                self._start(job, now, progress=min(0.95, (now - cj.last) / job.duration))
+            else:
+                self._add_job(job)
+

@@ -1,0 +1,152 @@
+"""The three backend faces of one simulated world: GPUs, jobs and cloud.
+
+They share a :class:`SimCloud` — the world, the lock that serialises it, the clock that drives
+it and the fault plan — so the GPUs a job holds, the node it runs on and the instance billed
+for it always agree, as they would on a real fleet polled at the same moment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from gpuconsole.backends.base import BackendError, Capability
+from gpuconsole.backends.sim.faults import FaultPlan
+from gpuconsole.backends.sim.workload import PYTORCH
+from gpuconsole.backends.sim.world import SimWorld
+from gpuconsole.model import (
+    CloudReading,
+    CronJob,
+    GpuReading,
+    GpuSample,
+    Instance,
+    InstanceType,
+    Job,
+    JobsReading,
+    Market,
+    SourceKind,
+    SpotPrice,
+)
+
+T = TypeVar("T")
+
+
+class SimCloud:
+    """One world behind the three faces.
+
+    Every poll first misbehaves as the fault plan says (outside the lock, so a hanging GPU face
+    does not stall the job face), then, under the lock, brings the world up to ``clock()`` and
+    takes its reading.
+    """
+
+    def __init__(self, world: SimWorld, clock: Callable[[], float] = time.time,
+                 faults: FaultPlan | None = None) -> None:
+        self.world = world
+        self.clock = clock
+        self.faults = faults if faults is not None else FaultPlan()
+        self.lock = threading.Lock()
+
+    def read(self, kind: SourceKind, take: Callable[[SimWorld], T]) -> T:
+        self.faults.apply(kind)
+        with self.lock:
+            self.world.advance_to(self.clock())
+            return take(self.world)
+
+    def act(self, do: Callable[[SimWorld], T]) -> T:
+        """Run a user action at the current time; refusals become :class:`BackendError`."""
+        with self.lock:
+            self.world.advance_to(self.clock())
+            try:
+                return do(self.world)
+            except (KeyError, ValueError) as exc:
+                raise BackendError(str(exc.args[0]) if exc.args else type(exc).__name__) from exc
+
+    def close(self, kind: SourceKind) -> None:
+        self.faults.close(kind)
+
+
+class SimGpuSource:
+    """GPU telemetry of the simulated fleet, MIG devices and processes included."""
+
+    name: str = "sim"
+    capabilities: frozenset[Capability] = frozenset({Capability.MIG, Capability.PROCESSES, Capability.HISTORY})
+
+    def __init__(self, sim: SimCloud) -> None:
+        self.sim = sim
+
+    def poll_gpus(self) -> GpuReading:
+        return self.sim.read(SourceKind.GPUS, SimWorld.gpu_reading)
+
+    def gpu_history(self, uuid: str, since: float | None = None) -> tuple[GpuSample, ...]:
+        """The last ten minutes of one GPU at 5-second resolution."""
+        return self.sim.act(lambda w: w.gpu_history(uuid, since))
+
+    def close(self) -> None:
+        self.sim.close(SourceKind.GPUS)
+
+
+class SimJobBackend:
+    """The simulated Kubernetes cluster's Jobs, CronJobs and GPU nodes."""
+
+    name: str = "sim"
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.SUBMIT_JOB, Capability.DELETE_JOB, Capability.SUSPEND_CRONJOB})
+
+    def __init__(self, sim: SimCloud) -> None:
+        self.sim = sim
+
+    def poll_jobs(self) -> JobsReading:
+        return self.sim.read(SourceKind.JOBS, SimWorld.jobs_reading)
+
+    def submit_job(self, name: str, namespace: str, gpus: int = 1, *, mig_profile: str | None = None,
+                   image: str = PYTORCH, owner: str | None = None, product: str | None = None,
+                   minutes: float = 60.0) -> Job:
+        return self.sim.act(lambda w: w.submit_job(name, namespace, gpus, mig_profile=mig_profile,
+                                                   image=image, owner=owner, product=product,
+                                                   minutes=minutes))
+
+    def delete_job(self, uid: str) -> Job:
+        return self.sim.act(lambda w: w.delete_job(uid))
+
+    def suspend_cronjob(self, uid: str, suspended: bool = True) -> CronJob:
+        return self.sim.act(lambda w: w.set_cronjob_suspended(uid, suspended))
+
+    def close(self) -> None:
+        self.sim.close(SourceKind.JOBS)
+
+
+class SimCloudBackend:
+    """The simulated EC2 account: GPU instances, their prices and what they have cost."""
+
+    name: str = "sim"
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.LAUNCH, Capability.STOP, Capability.TERMINATE, Capability.SPOT, Capability.PRICES})
+
+    def __init__(self, sim: SimCloud) -> None:
+        self.sim = sim
+
+    def poll_instances(self) -> CloudReading:
+        return self.sim.read(SourceKind.CLOUD, SimWorld.cloud_reading)
+
+    def instance_types(self) -> tuple[InstanceType, ...]:
+        return self.sim.world.instance_types()
+
+    def spot_prices(self) -> tuple[SpotPrice, ...]:
+        return self.sim.act(SimWorld.spot_prices)
+
+    def launch_instance(self, instance_type: str, availability_zone: str,
+                        market: Market = Market.ON_DEMAND, name: str = "", owner: str = "",
+                        project: str = "") -> Instance:
+        return self.sim.act(lambda w: w.launch_instance(instance_type, availability_zone, market,
+                                                        name, owner, project))
+
+    def stop_instance(self, instance_id: str) -> Instance:
+        return self.sim.act(lambda w: w.stop_instance(instance_id))
+
+    def terminate_instance(self, instance_id: str) -> Instance:
+        return self.sim.act(lambda w: w.terminate_instance(instance_id))
+
+    def close(self) -> None:
+        self.sim.close(SourceKind.CLOUD)

@@ -1,0 +1,221 @@
+"""The simulated world's mutable state: plain slotted classes, cheap to update every second.
+
+The frozen :mod:`gpuconsole.model` objects are only built when a reading is taken, so a
+step over thousands of GPUs touches a few attributes per GPU and allocates nothing.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from gpuconsole.backends.sim.catalog import GpuModel
+from gpuconsole.model import (
+    Gpu,
+    GpuProcess,
+    InstanceState,
+    InstanceType,
+    Job,
+    JobState,
+    Market,
+    Tags,
+)
+
+
+class SimSlice:
+    """One MIG device of a :class:`SimGpu` and the job (if any) that holds it."""
+
+    __slots__ = ("uuid", "gpu", "gi_id", "ci_id", "profile", "compute", "memory_total",
+                 "job", "util", "mem")
+
+    def __init__(self, uuid: str, gpu: SimGpu, gi_id: int, profile: str, compute: int,
+                 memory_total: int) -> None:
+        self.uuid = uuid
+        self.gpu = gpu
+        self.gi_id = gi_id
+        self.ci_id = 0
+        self.profile = profile
+        self.compute = compute
+        self.memory_total = memory_total
+        self.job: SimJob | None = None
+        self.util = 0.0
+        self.mem = 0
+
+
+class SimGpu:
+    """One physical GPU: fixed identity plus the telemetry the next reading reports.
+
+    ``settled`` marks an idle GPU whose temperature and power have reached their resting
+    values; a step skips it and a reading reuses ``view``, which keeps idle fleets cheap.
+    """
+
+    __slots__ = ("uuid", "node", "index", "model", "total", "limit", "idle_power", "idle_temp",
+                 "busy_temp", "idle_mem", "job", "rank", "proc_mem", "procs", "slices", "util", "mem",
+                 "temp", "power", "settled", "view", "hist", "born")
+
+    def __init__(self, uuid: str, node: str, index: int, model: GpuModel, idle_temp: float,
+                 busy_temp: float, idle_mem: int, born: float) -> None:
+        self.uuid = uuid
+        self.node = node
+        self.index = index
+        self.model = model
+        self.total = model.memory_mib
+        self.limit = model.power_limit_w
+        self.idle_power = round(model.power_limit_w * model.idle_fraction, 1)
+        self.idle_temp = idle_temp
+        self.busy_temp = busy_temp
+        self.idle_mem = idle_mem
+        self.job: SimJob | None = None
+        self.rank = 0
+        self.proc_mem = 0
+        self.procs: tuple[GpuProcess, ...] = ()  # what the holding job runs here
+        self.slices: list[SimSlice] = []
+        self.util = 0.0
+        self.mem = idle_mem
+        self.temp = idle_temp
+        self.power = self.idle_power
+        self.settled = True
+        self.view: Gpu | None = None
+        self.hist: array[float] | None = None
+        self.born = born
+
+
+class SimInstance:
+    """An EC2 instance and, while it runs, the Kubernetes node it backs.
+
+    Billing keeps the list of ``(ts, state)`` transitions EC2 would show plus a running total
+    of billed seconds up to the last transition, so the accrued cost at any moment is one
+    multiplication, however long the instance has lived.
+    """
+
+    __slots__ = ("instance_id", "itype", "model", "region", "az", "market", "price",
+                 "launch_time", "name", "tags", "node_name", "state", "transitions",
+                 "billed_closed", "state_since", "gpus", "whole", "slices", "free", "ready",
+                 "listed", "replace", "interrupt_at", "gone_at", "mig_gpu", "mig_capacity")
+
+    def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
+                 market: Market, price: float, launch_time: float, name: str, tags: Tags,
+                 node_name: str) -> None:
+        self.instance_id = instance_id
+        self.itype = itype
+        self.model = model
+        self.region = az[:-1]
+        self.az = az
+        self.market = market
+        self.price = price
+        self.launch_time = launch_time
+        self.name = name
+        self.tags = tags
+        self.node_name = node_name
+        self.state = InstanceState.PENDING
+        self.transitions: list[tuple[float, InstanceState]] = [(launch_time, InstanceState.PENDING)]
+        self.billed_closed = 0.0
+        self.state_since = launch_time
+        self.gpus: list[SimGpu] = []
+        self.whole: list[SimGpu] = []  # GPUs offered as nvidia.com/gpu
+        self.slices: list[SimSlice] = []  # MIG devices offered as nvidia.com/mig-<profile>
+        self.free = 0
+        self.ready = False  # schedulable node
+        self.listed = False  # the node object exists in the cluster
+        self.replace = False  # launch a like-for-like replacement once terminated
+        self.interrupt_at: float | None = None
+        self.gone_at: float | None = None
+        self.mig_gpu: int | None = None  # index of the MIG-partitioned GPU, if any
+        self.mig_capacity: tuple[tuple[str, int], ...] = ()
+
+    def set_state(self, state: InstanceState, ts: float) -> None:
+        """Record a transition, closing the billed interval of the state being left."""
+        if self.state.billed:
+            self.billed_closed += max(0.0, ts - self.state_since)
+        self.state = state
+        self.state_since = ts
+        self.transitions.append((ts, state))
+
+    def billed_seconds(self, now: float) -> float:
+        open_part = max(0.0, now - self.state_since) if self.state.billed else 0.0
+        return self.billed_closed + open_part
+
+    def accrued(self, now: float) -> float:
+        return self.price * self.billed_seconds(now) / 3600.0
+
+
+class SimJob:
+    """A Kubernetes Job with one pod, plus the hidden facts that decide how it will go.
+
+    ``fails``, ``stalled``, ``util_base`` and ``mem_frac`` are drawn when the pod starts;
+    ``run`` counts pod starts so a completion scheduled for an evicted pod is ignored.
+    """
+
+    __slots__ = ("uid", "name", "namespace", "state", "created", "gpus", "mig_profile",
+                 "product", "node", "devices", "slice", "started", "finished", "end_at", "duration",
+                 "fails", "stalled", "util_base", "mem_frac", "pending_reason", "cronjob",
+                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view")
+
+    def __init__(self, uid: str, name: str, namespace: str, created: float, gpus: int,
+                 mig_profile: str | None, product: str | None, duration: float, image: str,
+                 owner: str, pod_uid: str, cronjob: str | None = None) -> None:
+        self.uid = uid
+        self.name = name
+        self.namespace = namespace
+        self.state = JobState.PENDING
+        self.created = created
+        self.gpus = gpus
+        self.mig_profile = mig_profile
+        self.product = product  # nvidia.com/gpu.product node selector, if any
+        self.node: SimInstance | None = None
+        self.devices: list[SimGpu] = []  # whole GPUs held
+        self.slice: SimSlice | None = None  # the MIG device held
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.end_at = 0.0
+        self.duration = duration
+        self.fails = False
+        self.stalled = False
+        self.util_base = 0.0
+        self.mem_frac = 0.0
+        self.pending_reason: str | None = None
+        self.cronjob = cronjob
+        self.image = image
+        self.owner = owner
+        self.pod_uid = pod_uid
+        self.pid = 0
+        self.give_up_at = created + 4 * 3600.0  # the owner deletes it if still pending then
+        self.run = 0
+        self.view: Job | None = None
+
+    def to_model(self) -> Job:
+        if self.view is None:
+            self.view = Job(
+                uid=self.uid, name=self.name, namespace=self.namespace, state=self.state,
+                created=self.created, gpus=self.gpus, mig_profile=self.mig_profile,
+                node=self.node.node_name if self.node is not None else None,
+                started=self.started, finished=self.finished,
+                pending_reason=self.pending_reason if self.state is JobState.PENDING else None,
+                cronjob=self.cronjob, image=self.image, owner=self.owner, pod_uid=self.pod_uid,
+            )
+        return self.view
+
+
+class SimCronJob:
+    """A CronJob and the template of the Jobs it creates."""
+
+    __slots__ = ("uid", "name", "namespace", "schedule", "created", "suspended", "last", "next",
+                 "gpus", "mig_profile", "product", "minutes", "image", "owner")
+
+    def __init__(self, uid: str, name: str, namespace: str, schedule: str, created: float,
+                 gpus: int, mig_profile: str | None, product: str | None,
+                 minutes: tuple[float, float], image: str, owner: str,
+                 suspended: bool = False) -> None:
+        self.uid = uid
+        self.name = name
+        self.namespace = namespace
+        self.schedule = schedule
+        self.created = created
+        self.suspended = suspended
+        self.last: float | None = None
+        self.next: float | None = None
+        self.gpus = gpus
+        self.mig_profile = mig_profile
+        self.product = product
+        self.minutes = minutes
+        self.image = image
+        self.owner = owner

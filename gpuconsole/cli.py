@@ -1,0 +1,216 @@
+"""Command line: ``gpuconsole`` opens the console; subcommands serve scripts.
+
+Every bad flag or value ends in one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from gpuconsole import __version__
+from gpuconsole.core.sources import GPU_SOURCES
+
+EPILOG = """\
+keys in the console:
+  1-5 / tab   switch panes (overview, GPUs, jobs, instances, budgets)
+  /           filter the current table        enter  details of the selected row
+  ctrl+p      command palette (every action)  ?      all key bindings
+  d           open the demo (when no backend is configured)      q  quit
+
+examples:
+  gpuconsole --demo                        the console on a simulated GPU cloud
+  gpuconsole --demo --demo-nodes 128       a 1,024-GPU simulated fleet
+  gpuconsole snapshot --demo --json        the same state as JSON, for scripts
+
+environment:
+  GPUCONSOLE_DB   cache database path (default: the user cache directory)
+  NO_COLOR        disable colour
+"""
+
+
+class ArgumentError(Exception):
+    """A bad command line; the message is one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage dump) and exit with status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgumentError(message)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    group = common.add_argument_group("data sources")
+    group.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help="run on a simulated GPU cloud")
+    group.add_argument("--seed", type=_non_negative_int, default=argparse.SUPPRESS, metavar="N", help="seed of the simulated world (default 7)")
+    group.add_argument("--demo-nodes", type=_positive_int, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
+    group.add_argument("--demo-faults", default=argparse.SUPPRESS, metavar="SPEC", help="inject faults, e.g. gpus:error,jobs:hang,cloud:slow=3 (modes: error, hang, slow[=S], flaky)")
+    group.add_argument("--gpus", choices=GPU_SOURCES, default=argparse.SUPPRESS, help="GPU telemetry source (default auto)")
+    group.add_argument("--interval", type=_positive_float, default=argparse.SUPPRESS, metavar="S", help="seconds between polls (default 1)")
+    group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
+    group.add_argument("--no-db", action="store_true", default=argparse.SUPPRESS, help="keep no cache and no history on disk")
+    return common
+
+
+DEFAULTS = {
+    "demo": False,
+    "seed": 7,
+    "demo_nodes": None,
+    "demo_faults": None,
+    "gpus": "auto",
+    "interval": 1.0,
+    "db": None,
+    "no_db": False,
+    "theme": None,
+    "json": False,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = _Parser(
+        prog="gpuconsole",
+        description="A keyboard-first console for GPU workloads: GPUs, job queues, cloud instances and budgets on one screen.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
+    parser.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="colour theme: dark, light or contrast (ANSI-safe)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    snap = sub.add_parser(
+        "snapshot",
+        parents=[common],
+        help="print the current state once and exit (for scripts)",
+        description="Print GPUs, jobs, instances, budgets and source status once, as text or JSON.",
+    )
+    snap.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON (sections gpus, jobs, instances, budgets, sources)")
+    snap.add_argument("--wait", type=_positive_float, default=5.0, metavar="S", help="seconds to wait for every source's first answer (default 5)")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    for key, value in DEFAULTS.items():
+        if not hasattr(args, key):
+            setattr(args, key, value)
+    if args.demo_faults is not None:
+        from gpuconsole.backends.sim.faults import FaultPlan
+
+        try:
+            FaultPlan.parse(args.demo_faults)
+        except ValueError as exc:
+            raise ArgumentError(f"argument --demo-faults: {exc}") from None
+    if args.theme is not None:
+        from gpuconsole.ui.themes import theme_names
+
+        if args.theme not in theme_names():
+            raise ArgumentError(f"unknown theme {args.theme!r}: choose one of {', '.join(theme_names())}")
+    return args
+
+
+def _open_store(args: argparse.Namespace):  # noqa: ANN202 - Store | None, imported lazily
+    if args.no_db:
+        return None
+    from gpuconsole.core.paths import check_db_path, default_db_path
+    from gpuconsole.core.store import Store, StoreError
+
+    path = args.db if args.db is not None else default_db_path()
+    try:
+        check_db_path(path)
+    except StoreError as exc:
+        raise ArgumentError(str(exc)) from None
+    warnings: list[str] = []
+    store = Store(path, on_warning=warnings.append)
+    for warning in warnings:
+        print(f"gpuconsole: warning: {warning}", file=sys.stderr)
+    return store
+
+
+def make_console(args: argparse.Namespace):  # noqa: ANN201 - Console, imported lazily
+    from gpuconsole.core.console import Console, ConsoleOptions
+    from gpuconsole.core.sources import SourceOptions
+
+    sources = SourceOptions(
+        demo=args.demo,
+        seed=args.seed,
+        demo_nodes=args.demo_nodes,
+        demo_faults=args.demo_faults,
+        gpus=args.gpus,
+    )
+    store = _open_store(args)
+    return Console(ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval), store=store)
+
+
+def _setup_logging(tui: bool) -> None:
+    """Log to stderr for commands, to a file while the full-screen console owns the terminal."""
+    level = os.environ.get("GPUCONSOLE_LOG", "WARNING").upper()
+    if level not in logging.getLevelNamesMapping():
+        level = "WARNING"
+    if not tui:
+        logging.basicConfig(level=level, stream=sys.stderr, format="gpuconsole: %(levelname)s: %(message)s")
+        return
+    try:
+        from gpuconsole.core.paths import default_db_path
+
+        path = default_db_path().parent / "gpuconsole.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        logging.basicConfig(level=level, filename=path, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    except OSError:
+        logging.getLogger().addHandler(logging.NullHandler())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+        console = make_console(args)
+    except ArgumentError as exc:
+        print(f"gpuconsole: error: {exc} (see gpuconsole --help)", file=sys.stderr)
+        return 2
+    _setup_logging(tui=args.command is None)
+    if args.command == "snapshot":
+        from gpuconsole.snapshot_cmd import run_snapshot
+
+        return run_snapshot(console, as_json=args.json, wait=args.wait)
+    from gpuconsole.ui.app import GpuConsoleApp
+
+    app = GpuConsoleApp(console, theme_name=args.theme)
+    try:
+        app.run()
+    finally:
+        console.close()
+    return app.return_code or 0

@@ -1,0 +1,252 @@
+"""The Console facade: the one door the UI and the CLI use to see and change the fleet.
+
+It owns the Hub (polling), the Store (cache + history) and the budgets, composes every new
+reading into one immutable :class:`FleetSnapshot`, and hands it to subscribers. Subscribers are
+called from worker threads; the UI forwards the snapshot to its event loop as a message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from gpuconsole.core import budgets as budget_rules
+from gpuconsole.core import costs
+from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
+from gpuconsole.core.sources import SourceOptions, build_sources
+from gpuconsole.core.store import Store
+from gpuconsole.model import (
+    Alert,
+    Budget,
+    CloudReading,
+    FleetSnapshot,
+    GpuReading,
+    GpuSample,
+    InstanceState,
+    JobsReading,
+    JobState,
+    Market,
+    Severity,
+    SourceKind,
+    SourceState,
+)
+
+log = logging.getLogger(__name__)
+
+HOT_GPU_C = 85
+CACHE_EVERY_S = 10.0
+MAINTAIN_EVERY_S = 60.0
+
+Subscriber = Callable[[FleetSnapshot], None]
+
+
+@dataclass
+class ConsoleOptions:
+    """Everything that shapes a console session (the CLI fills it from flags)."""
+
+    sources: SourceOptions = field(default_factory=SourceOptions)
+    db_path: Path | None = None
+    interval: float = 1.0
+    timeout: float = 5.0
+    clock: Callable[[], float] = time.time
+    use_cache: bool = True
+
+
+class Console:
+    """Live state of the fleet and the actions on it.
+
+    Args:
+        options: sources, database and polling settings.
+        store: an open Store; ``None`` runs without cache and history (tests, ``--no-db``).
+    """
+
+    def __init__(self, options: ConsoleOptions, store: Store | None = None) -> None:
+        self.options = options
+        self.store = store
+        self.clock = options.clock
+        self._subscribers: list[Subscriber] = []
+        self._lock = threading.Lock()
+        self._last_cached: dict[SourceKind, float] = {}
+        self._last_maintain = 0.0
+        self.budgets: tuple[Budget, ...] = budget_rules.DEMO_BUDGETS if options.sources.demo else ()
+        self.hub = self._make_hub(options.sources)
+        self.snapshot = self._compose()
+
+    # ------------------------------------------------------------------ set-up
+    def _make_hub(self, source_options: SourceOptions) -> Hub:
+        sources = build_sources(source_options, clock=self.clock)
+        policy = PollPolicy(interval=self.options.interval, timeout=self.options.timeout)
+        hub = Hub(sources, self._on_update, {kind: policy for kind in sources}, clock=self.clock)
+        if self.store is not None and self.options.use_cache:
+            for kind, source in sources.items():
+                cached = self.store.load_reading(self._cache_key(kind, source.name), READING_TYPES[kind])
+                if cached is not None:
+                    hub.seed(kind, cached, cached.taken_at)
+        return hub
+
+    @staticmethod
+    def _cache_key(kind: SourceKind, name: str) -> str:
+        # Keyed by source name too, so cached demo data never shows in a real session.
+        return f"{kind.value}:{name}"
+
+    @property
+    def demo(self) -> bool:
+        return self.options.sources.demo
+
+    def subscribe(self, callback: Subscriber) -> None:
+        """Call ``callback`` (from a worker thread) with every new snapshot."""
+        self._subscribers.append(callback)
+
+    def start(self) -> None:
+        self.hub.start()
+
+    def stop(self) -> None:
+        self.hub.stop()
+
+    def close(self) -> None:
+        self.stop()
+        if self.store is not None:
+            self.store.close()
+
+    def refresh(self) -> None:
+        self.hub.refresh()
+
+    def switch_to_demo(self) -> None:
+        """Replace every source with the simulated world (the user asked for the demo)."""
+        old = self.hub
+        self.options.sources = SourceOptions(
+            demo=True,
+            seed=self.options.sources.seed,
+            demo_nodes=self.options.sources.demo_nodes,
+            demo_faults=self.options.sources.demo_faults,
+            sim_start=self.options.sources.sim_start,
+        )
+        self.budgets = budget_rules.DEMO_BUDGETS
+        self.hub = self._make_hub(self.options.sources)
+        threading.Thread(target=old.stop, daemon=True).start()
+        self.hub.start()
+        self._publish()
+
+    def wait_for_first_answers(self, timeout: float) -> None:
+        """Block until every source answered once (or ``timeout``): for the headless snapshot."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(r.polls or r.status.state is SourceState.UNCONFIGURED for r in self.hub.runners.values()):
+                return
+            time.sleep(0.02)
+
+    # ------------------------------------------------------------------ history
+    def gpu_history(self, uuid: str, seconds: float) -> list[GpuSample]:
+        """The last ``seconds`` of one GPU's samples (blocking: call from a worker)."""
+        if self.store is None:
+            return []
+        now = self.clock()
+        return self.store.gpu_history(uuid, now - seconds, now)
+
+    # ------------------------------------------------------------------ composition
+    def _on_update(self, kind: SourceKind) -> None:
+        runner = self.hub.runners.get(kind)
+        if runner is not None and runner.status.state is SourceState.LIVE and runner.reading is not None:
+            self._persist(kind, runner.source.name, runner.reading)
+        self._publish()
+
+    def _publish(self) -> None:
+        with self._lock:
+            self.snapshot = snapshot = self._compose()
+        for callback in list(self._subscribers):
+            try:
+                callback(snapshot)
+            except Exception:  # noqa: BLE001 - a broken subscriber must not stop polling
+                log.exception("snapshot subscriber failed")
+
+    def _persist(self, kind: SourceKind, name: str, reading: GpuReading | JobsReading | CloudReading) -> None:
+        if self.store is None:
+            return
+        now = self.clock()
+        try:
+            if isinstance(reading, GpuReading):
+                self.store.record_gpus(reading.gpus, reading.taken_at)
+                if now - self._last_maintain >= MAINTAIN_EVERY_S:
+                    self._last_maintain = now
+                    self.store.maintain(now)
+            if now - self._last_cached.get(kind, 0.0) >= CACHE_EVERY_S:
+                self._last_cached[kind] = now
+                self.store.save_reading(self._cache_key(kind, name), reading)
+        except Exception:  # noqa: BLE001 - the cache is optional; the console goes on without it
+            log.warning("could not write the cache", exc_info=True)
+
+    def _compose(self) -> FleetSnapshot:
+        now = self.clock()
+        gpu_reading = self.hub.reading(SourceKind.GPUS)
+        jobs_reading = self.hub.reading(SourceKind.JOBS)
+        cloud_reading = self.hub.reading(SourceKind.CLOUD)
+        gpus = gpu_reading.gpus if isinstance(gpu_reading, GpuReading) else ()
+        jobs = jobs_reading.jobs if isinstance(jobs_reading, JobsReading) else ()
+        cronjobs = jobs_reading.cronjobs if isinstance(jobs_reading, JobsReading) else ()
+        nodes = jobs_reading.nodes if isinstance(jobs_reading, JobsReading) else ()
+        instances = cloud_reading.instances if isinstance(cloud_reading, CloudReading) else ()
+        statuses = self.hub.statuses()
+        budget_states = budget_rules.evaluate_all(self.budgets, instances, now, jobs)
+        spend_today = costs.spend(instances, costs.day_start(now), now)
+        spend_month = costs.spend(instances, costs.month_start(now), now)
+        if isinstance(cloud_reading, CloudReading):
+            spend_today = cloud_reading.spend_today if cloud_reading.spend_today is not None else spend_today
+            spend_month = cloud_reading.spend_month if cloud_reading.spend_month is not None else spend_month
+        snapshot = FleetSnapshot(
+            taken_at=now,
+            gpus=gpus,
+            jobs=jobs,
+            cronjobs=cronjobs,
+            nodes=nodes,
+            instances=instances,
+            budgets=budget_states,
+            sources=statuses,
+            spend_today=spend_today,
+            spend_month=spend_month,
+            burn_per_hour=costs.burn_per_hour(instances),
+            demo=self.demo,
+        )
+        return _with_alerts(snapshot)
+
+
+def _with_alerts(snap: FleetSnapshot) -> FleetSnapshot:
+    """Derive the alerts the overview lists, most severe first."""
+    now = snap.taken_at
+    alerts: list[Alert] = []
+    for status in snap.sources:
+        if status.state in (SourceState.ERROR, SourceState.STALE) and status.error != "cached":
+            alerts.append(Alert(Severity.WARNING, status.name, f"{status.kind.value} source {status.describe(now)}", now))
+    for b in snap.budgets:
+        if b.crossed:
+            top = max(b.crossed, key=lambda t: t.percent)
+            severity = Severity.CRITICAL if top.percent >= 100 else Severity.WARNING
+            alerts.append(
+                Alert(
+                    severity,
+                    "budget",
+                    f"budget {b.budget.name}: {top.basis.value} spend at {top.percent:g}% "
+                    f"(${b.spent:,.0f} of ${b.budget.amount:,.0f}, forecast ${b.forecast:,.0f})",
+                    now,
+                )
+            )
+    hot = [g for g in snap.gpus if g.temperature_c >= HOT_GPU_C]
+    if hot:
+        alerts.append(Alert(Severity.WARNING, "gpus", f"{len(hot)} GPU(s) at or above {HOT_GPU_C} °C", now))
+    gone = [i for i in snap.instances if i.state in (InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED) and i.market is Market.SPOT]
+    for inst in gone:
+        alerts.append(Alert(Severity.WARNING, "cloud", f"spot instance {inst.instance_id} ({inst.instance_type}) {inst.state.value}", now))
+    prices = costs.gpu_price_per_hour(snap.instances)
+    idle = [g for g in snap.gpus if not g.busy and g.node in prices]
+    if idle:
+        per_hour = costs.idle_cost_per_hour(idle, prices)
+        alerts.append(Alert(Severity.INFO, "costs", f"{len(idle)} billed GPU(s) idle, costing ${per_hour:,.2f}/h", now))
+    waiting = [j for j in snap.jobs if j.state is JobState.PENDING and now - j.created > 600]
+    if waiting:
+        alerts.append(Alert(Severity.INFO, "jobs", f"{len(waiting)} job(s) pending for over 10 min", now))
+    order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    alerts.sort(key=lambda a: order[a.severity])
+    return replace(snap, alerts=tuple(alerts))

@@ -1,0 +1,273 @@
+"""The Hub: polls every source on its own interval, supervises failures, publishes snapshots.
+
+Each source gets a supervisor thread. A poll runs in a short-lived daemon thread so that a hung
+driver (an NVML call stuck in the kernel, a TCP connection that never answers) can be abandoned
+after its timeout without blocking the supervisor, the other sources, or interpreter exit.
+
+Status rules, shown by every pane next to the data they describe:
+
+* a poll that answers → ``live``;
+* a poll that raises → ``error: reason``; the last good data stays on screen with its age;
+* a poll that does not answer within the timeout → ``stale for N s``;
+* a backend that says it is not configured → ``unconfigured`` with its set-up hint.
+
+After a failure the next attempt waits ``interval × 2^failures`` (capped), so a broken endpoint
+is not hammered; the first success resets everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuconsole.backends.base import BackendError, BackendUnavailable
+from gpuconsole.model import (
+    CloudReading,
+    GpuReading,
+    JobsReading,
+    SourceKind,
+    SourceState,
+    SourceStatus,
+)
+
+log = logging.getLogger(__name__)
+
+Reading = GpuReading | JobsReading | CloudReading
+
+READING_TYPES: dict[SourceKind, type] = {
+    SourceKind.GPUS: GpuReading,
+    SourceKind.JOBS: JobsReading,
+    SourceKind.CLOUD: CloudReading,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PollPolicy:
+    """How often and how patiently a source is polled."""
+
+    interval: float = 1.0
+    timeout: float = 5.0
+    max_backoff: float = 30.0
+    unconfigured_retry: float = 60.0
+
+
+class _Runner:
+    """Supervises one source: schedules polls, applies the timeout, keeps status and data."""
+
+    def __init__(
+        self,
+        kind: SourceKind,
+        source: Any,
+        policy: PollPolicy,
+        clock: Callable[[], float],
+        on_result: Callable[[_Runner], None],
+    ) -> None:
+        self.kind = kind
+        self.source = source
+        self.policy = policy
+        self.clock = clock
+        self.on_result = on_result
+        self.reading: Reading | None = None
+        self.status = SourceStatus(name=source.name, kind=kind, state=SourceState.CONNECTING)
+        self.failures = 0
+        self.polls = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._inflight: threading.Thread | None = None
+        self._inflight_since = 0.0
+        self._thread = threading.Thread(target=self._loop, name=f"hub-{kind.value}", daemon=True)
+
+    # ------------------------------------------------------------------ control
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def poke(self) -> None:
+        """Poll now instead of waiting for the next interval (user pressed refresh)."""
+        self._wake.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ loop
+    def _poll_fn(self) -> Callable[[], Reading]:
+        if self.kind is SourceKind.GPUS:
+            return self.source.poll_gpus
+        if self.kind is SourceKind.JOBS:
+            return self.source.poll_jobs
+        return self.source.poll_instances
+
+    def _loop(self) -> None:
+        poll = self._poll_fn()
+        while not self._stop.is_set():
+            started = time.monotonic()
+            delay = self.run_once(poll)
+            if self._stop.is_set():
+                break
+            spent = time.monotonic() - started
+            self._wake.wait(max(0.0, delay - spent))
+            self._wake.clear()
+
+    def run_once(self, poll: Callable[[], Reading]) -> float:
+        """One supervised poll. Returns the delay before the next one."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                box["reading"] = poll()
+            except BaseException as exc:  # noqa: BLE001 - every failure becomes a status
+                box["error"] = exc
+            finally:
+                done.set()
+
+        if self._inflight is not None and self._inflight.is_alive():
+            # The previous call is still hung: do not pile up threads behind it.
+            self._mark_stale(f"no answer for {self.clock() - self._inflight_since:.0f} s")
+            return self.policy.interval
+        t0 = time.monotonic()
+        self._inflight_since = self.clock()
+        thread = threading.Thread(target=call, name=f"poll-{self.kind.value}", daemon=True)
+        self._inflight = thread
+        thread.start()
+        if not done.wait(self.policy.timeout):
+            self.failures += 1
+            self._mark_stale(f"no answer in {self.policy.timeout:g} s")
+            return self._backoff()
+        self._inflight = None
+        latency = time.monotonic() - t0
+        self.polls += 1
+        error = box.get("error")
+        if error is None:
+            self.failures = 0
+            self.reading = box["reading"]
+            self.status = SourceStatus(
+                name=self.source.name,
+                kind=self.kind,
+                state=SourceState.LIVE,
+                updated_at=self.clock(),
+                latency_s=latency,
+            )
+            self.on_result(self)
+            return self.policy.interval
+        self.failures += 1
+        if isinstance(error, BackendUnavailable):
+            self.status = SourceStatus(
+                name=self.source.name,
+                kind=self.kind,
+                state=SourceState.UNCONFIGURED,
+                error=_one_line(error),
+                hint=error.hint,
+            )
+            self.on_result(self)
+            return self.policy.unconfigured_retry
+        if not isinstance(error, BackendError):
+            log.exception("source %s failed unexpectedly", self.source.name, exc_info=error)
+        self.status = SourceStatus(
+            name=self.source.name,
+            kind=self.kind,
+            state=SourceState.ERROR,
+            updated_at=self.status.updated_at,
+            error=_one_line(error),
+            latency_s=latency,
+        )
+        self.on_result(self)
+        return self._backoff()
+
+    def _mark_stale(self, reason: str) -> None:
+        self.status = SourceStatus(
+            name=self.source.name,
+            kind=self.kind,
+            state=SourceState.STALE,
+            updated_at=self.status.updated_at,
+            error=reason,
+        )
+        self.on_result(self)
+
+    def _backoff(self) -> float:
+        return min(self.policy.interval * (2 ** min(self.failures, 10)), self.policy.max_backoff)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    message = text[0] if text else type(error).__name__
+    return message[:200]
+
+
+class Hub:
+    """Polls the configured sources and hands every new state to ``on_update``.
+
+    Args:
+        sources: one backend per kind (GPU telemetry, jobs, cloud); a kind may be absent.
+        on_update: called from a supervisor thread with the kind that changed. Keep it cheap:
+            the Console composes the snapshot and posts it to the UI.
+        policies: poll interval/timeout per kind (defaults: 1 s / 5 s).
+        clock: wall clock, injectable for tests.
+    """
+
+    def __init__(
+        self,
+        sources: dict[SourceKind, Any],
+        on_update: Callable[[SourceKind], None],
+        policies: dict[SourceKind, PollPolicy] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._on_update = on_update
+        policies = policies or {}
+        self.runners: dict[SourceKind, _Runner] = {
+            kind: _Runner(kind, source, policies.get(kind, PollPolicy()), clock, self._result)
+            for kind, source in sources.items()
+        }
+        self._started = False
+
+    def _result(self, runner: _Runner) -> None:
+        self._on_update(runner.kind)
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            for runner in self.runners.values():
+                runner.start()
+
+    def refresh(self) -> None:
+        """Poll every source now."""
+        for runner in self.runners.values():
+            runner.poke()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop polling and close the sources. Never blocks longer than ``timeout`` per source."""
+        for runner in self.runners.values():
+            runner.stop()
+        for runner in self.runners.values():
+            runner.join(timeout)
+            closer = threading.Thread(target=_close_quietly, args=(runner.source,), daemon=True)
+            closer.start()
+            closer.join(timeout)
+
+    def reading(self, kind: SourceKind) -> Reading | None:
+        runner = self.runners.get(kind)
+        return runner.reading if runner else None
+
+    def seed(self, kind: SourceKind, reading: Reading, taken_at: float) -> None:
+        """Show cached data before the first poll answers, marked stale with its age."""
+        runner = self.runners.get(kind)
+        if runner is not None and runner.reading is None:
+            runner.reading = reading
+            runner.status = replace(runner.status, state=SourceState.STALE, updated_at=taken_at, error="cached")
+
+    def statuses(self) -> tuple[SourceStatus, ...]:
+        return tuple(runner.status for runner in self.runners.values())
+
+
+def _close_quietly(source: Any) -> None:
+    try:
+        source.close()
+    except Exception:  # noqa: BLE001 - closing must never fail the exit
+        log.debug("closing %s failed", getattr(source, "name", source), exc_info=True)

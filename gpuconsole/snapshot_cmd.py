@@ -1,0 +1,99 @@
+"""``gpuconsole snapshot``: the console's state once, as text or JSON, for scripts.
+
+The JSON document has the sections ``gpus``, ``jobs``, ``cronjobs``, ``nodes``, ``instances``,
+``budgets``, ``sources``, ``alerts`` and ``spend``; field names are those of
+:mod:`gpuconsole.model`, times are POSIX seconds, money is US dollars.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from gpuconsole.core.console import Console
+from gpuconsole.model import FleetSnapshot, to_jsonable
+
+SCHEMA = "gpuconsole.snapshot/1"
+
+
+def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
+    """The JSON document for one snapshot."""
+    return {
+        "schema": SCHEMA,
+        "taken_at": snap.taken_at,
+        "demo": snap.demo,
+        "gpus": to_jsonable(snap.gpus),
+        "jobs": to_jsonable(snap.jobs),
+        "cronjobs": to_jsonable(snap.cronjobs),
+        "nodes": to_jsonable(snap.nodes),
+        "instances": to_jsonable(snap.instances),
+        "budgets": [
+            {**to_jsonable(b.budget), "spent": b.spent, "forecast": b.forecast, "burn_per_hour": b.burn_per_hour,
+             "percent": b.percent, "crossed": to_jsonable(b.crossed)}
+            for b in snap.budgets
+        ],
+        "sources": [
+            {**to_jsonable(s), "status": s.describe(snap.taken_at)} for s in snap.sources
+        ],
+        "alerts": to_jsonable(snap.alerts),
+        "spend": {"today": snap.spend_today, "month": snap.spend_month, "burn_per_hour": snap.burn_per_hour},
+    }
+
+
+def run_snapshot(console: Console, *, as_json: bool, wait: float, out: TextIO | None = None) -> int:
+    """Poll every source once, print, and close. Returns the exit status."""
+    out = out or sys.stdout
+    try:
+        console.start()
+        console.wait_for_first_answers(wait)
+        snap = console.snapshot
+    finally:
+        console.close()
+    if as_json:
+        json.dump(snapshot_document(snap), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(render_text(snap))
+    return 0
+
+
+def render_text(snap: FleetSnapshot) -> str:
+    """A plain-text report of one snapshot (no colour, fits 100 columns)."""
+    from gpuconsole.ui.format import age, money, short_node
+
+    lines: list[str] = []
+    now = snap.taken_at
+    lines.append("sources: " + ", ".join(f"{s.kind.value}={s.name} ({s.describe(now)})" for s in snap.sources))
+    for s in snap.sources:
+        if s.hint:
+            lines.append(f"  {s.kind.value}: {s.hint}")
+    lines.append(f"spend: today {money(snap.spend_today)}, this month {money(snap.spend_month)}, burning {money(snap.burn_per_hour)}/h")
+    if snap.gpus:
+        lines.append("")
+        lines.append(f"{'NODE':<22} {'IDX':>3} {'MODEL':<24} {'UTIL':>5} {'MEMORY':>15} {'TEMP':>5} {'POWER':>7} MIG")
+        for g in snap.gpus:
+            lines.append(
+                f"{short_node(g.node)[:22]:<22} {g.index:>3} {g.name[:24]:<24} {g.utilization:>4.0f}% "
+                f"{g.memory_used_mib:>6}/{g.memory_total_mib:<6}M {g.temperature_c:>3}°C {g.power_w:>6.0f}W {g.mig_mode.value}"
+            )
+            for s in g.mig_slices:
+                lines.append(f"{'':<22} {'':>3}   └ {s.profile:<20} {'' if s.utilization is None else f'{s.utilization:>4.0f}%':>5} {s.memory_used_mib:>6}/{s.memory_total_mib:<6}M")
+    if snap.jobs:
+        lines.append("")
+        lines.append(f"{'STATE':<10} {'NAMESPACE':<12} {'NAME':<32} {'GPUS':>9} {'AGE':>6}  REASON")
+        for j in snap.jobs:
+            lines.append(f"{j.state.value:<10} {j.namespace:<12} {j.name[:32]:<32} {j.gpu_request:>9} {age(now - j.created):>6}  {j.pending_reason or ''}")
+    if snap.instances:
+        lines.append("")
+        lines.append(f"{'ID':<20} {'TYPE':<14} {'AZ':<11} {'MARKET':<9} {'STATE':<13} {'$/H':>8} {'COST':>11}")
+        for i in snap.instances:
+            lines.append(f"{i.instance_id:<20} {i.instance_type:<14} {i.availability_zone:<11} {i.market.value:<9} {i.state.value:<13} {i.price_per_hour:>8.3f} {money(i.accrued_cost):>11}")
+    if snap.budgets:
+        lines.append("")
+        for b in snap.budgets:
+            lines.append(f"budget {b.budget.name}: {money(b.spent)} of {money(b.budget.amount)} ({b.percent:.0f}%) {b.budget.period.value}, forecast {money(b.forecast)}")
+    if snap.alerts:
+        lines.append("")
+        lines.extend(f"{a.severity.value}: {a.message}" for a in snap.alerts)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,224 @@
+"""The gpuconsole Textual app: five live panes over one Console.
+
+Key bindings (also listed by ``?`` and reachable from the command palette, ``ctrl+p``):
+
+==============  ==================================================
+``1`` … ``5``   Overview, GPUs, Jobs, Instances, Budgets
+``tab``         next pane (``shift+tab`` previous)
+``/``           filter the current table (``esc`` clears)
+``enter``       details of the selected GPU
+``r``           poll every source now
+``t``           next theme
+``d``           switch to the demo (when a backend is not set up)
+``?``           key bindings
+``q``           quit
+==============  ==================================================
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+
+from gpuconsole.core.console import Console
+from gpuconsole.model import FleetSnapshot, SourceState
+from gpuconsole.ui.commands import PANES, PROVIDERS
+from gpuconsole.ui.format import money
+from gpuconsole.ui.messages import SnapshotUpdated
+from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.panes.base import FilterInput, Pane
+from gpuconsole.ui.panes.budgets import BudgetsPane
+from gpuconsole.ui.panes.gpus import GpusPane
+from gpuconsole.ui.panes.instances import InstancesPane
+from gpuconsole.ui.panes.jobs import JobsPane
+from gpuconsole.ui.panes.overview import OverviewPane
+from gpuconsole.ui.themes import DEFAULT_THEME, PLAIN_THEME, load_themes, short_name, textual_name, theme_names
+
+PANE_CLASSES: dict[str, type[Pane]] = {
+    "overview": OverviewPane,
+    "gpus": GpusPane,
+    "jobs": JobsPane,
+    "instances": InstancesPane,
+    "budgets": BudgetsPane,
+}
+
+
+class TopBar(Static):
+    """One line: product, mode, the state of each source, and the burn rate."""
+
+
+class GpuConsoleApp(App[int]):
+    """The console. ``console`` is started on mount and stopped on exit by the caller."""
+
+    TITLE = "gpuconsole"
+    CSS_PATH = ["app.tcss", "panes/overview.tcss", "panes/jobs.tcss", "screens/help.tcss", "screens/gpu_detail.tcss"]
+    COMMANDS = App.COMMANDS | PROVIDERS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "show_pane('overview')", "Overview", show=False),
+        Binding("2", "show_pane('gpus')", "GPUs", show=False),
+        Binding("3", "show_pane('jobs')", "Jobs", show=False),
+        Binding("4", "show_pane('instances')", "Instances", show=False),
+        Binding("5", "show_pane('budgets')", "Budgets", show=False),
+        Binding("tab", "cycle_pane(1)", "Next pane", show=False, priority=True),
+        Binding("shift+tab", "cycle_pane(-1)", "Previous pane", show=False, priority=True),
+        Binding("slash", "filter", "Filter"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("t", "next_theme", "Theme"),
+        Binding("d", "demo", "Demo", show=False),
+        Binding("question_mark", "help", "Keys"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, console: Console, theme_name: str | None = None, *, start_console: bool = True) -> None:
+        super().__init__()
+        self.console = console
+        self.start_console = start_console
+        for theme in load_themes():
+            self.register_theme(theme)
+        wanted = theme_name or (PLAIN_THEME if self.no_color else DEFAULT_THEME)
+        self.theme = textual_name(wanted)
+        self.palette = Palette.from_theme(self.current_theme)
+        self.snapshot: FleetSnapshot = console.snapshot
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="top-bar")
+        with TabbedContent(initial="overview", id="panes"):
+            for pane_id, (title, key) in PANES.items():
+                with TabPane(f"{key} {title}", id=pane_id):
+                    yield PANE_CLASSES[pane_id](id=f"{pane_id}-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+        self.console.subscribe(self._from_worker)
+        if self.start_console:
+            self.console.start()
+        self.show_snapshot(self.console.snapshot)
+        # Ages ("stale for N s") move even when no source answers.
+        self.set_interval(1.0, self._tick)
+
+    def _from_worker(self, snapshot: FleetSnapshot) -> None:
+        # Called from the Hub's threads: post_message is thread-safe, and a newer snapshot
+        # replaces a queued older one (SnapshotUpdated.can_replace).
+        self.post_message(SnapshotUpdated(snapshot))
+
+    def on_snapshot_updated(self, message: SnapshotUpdated) -> None:
+        self.show_snapshot(message.snapshot)
+
+    def _tick(self) -> None:
+        if any(s.state is not SourceState.LIVE for s in self.snapshot.sources):
+            self._render_top_bar()
+
+    def show_snapshot(self, snapshot: FleetSnapshot) -> None:
+        self.snapshot = snapshot
+        self._render_top_bar()
+        pane = self.current_pane
+        if pane is not None:
+            pane.show(snapshot, self.palette)
+
+    def _render_top_bar(self) -> None:
+        from rich.text import Text
+
+        from gpuconsole.ui.panes.base import status_text
+
+        snap = self.snapshot
+        bar = Text(no_wrap=True, overflow="ellipsis")
+        bar.append(" gpuconsole ", self.palette.strong)
+        if snap.demo:
+            bar.append(" DEMO ", self.palette.accent)
+        for status in snap.sources:
+            bar.append("  ")
+            dot = status_text(status, snap.taken_at, self.palette)
+            bar.append_text(dot[:2])
+            bar.append(status.kind.value)
+        bar.append(f"   {money(snap.burn_per_hour)}/h", self.palette.strong)
+        self.query_one(TopBar).update(bar)
+
+    @property
+    def current_pane(self) -> Pane | None:
+        tabs = self.query_one(TabbedContent)
+        if not tabs.active:
+            return None
+        return self.query_one(f"#{tabs.active}-pane", Pane)
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane = self.current_pane
+        if pane is not None:
+            pane.show(self.snapshot, self.palette)
+            pane.focus_body()
+
+    # ------------------------------------------------------------------ actions
+    def action_show_pane(self, pane_id: str) -> None:
+        self.query_one(TabbedContent).active = pane_id
+
+    def action_cycle_pane(self, step: int) -> None:
+        ids = list(PANES)
+        current = self.query_one(TabbedContent).active or ids[0]
+        self.action_show_pane(ids[(ids.index(current) + step) % len(ids)])
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # While typing in a field, tab and the single-letter keys belong to the field.
+        if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit", "filter", "help"} and isinstance(self.focused, Input):
+            return False
+        return True
+
+    def action_filter(self) -> None:
+        pane = self.current_pane
+        if pane is not None and pane.filterable:
+            pane.open_filter()
+        else:
+            self.notify("This pane has no table to filter.", severity="warning", timeout=3)
+
+    def action_refresh(self) -> None:
+        self.console.refresh()
+        self.notify("Polling every source now.", timeout=2)
+
+    def action_next_theme(self) -> None:
+        names = theme_names()
+        current = short_name(self.theme)
+        nxt = names[(names.index(current) + 1) % len(names)] if current in names else names[0]
+        self.set_theme(nxt)
+
+    def set_theme(self, short: str) -> None:
+        self.theme = textual_name(short)
+        self.notify(f"Theme: {short}", timeout=2)
+
+    def _on_theme_changed(self, _theme: object) -> None:
+        self.palette = Palette.from_theme(self.current_theme)
+        self.show_snapshot(self.snapshot)
+
+    def action_demo(self) -> None:
+        if self.console.demo:
+            self.notify("Already running the demo.", timeout=2)
+            return
+        self.console.switch_to_demo()
+        self.notify("Switched to the demo: everything you see now is simulated.", timeout=4)
+
+    def action_help(self) -> None:
+        from gpuconsole.ui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def on_gpus_pane_open_detail(self, message: GpusPane.OpenDetail) -> None:
+        self.open_gpu(message.uuid)
+
+    def open_gpu(self, uuid: str) -> None:
+        """Push the detail view of one GPU (sparklines, slices, processes)."""
+        from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
+
+        self.push_screen(GpuDetailScreen(uuid))
+
+    def find_in_pane(self, pane_id: str, words: str) -> None:
+        """Show a pane filtered to ``words`` (from the command palette)."""
+        self.action_show_pane(pane_id)
+        pane = self.query_one(f"#{pane_id}-pane", Pane)
+        field = pane.query_one(FilterInput)
+        field.value = words
+        field.display = True
+        pane.filter_text = words.lower()
+        pane.redraw()
+        pane.focus_body()

@@ -1,0 +1,127 @@
+"""Command palette providers, one per domain: console actions, GPUs, jobs, instances, budgets.
+
+``discover`` lists the console's actions when the palette opens empty, so every action is one
+``ctrl+p`` away; the domain providers search the live snapshot (open a GPU, find a job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from gpuconsole.ui.panes.gpus import short_model
+from gpuconsole.ui.themes import theme_names
+
+if TYPE_CHECKING:
+    from gpuconsole.ui.app import GpuConsoleApp
+
+# pane id → (title, number key)
+PANES: dict[str, tuple[str, str]] = {
+    "overview": ("Overview", "1"),
+    "gpus": ("GPUs", "2"),
+    "jobs": ("Jobs", "3"),
+    "instances": ("Instances", "4"),
+    "budgets": ("Budgets", "5"),
+}
+
+
+class _ConsoleProvider(Provider):
+    @property
+    def console_app(self) -> GpuConsoleApp:
+        return cast("GpuConsoleApp", self.app)
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        yield from ()
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self.commands():
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self.commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+
+
+class ConsoleCommands(_ConsoleProvider):
+    """Panes, filter, refresh, themes, demo, help."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.console_app
+        for pane_id, (title, key) in PANES.items():
+            yield f"Show {title}", partial(app.action_show_pane, pane_id), f"key {key}"
+        yield "Filter the current table", app.action_filter, "key /"
+        yield "Refresh: poll every source now", app.action_refresh, "key r"
+        for short in theme_names():
+            yield f"Theme: {short}", partial(app.set_theme, short), "colour theme from themes/"
+        if not app.console.demo:
+            yield "Switch to the demo (simulated GPU cloud)", app.action_demo, "key d"
+        yield "Key bindings", app.action_help, "key ?"
+        yield "Quit gpuconsole", app.exit, "key q"
+
+
+class GpuCommands(_ConsoleProvider):
+    """Open any GPU's detail view by node, index, model or UUID."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.console_app
+        for gpu in app.snapshot.gpus:
+            yield (
+                f"GPU {gpu.node.split('.', 1)[0]} #{gpu.index} {short_model(gpu.name)}",
+                partial(app.open_gpu, gpu.uuid),
+                gpu.uuid,
+            )
+
+    async def discover(self) -> Hits:
+        return
+        yield  # GPUs are many: searched, not listed
+
+
+class JobCommands(_ConsoleProvider):
+    """Find a job or CronJob: shows the Jobs pane filtered to it."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.console_app
+        for job in app.snapshot.jobs:
+            yield f"Job {job.namespace}/{job.name}", partial(app.find_in_pane, "jobs", job.name), job.state.value
+        for cron in app.snapshot.cronjobs:
+            yield f"CronJob {cron.namespace}/{cron.name}", partial(app.find_in_pane, "jobs", cron.name), cron.schedule
+
+    async def discover(self) -> Hits:
+        return
+        yield
+
+
+class InstanceCommands(_ConsoleProvider):
+    """Find an instance by id, type or name."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.console_app
+        for inst in app.snapshot.instances:
+            label = f"Instance {inst.instance_id} {inst.instance_type} {inst.name}".rstrip()
+            yield label, partial(app.find_in_pane, "instances", inst.instance_id), f"{inst.market.value}, {inst.state.value}"
+
+    async def discover(self) -> Hits:
+        return
+        yield
+
+
+class BudgetCommands(_ConsoleProvider):
+    """Show a budget."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.console_app
+        for status in app.snapshot.budgets:
+            yield f"Budget {status.budget.name}", partial(app.find_in_pane, "budgets", status.budget.name), status.budget.scope
+
+    async def discover(self) -> Hits:
+        return
+        yield
+
+
+PROVIDERS = {ConsoleCommands, GpuCommands, JobCommands, InstanceCommands, BudgetCommands}

@@ -1,0 +1,51 @@
+"""Display helpers shared by the panes and the text snapshot: money, ages, sizes, bars.
+
+Display-only logic lives here, on the UI side; the core hands out raw numbers.
+"""
+
+from __future__ import annotations
+
+import humanize
+
+BAR_FULL = "█"
+BAR_EMPTY = "░"
+
+
+def money(amount: float) -> str:
+    """``$1,234`` for big sums, ``$12.34`` for small ones."""
+    if abs(amount) >= 1000:
+        return f"${amount:,.0f}"
+    return f"${amount:,.2f}"
+
+
+def age(seconds: float) -> str:
+    """A compact age like kubectl prints it: ``45s``, ``12m``, ``3h20m``, ``4d``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h{m:02d}m" if h < 10 else f"{h}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d{h}h" if d < 10 else f"{d}d"
+
+
+def mib(value: float) -> str:
+    """MiB as a short binary size: ``512Mi``, ``40.0Gi``."""
+    return humanize.naturalsize(value * 1024 * 1024, binary=True, format="%.1f").replace(" ", "").replace("iB", "i")
+
+
+def short_node(name: str | None) -> str:
+    """``ip-10-0-1-23.ec2.internal`` → ``ip-10-0-1-23``; the cluster-local suffix adds nothing."""
+    if not name:
+        return "-"
+    return name.split(".", 1)[0]
+
+
+def bar(percent: float, width: int) -> str:
+    """A text gauge of ``width`` cells."""
+    p = min(max(percent, 0.0), 100.0)
+    filled = round(p / 100.0 * width)
+    return BAR_FULL * filled + BAR_EMPTY * (width - filled)

@@ -1,0 +1,158 @@
+"""What every pane shares: the status of its source, the "not configured" panel, the filter.
+
+A pane renders nothing but the latest :class:`FleetSnapshot`. Its first line says where the data
+comes from and how fresh it is (``live`` / ``stale for 12 s`` / ``error: …``), because a number
+on a monitoring screen is only as good as its age.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Static
+
+from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
+from gpuconsole.ui.palette import Palette
+
+SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
+
+
+def status_text(status: SourceStatus | None, now: float, palette: Palette) -> Text:
+    """``● GPU telemetry: sim · live`` in the colour of its state."""
+    if status is None:
+        return Text("")
+    style = {
+        SourceState.LIVE: palette.ok,
+        SourceState.STALE: palette.warn,
+        SourceState.ERROR: palette.bad,
+        SourceState.UNCONFIGURED: palette.dim,
+        SourceState.CONNECTING: palette.dim,
+    }[status.state]
+    line = Text()
+    line.append("● ", style)
+    line.append(f"{SOURCE_LABELS[status.kind]}: {status.name} · ")
+    line.append(status.describe(now), style)
+    return line
+
+
+class FilterInput(Input):
+    """The ``/`` filter of a pane: narrows the table as you type; Esc clears, Enter keeps."""
+
+    BINDINGS = [("escape", "clear", "Clear filter")]
+
+    def action_clear(self) -> None:
+        self.value = ""
+        self.display = False
+        pane = next((a for a in self.ancestors if isinstance(a, Pane)), None)
+        if pane is not None:
+            pane.focus_body()
+
+
+class Pane(Vertical):
+    """Base of the five panes.
+
+    Subclasses set ``kind`` (the source that feeds them), compose their body in
+    ``compose_body`` and render a snapshot in ``render_snapshot``.
+    """
+
+    kind: ClassVar[SourceKind | None] = None
+    filterable: ClassVar[bool] = True
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.snapshot: FleetSnapshot | None = None
+        self.palette: Palette | None = None
+        self.filter_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="source-line")
+        yield Static(classes="missing")
+        yield from self.compose_body()
+        if self.filterable:
+            yield FilterInput(placeholder="filter: type to narrow, enter to keep, esc to clear", classes="filter")
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.query_one(".missing", Static).display = False
+        if self.filterable:
+            self.query_one(FilterInput).display = False
+
+    # ------------------------------------------------------------------ filter
+    def open_filter(self) -> None:
+        if not self.filterable:
+            return
+        field = self.query_one(FilterInput)
+        field.display = True
+        field.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if isinstance(event.input, FilterInput):
+            self.filter_text = event.value.strip().lower()
+            self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if isinstance(event.input, FilterInput):
+            event.input.display = bool(event.value)
+            self.focus_body()
+
+    def matches(self, *words: object) -> bool:
+        """Whether a row whose words are ``words`` passes the filter (case-insensitive substring)."""
+        if not self.filter_text:
+            return True
+        haystack = " ".join(str(w) for w in words if w is not None).lower()
+        return all(term in haystack for term in self.filter_text.split())
+
+    def focus_body(self) -> None:
+        """Give focus to the pane's main widget (its table)."""
+
+    # ------------------------------------------------------------------ snapshots
+    def show(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        self.snapshot = snapshot
+        self.palette = palette
+        self.redraw()
+
+    def redraw(self) -> None:
+        snap, palette = self.snapshot, self.palette
+        if snap is None or palette is None:
+            return
+        status = snap.source(self.kind) if self.kind is not None else None
+        missing = status is not None and status.state is SourceState.UNCONFIGURED
+        line = status_text(status, snap.taken_at, palette)
+        extra = self.summary(snap)
+        if extra:
+            line.append("   ")
+            line.append_text(extra if isinstance(extra, Text) else Text(extra))
+        if self.filter_text:
+            line.append(f"   filter: {self.filter_text}", palette.accent)
+        self.query_one(".source-line", Static).update(line)
+        panel = self.query_one(".missing", Static)
+        panel.display = missing
+        if missing and status is not None:
+            panel.update(missing_text(status, palette))
+        self.set_class(missing, "-unconfigured")
+        self.render_snapshot(snap, palette)
+
+    def summary(self, snapshot: FleetSnapshot) -> Text | str:
+        """Counts shown after the source status (e.g. ``64 GPUs · 12 shown``)."""
+        return ""
+
+    def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        raise NotImplementedError
+
+
+def missing_text(status: SourceStatus, palette: Palette) -> Text:
+    out = Text()
+    out.append(f"{SOURCE_LABELS[status.kind]} is not set up\n\n", palette.strong)
+    out.append(f"{status.error or 'no backend configured'}.\n\n")
+    if status.hint:
+        out.append("How to set it up: ", palette.strong)
+        out.append(f"{status.hint}.\n\n")
+    out.append("Press ")
+    out.append("D", palette.accent)
+    out.append(" to switch this console to the demo (a simulated GPU cloud).")
+    return out

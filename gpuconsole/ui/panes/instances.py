@@ -1,0 +1,80 @@
+"""The Instances pane: cloud GPU instances with their market, state and what they cost."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+
+from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
+from gpuconsole.ui.format import age, money
+from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.panes.base import Pane
+from gpuconsole.ui.panes.gpus import short_model
+from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+
+COLUMNS = [
+    ("TYPE", "type", 13),
+    ("GPUS", "gpus", 11),
+    ("AZ", "az", 10),
+    ("MARKET", "market", 9),
+    ("STATE", "state", 9),
+    ("UPTIME", "uptime", 6),
+    ("$/H", "price", 7),
+    ("COST", "cost", 9),
+    ("ID", "id", 19),
+    ("OWNER", "owner", 8),
+]
+
+
+def state_style(state: InstanceState, palette: Palette):  # noqa: ANN201 - rich Style
+    if state is InstanceState.RUNNING:
+        return palette.ok
+    if state in (InstanceState.PENDING, InstanceState.STOPPING, InstanceState.SHUTTING_DOWN):
+        return palette.warn
+    return palette.dim
+
+
+def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object, ...]:
+    gpus = f"{inst.gpus}×{short_model(inst.gpu_model)}" if inst.gpus else "-"
+    running = inst.state.billed
+    return (
+        text(inst.instance_type),
+        text(gpus),
+        text(inst.availability_zone),
+        text(inst.market.value, palette.accent if inst.market is Market.SPOT else None),
+        text(inst.state.value, state_style(inst.state, palette)),
+        right(age(now - inst.launch_time) if running else "-"),
+        right(f"{inst.price_per_hour:.2f}"),
+        right(money(inst.accrued_cost)),
+        text(inst.instance_id),
+        text(inst.tag("Owner") or ""),
+    )
+
+
+class InstancesPane(Pane):
+    """Every GPU instance of the configured accounts and regions."""
+
+    kind = SourceKind.CLOUD
+
+    def compose_body(self) -> ComposeResult:
+        yield LiveTable(COLUMNS, id="instance-table")
+
+    def focus_body(self) -> None:
+        self.query_one(LiveTable).focus()
+
+    def summary(self, snapshot: FleetSnapshot) -> str:
+        if not snapshot.instances:
+            return ""
+        spot = sum(1 for i in snapshot.instances if i.market is Market.SPOT and i.state.billed)
+        on_demand = sum(1 for i in snapshot.instances if i.market is Market.ON_DEMAND and i.state.billed)
+        return f"{on_demand} on-demand · {spot} spot · {money(snapshot.burn_per_hour)}/h"
+
+    def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        now = snapshot.taken_at
+        order = sorted(snapshot.instances, key=lambda i: (not i.state.billed, -i.price_per_hour, i.instance_id))
+        rows: list[Row] = [
+            (inst.instance_id, instance_cells(inst, now, palette))
+            for inst in order
+            if self.matches(inst.instance_id, inst.instance_type, inst.availability_zone, inst.market.value,
+                            inst.state.value, inst.gpu_model, inst.name, *(v for _, v in inst.tags))
+        ]
+        self.query_one(LiveTable).sync(rows)

@@ -1,0 +1,132 @@
+"""The Overview pane: the whole fleet on one screen, and what it costs right now."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid
+from textual.widgets import Static
+
+from gpuconsole.core.costs import gpu_price_per_hour, idle_cost_per_hour
+from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity
+from gpuconsole.ui.format import bar, money
+from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.panes.base import Pane, status_text
+
+
+def _line(*parts: tuple[str, object] | str) -> Text:
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for part in parts:
+        if isinstance(part, tuple):
+            out.append(part[0], part[1])  # type: ignore[arg-type]
+        else:
+            out.append(part)
+    return out
+
+
+def gpu_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    gpus = snap.gpus
+    busy = sum(1 for g in gpus if g.busy)
+    slices = [s for g in gpus if g.mig_mode is MigMode.ENABLED for s in g.mig_slices]
+    used = sum(1 for s in slices if s.memory_used_mib > 0)
+    mean = sum(g.utilization for g in gpus) / len(gpus) if gpus else 0.0
+    prices = gpu_price_per_hour(snap.instances)
+    idle = idle_cost_per_hour(gpus, prices)
+    lines = [
+        _line((f"{busy}", palette.ok), f" busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle of {len(gpus)}"),
+        _line(f"MIG slices {used}/{len(slices)} in use"),
+        _line(f"mean util {mean:.0f}% ", (bar(mean, 8), palette.accent)),
+        _line("idle & billed ", (f"{money(idle)}/h", palette.bad if idle else palette.dim)),
+    ]
+    return Text("\n").join(lines)
+
+
+def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    counts = {state: 0 for state in JobState}
+    for job in snap.jobs:
+        counts[job.state] += 1
+    waiting_gpus = sum(max(j.gpus, 1) for j in snap.jobs if j.state is JobState.PENDING)
+    suspended = sum(1 for c in snap.cronjobs if c.suspended)
+    lines = [
+        _line((f"{counts[JobState.RUNNING]}", palette.ok), " running · ", (f"{counts[JobState.PENDING]}", palette.warn), " pending"),
+        _line((f"{counts[JobState.FAILED]}", palette.bad if counts[JobState.FAILED] else palette.dim), f" failed · {counts[JobState.SUCCEEDED]} done"),
+        _line(f"{waiting_gpus} GPUs waited for"),
+        _line(f"{len(snap.cronjobs)} cronjobs ({suspended} suspended)"),
+    ]
+    return Text("\n").join(lines)
+
+
+def instances_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    billed = [i for i in snap.instances if i.state.billed]
+    spot = sum(1 for i in billed if i.market is Market.SPOT)
+    gpus = sum(i.gpus for i in billed)
+    lines = [
+        _line((f"{len(billed) - spot}", palette.ok), " on-demand · ", (f"{spot}", palette.accent), " spot"),
+        _line(f"{gpus} GPUs billed"),
+        _line("burning ", (f"{money(snap.burn_per_hour)}/h", palette.strong)),
+        _line(f"{len(snap.instances) - len(billed)} stopped or ended"),
+    ]
+    return Text("\n").join(lines)
+
+
+def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    lines = [_line("today ", (money(snap.spend_today), palette.strong), " · month ", (money(snap.spend_month), palette.strong))]
+    monthly = [b for b in snap.budgets if b.budget.period.value == "monthly" and b.budget.scope == "all"]
+    if monthly:
+        b = monthly[0]
+        style = palette.bad if b.percent >= 100 else palette.warn if b.percent >= 80 else palette.ok
+        lines.append(_line(f"{b.budget.name} ", (bar(b.percent, 10), style), (f" {b.percent:.0f}%", style), f" of {money(b.budget.amount)}"))
+        forecast = 100.0 * b.forecast / b.budget.amount if b.budget.amount else 0.0
+        lines.append(_line("month-end forecast ", (money(b.forecast), palette.bad if forecast >= 100 else palette.strong), f" ({forecast:.0f}%)"))
+    else:
+        lines.append(_line(("no fleet budget defined", palette.dim)))
+    return Text("\n").join(lines)
+
+
+def sources_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    return Text("\n").join(status_text(s, snap.taken_at, palette) for s in snap.sources)
+
+
+def alerts_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    if not snap.alerts:
+        return _line(("no active alerts", palette.dim))
+    marks = {Severity.CRITICAL: ("!!", palette.bad), Severity.WARNING: ("! ", palette.warn), Severity.INFO: ("i ", palette.accent)}
+    lines = []
+    for alert in snap.alerts:
+        mark, style = marks[alert.severity]
+        lines.append(_line((mark + " ", style), alert.message))
+    return Text("\n").join(lines)
+
+
+CARDS = {
+    "gpus": ("GPUs", gpu_card),
+    "jobs": ("Jobs", jobs_card),
+    "instances": ("Instances", instances_card),
+    "spend": ("Spend", spend_card),
+    "sources": ("Sources", sources_card),
+    "alerts": ("Alerts", alerts_card),
+}
+
+
+class OverviewPane(Pane):
+    """Fleet totals, spend against budget, alerts and the health of every source."""
+
+    kind = None
+    filterable = False
+
+    def compose_body(self) -> ComposeResult:
+        with Grid(id="overview-grid"):
+            for key, (title, _) in CARDS.items():
+                card = Static(id=f"card-{key}", classes="card")
+                card.border_title = title
+                yield card
+
+    def focus_body(self) -> None:
+        self.query_one("#card-alerts").focus()
+
+    def summary(self, snapshot: FleetSnapshot) -> str:
+        return "demo: simulated GPU cloud" if snapshot.demo else ""
+
+    def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        for key, (_, render) in CARDS.items():
+            self.query_one(f"#card-{key}", Static).update(render(snapshot, palette))

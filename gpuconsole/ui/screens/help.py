@@ -1,0 +1,46 @@
+"""``?``: every key binding on one screen, readable at 80×24."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS: list[tuple[str, str]] = [
+    ("1 … 5", "Overview · GPUs · Jobs · Instances · Budgets"),
+    ("tab / shift+tab", "next / previous pane"),
+    ("↑ ↓ pgup pgdn", "move in a table"),
+    ("enter", "details of the selected GPU (sparklines, slices, processes)"),
+    ("/", "filter the current table; enter keeps it, esc clears"),
+    ("c", "Jobs pane: move between jobs and CronJobs"),
+    ("r", "poll every source now"),
+    ("t", "next theme (dark, light, contrast)"),
+    ("d", "switch to the demo when a backend is not set up"),
+    ("ctrl+p", "command palette: every action, find a GPU, job or instance"),
+    ("?", "this help"),
+    ("q / ctrl+q", "quit"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    """Key bindings. Any of ``esc``, ``q`` or ``?`` closes it."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("q", "dismiss", "Close", show=False),
+        Binding("question_mark", "dismiss", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), expand=False)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with VerticalScroll(id="help-box") as box:
+            box.border_title = "gpuconsole keys"
+            box.border_subtitle = "esc to close"
+            yield Static(table)

@@ -1,0 +1,25 @@
+"""Shared test set-up: no test reaches the network, a user's cache, or a real cloud."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# boto3 would otherwise probe the instance-metadata address when it finds no credentials.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+os.environ.pop("NO_COLOR", None)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    """Every test gets its own cache database location and no kubeconfig or AWS profile."""
+    monkeypatch.setenv("GPUCONSOLE_DB", str(tmp_path / "cache" / "gpuconsole.db"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "NO_COLOR"):
+        monkeypatch.delenv(var, raising=False)

@@ -1,0 +1,137 @@
+"""The Hub supervises sources: live, error, stale on a hang, backoff, recovery."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from gpuconsole.backends.base import BackendError, BackendUnavailable
+from gpuconsole.core.hub import Hub, PollPolicy
+from gpuconsole.model import GpuReading, SourceKind, SourceState
+
+
+class ScriptedSource:
+    """A GPU source whose next answer the test decides: a reading, an error, or a hang."""
+
+    name = "scripted"
+    capabilities = frozenset()
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.calls = 0
+        self.release = threading.Event()
+
+    def poll_gpus(self) -> GpuReading:
+        self.calls += 1
+        if self.mode == "error":
+            raise BackendError("driver said no")
+        if self.mode == "missing":
+            raise BackendUnavailable("no driver", hint="install it")
+        if self.mode == "boom":
+            raise RuntimeError("unexpected\nsecond line")
+        if self.mode == "hang":
+            self.release.wait(10)
+        return GpuReading(gpus=(), taken_at=time.time())
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+@pytest.fixture
+def hub_and_source():
+    source = ScriptedSource()
+    updates: list[SourceKind] = []
+    hub = Hub(
+        {SourceKind.GPUS: source},
+        updates.append,
+        {SourceKind.GPUS: PollPolicy(interval=0.02, timeout=0.2, max_backoff=0.05, unconfigured_retry=0.05)},
+    )
+    yield hub, source
+    source.release.set()
+    hub.stop(timeout=0.5)
+
+
+def state(hub: Hub) -> SourceState:
+    return hub.statuses()[0].state
+
+
+def test_live_then_error_then_recovers(hub_and_source):
+    hub, source = hub_and_source
+    hub.start()
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+    source.mode = "error"
+    wait_for(lambda: state(hub) is SourceState.ERROR)
+    status = hub.statuses()[0]
+    assert status.error == "driver said no"
+    assert status.describe(time.time()) == "error: driver said no"
+    assert hub.reading(SourceKind.GPUS) is not None, "last good data stays on screen"
+    source.mode = "ok"
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+
+
+def test_hang_marks_stale_and_does_not_pile_up_threads(hub_and_source):
+    hub, source = hub_and_source
+    hub.start()
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+    source.mode = "hang"
+    wait_for(lambda: state(hub) is SourceState.STALE)
+    calls_while_hung = source.calls
+    time.sleep(0.3)
+    assert source.calls == calls_while_hung, "no new poll while the previous one hangs"
+    assert hub.statuses()[0].describe(time.time()).startswith("stale for")
+    source.mode = "ok"
+    source.release.set()
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+
+
+def test_unexpected_exception_is_one_line_error(hub_and_source):
+    hub, source = hub_and_source
+    source.mode = "boom"
+    hub.start()
+    wait_for(lambda: state(hub) is SourceState.ERROR)
+    assert hub.statuses()[0].error == "unexpected"
+
+
+def test_unconfigured_carries_hint(hub_and_source):
+    hub, source = hub_and_source
+    source.mode = "missing"
+    hub.start()
+    wait_for(lambda: state(hub) is SourceState.UNCONFIGURED)
+    status = hub.statuses()[0]
+    assert status.hint == "install it"
+    assert status.describe(0) == "not configured: no driver"
+
+
+def test_backoff_grows_and_is_capped():
+    source = ScriptedSource()
+    hub = Hub({SourceKind.GPUS: source}, lambda kind: None, {SourceKind.GPUS: PollPolicy(interval=1.0, max_backoff=30.0)})
+    runner = hub.runners[SourceKind.GPUS]
+    source.mode = "error"
+    delays = [runner.run_once(source.poll_gpus) for _ in range(7)]
+    assert delays[:4] == [2.0, 4.0, 8.0, 16.0]
+    assert delays[-1] == 30.0
+    source.mode = "ok"
+    assert runner.run_once(source.poll_gpus) == 1.0
+    assert runner.failures == 0
+
+
+def test_stop_returns_even_when_a_poll_hangs():
+    source = ScriptedSource()
+    source.mode = "hang"
+    hub = Hub({SourceKind.GPUS: source}, lambda kind: None, {SourceKind.GPUS: PollPolicy(interval=0.01, timeout=0.05)})
+    hub.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    hub.stop(timeout=0.2)
+    assert time.monotonic() - started < 2.0
