@@ -94,7 +94,8 @@ class _Runner:
         self._wake.set()
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
     # ------------------------------------------------------------------ loop
     def _poll_fn(self) -> Callable[[], Reading]:

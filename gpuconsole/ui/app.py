@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from gpuconsole.core.console import Console
@@ -51,7 +52,7 @@ class TopBar(Static):
 
 
 class GpuConsoleApp(App[int]):
-    """The console. ``console`` is started on mount and stopped on exit by the caller."""
+    """The console. ``core`` (the Console facade) is started on mount; the caller closes it."""
 
     TITLE = "gpuconsole"
     CSS_PATH = ["app.tcss", "panes/overview.tcss", "panes/jobs.tcss", "screens/help.tcss", "screens/gpu_detail.tcss"]
@@ -72,16 +73,16 @@ class GpuConsoleApp(App[int]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, console: Console, theme_name: str | None = None, *, start_console: bool = True) -> None:
+    def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True) -> None:
         super().__init__()
-        self.console = console
+        self.core = core
         self.start_console = start_console
         for theme in load_themes():
             self.register_theme(theme)
         wanted = theme_name or (PLAIN_THEME if self.no_color else DEFAULT_THEME)
         self.theme = textual_name(wanted)
         self.palette = Palette.from_theme(self.current_theme)
-        self.snapshot: FleetSnapshot = console.snapshot
+        self.snapshot: FleetSnapshot = core.snapshot
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -93,11 +94,13 @@ class GpuConsoleApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._top_bar = self.query_one(TopBar)
+        self._tabs = self.query_one(TabbedContent)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
-        self.console.subscribe(self._from_worker)
+        self.core.subscribe(self._from_worker)
         if self.start_console:
-            self.console.start()
-        self.show_snapshot(self.console.snapshot)
+            self.core.start()
+        self.show_snapshot(self.core.snapshot)
         # Ages ("stale for N s") move even when no source answers.
         self.set_interval(1.0, self._tick)
 
@@ -136,14 +139,17 @@ class GpuConsoleApp(App[int]):
             bar.append_text(dot[:2])
             bar.append(status.kind.value)
         bar.append(f"   {money(snap.burn_per_hour)}/h", self.palette.strong)
-        self.query_one(TopBar).update(bar)
+        self._top_bar.update(bar)
 
     @property
     def current_pane(self) -> Pane | None:
-        tabs = self.query_one(TabbedContent)
+        tabs = self._tabs
         if not tabs.active:
             return None
-        return self.query_one(f"#{tabs.active}-pane", Pane)
+        try:
+            return tabs.query_one(f"#{tabs.active}-pane", Pane)
+        except NoMatches:  # the app is shutting down
+            return None
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pane = self.current_pane
@@ -153,11 +159,11 @@ class GpuConsoleApp(App[int]):
 
     # ------------------------------------------------------------------ actions
     def action_show_pane(self, pane_id: str) -> None:
-        self.query_one(TabbedContent).active = pane_id
+        self._tabs.active = pane_id
 
     def action_cycle_pane(self, step: int) -> None:
         ids = list(PANES)
-        current = self.query_one(TabbedContent).active or ids[0]
+        current = self._tabs.active or ids[0]
         self.action_show_pane(ids[(ids.index(current) + step) % len(ids)])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -174,7 +180,7 @@ class GpuConsoleApp(App[int]):
             self.notify("This pane has no table to filter.", severity="warning", timeout=3)
 
     def action_refresh(self) -> None:
-        self.console.refresh()
+        self.core.refresh()
         self.notify("Polling every source now.", timeout=2)
 
     def action_next_theme(self) -> None:
@@ -192,10 +198,10 @@ class GpuConsoleApp(App[int]):
         self.show_snapshot(self.snapshot)
 
     def action_demo(self) -> None:
-        if self.console.demo:
+        if self.core.demo:
             self.notify("Already running the demo.", timeout=2)
             return
-        self.console.switch_to_demo()
+        self.core.switch_to_demo()
         self.notify("Switched to the demo: everything you see now is simulated.", timeout=4)
 
     def action_help(self) -> None:
@@ -215,7 +221,7 @@ class GpuConsoleApp(App[int]):
     def find_in_pane(self, pane_id: str, words: str) -> None:
         """Show a pane filtered to ``words`` (from the command palette)."""
         self.action_show_pane(pane_id)
-        pane = self.query_one(f"#{pane_id}-pane", Pane)
+        pane = self._tabs.query_one(f"#{pane_id}-pane", Pane)
         field = pane.query_one(FilterInput)
         field.value = words
         field.display = True

@@ -59,7 +59,7 @@ class ConsoleCommands(_ConsoleProvider):
         yield "Refresh: poll every source now", app.action_refresh, "key r"
         for short in theme_names():
             yield f"Theme: {short}", partial(app.set_theme, short), "colour theme from themes/"
-        if not app.console.demo:
+        if not app.core.demo:
             yield "Switch to the demo (simulated GPU cloud)", app.action_demo, "key d"
         yield "Key bindings", app.action_help, "key ?"
         yield "Quit gpuconsole", app.exit, "key q"

@@ -16,12 +16,13 @@ from textual.widgets import Input, Static
 
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.widgets.live_table import LiveTable
 
 SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
 
 
-def status_text(status: SourceStatus | None, now: float, palette: Palette) -> Text:
-    """``● GPU telemetry: sim · live`` in the colour of its state."""
+def status_text(status: SourceStatus | None, now: float, palette: Palette, *, short: bool = False) -> Text:
+    """``● GPU telemetry: sim · live`` (``● gpus sim · live`` when short) in its state's colour."""
     if status is None:
         return Text("")
     style = {
@@ -33,7 +34,8 @@ def status_text(status: SourceStatus | None, now: float, palette: Palette) -> Te
     }[status.state]
     line = Text()
     line.append("● ", style)
-    line.append(f"{SOURCE_LABELS[status.kind]}: {status.name} · ")
+    label = status.kind.value if short else f"{SOURCE_LABELS[status.kind]}:"
+    line.append(f"{label} {status.name} · ")
     line.append(status.describe(now), style)
     return line
 
@@ -71,6 +73,7 @@ class Pane(Vertical):
         yield Static(classes="source-line")
         yield Static(classes="missing")
         yield from self.compose_body()
+        yield Static(classes="row-detail")
         if self.filterable:
             yield FilterInput(placeholder="filter: type to narrow, enter to keep, esc to clear", classes="filter")
 
@@ -136,6 +139,29 @@ class Pane(Vertical):
             panel.update(missing_text(status, palette))
         self.set_class(missing, "-unconfigured")
         self.render_snapshot(snap, palette)
+        self.update_detail()
+
+    def on_data_table_row_highlighted(self, event: object) -> None:
+        self.update_detail()
+
+    def update_detail(self) -> None:
+        """Refresh the line under the table that spells out the selected row."""
+        snap, palette = self.snapshot, self.palette
+        line = self.query_one(".row-detail", Static)
+        focused = self.app.focused
+        table = focused if isinstance(focused, LiveTable) and focused in self.query(LiveTable) else None
+        if table is None:
+            tables = list(self.query(LiveTable))
+            table = tables[0] if tables else None
+        key = table.selected_key if table is not None else None
+        content = self.detail(table.id or "", key, snap, palette) if key and snap and palette and table else None
+        line.display = content is not None
+        if content is not None:
+            line.update(content)
+
+    def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        """The words for the selected row of ``table_id``; None hides the line."""
+        return None
 
     def summary(self, snapshot: FleetSnapshot) -> Text | str:
         """Counts shown after the source status (e.g. ``64 GPUs · 12 shown``)."""

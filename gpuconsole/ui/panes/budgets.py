@@ -14,9 +14,9 @@ from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 COLUMNS = [
     ("BUDGET", "name", 14),
     ("PERIOD", "period", 7),
-    ("SPENT", "spent", 9),
-    ("LIMIT", "limit", 9),
-    ("USED", "used", 15),
+    ("SPENT", "spent", 8),
+    ("LIMIT", "limit", 8),
+    ("USED", "used", 11),
     ("FORECAST", "forecast", 9),
     ("THRESHOLDS", "thresholds", 20),
     ("SCOPE", "scope", 22),
@@ -47,7 +47,7 @@ def budget_cells(status: BudgetStatus, palette: Palette) -> tuple[object, ...]:
     b = status.budget
     style = used_style(status.percent, palette)
     used = Text(no_wrap=True)
-    used.append(bar(status.percent, 8), style)
+    used.append(bar(status.percent, 6), style)
     used.append(f"{status.percent:5.0f}%", style)
     forecast_pct = 100.0 * status.forecast / b.amount if b.amount else 0.0
     return (
@@ -86,3 +86,13 @@ class BudgetsPane(Pane):
             if self.matches(status.budget.name, status.budget.scope, status.budget.period.value)
         ]
         self.query_one(LiveTable).sync(rows)
+
+    def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        status = next((b for b in snapshot.budgets if b.budget.name == key), None)
+        if status is None:
+            return None
+        b = status.budget
+        line = Text(f"{b.name}  ", style=palette.strong)
+        line.append(f"{money(status.spent)} of {money(b.amount)} this {'day' if b.period.value == 'daily' else 'period'}, "
+                    f"burning {money(status.burn_per_hour)}/h, forecast {money(status.forecast)}; scope {b.scope}")
+        return line

@@ -10,19 +10,20 @@ from textual.app import ComposeResult
 from textual.message import Message
 
 from gpuconsole.model import FleetSnapshot, Gpu, MigMode, MigSlice, SourceKind
-from gpuconsole.ui.format import bar, short_node
+from gpuconsole.core.costs import gpu_price_per_hour
+from gpuconsole.ui.format import bar, money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, TEMPERATURE_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 
 COLUMNS = [
-    ("NODE", "node", 13),
+    ("NODE", "node", 14),
     ("#", "index", 2),
     ("MODEL", "model", 11),
     ("UTIL", "util", 10),
-    ("MEMORY", "memory", 12),
+    ("MEMORY", "memory", 9),
     ("TEMP", "temp", 4),
-    ("POWER", "power", 9),
+    ("POWER", "power", 8),
     ("MIG", "mig", 3),
 ]
 
@@ -115,3 +116,24 @@ class GpusPane(Pane):
     def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
         key = event.row_key.value or ""
         self.post_message(self.OpenDetail(key.split("/", 1)[0]))
+
+    def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        gpu_uuid, _, mig_uuid = key.partition("/")
+        gpu = next((g for g in snapshot.gpus if g.uuid == gpu_uuid), None)
+        if gpu is None:
+            return None
+        pods = {p.pod_uid for p in gpu.processes if p.pod_uid and (not mig_uuid or p.mig_uuid == mig_uuid)}
+        if mig_uuid:
+            pods |= {s.pod_uid for s in gpu.mig_slices if s.uuid == mig_uuid and s.pod_uid}
+        jobs = [j for j in snapshot.jobs if j.pod_uid in pods]
+        line = Text()
+        if jobs:
+            line.append("held by " + ", ".join(f"{j.namespace}/{j.name}" for j in jobs), palette.strong)
+        else:
+            line.append("no job", palette.dim)
+        price = gpu_price_per_hour(snapshot.instances).get(gpu.node)
+        if price is not None:
+            idle = not gpu.busy and not mig_uuid
+            line.append(f" · {money(price)}/h" + (" while IDLE" if idle else ""), palette.bad if idle else None)
+        line.append(f" · {mig_uuid or gpu.uuid}", palette.dim)
+        return line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
@@ -14,12 +15,12 @@ from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 COLUMNS = [
     ("TYPE", "type", 13),
     ("GPUS", "gpus", 11),
-    ("AZ", "az", 10),
     ("MARKET", "market", 9),
-    ("STATE", "state", 9),
+    ("STATE", "state", 8),
+    ("$/H", "price", 6),
+    ("COST", "cost", 8),
     ("UPTIME", "uptime", 6),
-    ("$/H", "price", 7),
-    ("COST", "cost", 9),
+    ("AZ", "az", 10),
     ("ID", "id", 19),
     ("OWNER", "owner", 8),
 ]
@@ -39,12 +40,12 @@ def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object
     return (
         text(inst.instance_type),
         text(gpus),
-        text(inst.availability_zone),
         text(inst.market.value, palette.accent if inst.market is Market.SPOT else None),
         text(inst.state.value, state_style(inst.state, palette)),
-        right(age(now - inst.launch_time) if running else "-"),
         right(f"{inst.price_per_hour:.2f}"),
         right(money(inst.accrued_cost)),
+        right(age(now - inst.launch_time) if running else "-"),
+        text(inst.availability_zone),
         text(inst.instance_id),
         text(inst.tag("Owner") or ""),
     )
@@ -78,3 +79,15 @@ class InstancesPane(Pane):
                             inst.state.value, inst.gpu_model, inst.name, *(v for _, v in inst.tags))
         ]
         self.query_one(LiveTable).sync(rows)
+
+    def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        inst = next((i for i in snapshot.instances if i.instance_id == key), None)
+        if inst is None:
+            return None
+        line = Text(f"{inst.instance_id} {inst.name}  ".replace("  ", " ", 1), style=palette.strong)
+        line.append(f"{inst.region}/{inst.availability_zone} · {inst.market.value} at ${inst.price_per_hour:.3f}/h")
+        if inst.gpus:
+            line.append(f" (${inst.price_per_hour / inst.gpus:.3f} per GPU-h)")
+        if inst.node:
+            line.append(f" · node {inst.node}")
+        return line

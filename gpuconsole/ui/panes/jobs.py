@@ -5,6 +5,7 @@ Keys: ``c`` moves between the jobs table and the CronJobs table.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 
@@ -18,11 +19,11 @@ STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, 
 
 JOB_COLUMNS = [
     ("STATE", "state", 9),
-    ("NAMESPACE", "namespace", 11),
     ("NAME", "name", 24),
     ("GPUS", "gpus", 9),
-    ("NODE", "node", 13),
-    ("AGE", "age", 6),
+    ("NODE", "node", 14),
+    ("AGE", "age", 5),
+    ("NAMESPACE", "namespace", 11),
     ("REASON", "reason", None),
 ]
 CRON_COLUMNS = [
@@ -49,11 +50,11 @@ def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
 def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
     return (
         text(job.state.value, state_style(job.state, palette)),
-        text(job.namespace),
         text(job.name),
         right(job.gpu_request),
         text(short_node(job.node) if job.node else "-"),
         right(age(now - job.created)),
+        text(job.namespace),
         text(job.pending_reason or "", palette.warn if job.pending_reason else None),
     )
 
@@ -119,3 +120,32 @@ class JobsPane(Pane):
         ]
         self.query_one("#cron-table", LiveTable).sync(cron_rows)
 
+
+    def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        now = snapshot.taken_at
+        if table_id == "cron-table":
+            cron = next((c for c in snapshot.cronjobs if c.uid == key), None)
+            if cron is None:
+                return None
+            line = Text(f"{cron.namespace}/{cron.name}  ", style=palette.strong)
+            line.append(f"schedule {cron.schedule}")
+            if cron.next_schedule and not cron.suspended:
+                line.append(f", next run in {age(cron.next_schedule - now)}")
+            line.append(f", {cron.active} active" + (", suspended" if cron.suspended else ""))
+            return line
+        job = next((j for j in snapshot.jobs if j.uid == key), None)
+        if job is None:
+            return None
+        line = Text(f"{job.namespace}/{job.name}  ", style=palette.strong)
+        if job.state is JobState.PENDING:
+            line.append(f"waiting {age(now - job.created)}: ")
+            line.append(job.pending_reason or "not scheduled yet", palette.warn)
+        elif job.state is JobState.RUNNING and job.node:
+            line.append(f"running {age(now - (job.started or job.created))} on {job.node}")
+        else:
+            line.append(job.state.value)
+            if job.finished:
+                line.append(f" {age(now - job.finished)} ago")
+        if job.owner:
+            line.append(f" · owner {job.owner}")
+        return line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Grid
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from gpuconsole.core.costs import gpu_price_per_hour, idle_cost_per_hour
@@ -12,6 +12,13 @@ from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane, status_text
+
+
+def _lines(lines: list[Text]) -> Text:
+    joined = Text("\n").join(lines)
+    joined.no_wrap = True
+    joined.overflow = "ellipsis"
+    return joined
 
 
 def _line(*parts: tuple[str, object] | str) -> Text:
@@ -33,12 +40,12 @@ def gpu_card(snap: FleetSnapshot, palette: Palette) -> Text:
     prices = gpu_price_per_hour(snap.instances)
     idle = idle_cost_per_hour(gpus, prices)
     lines = [
-        _line((f"{busy}", palette.ok), f" busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle of {len(gpus)}"),
+        _line((f"{busy}", palette.ok), f" busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle / {len(gpus)}"),
         _line(f"MIG slices {used}/{len(slices)} in use"),
-        _line(f"mean util {mean:.0f}% ", (bar(mean, 8), palette.accent)),
+        _line((bar(mean, 6), palette.accent), f" {mean:.0f}% mean util"),
         _line("idle & billed ", (f"{money(idle)}/h", palette.bad if idle else palette.dim)),
     ]
-    return Text("\n").join(lines)
+    return _lines(lines)
 
 
 def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
@@ -51,9 +58,9 @@ def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
         _line((f"{counts[JobState.RUNNING]}", palette.ok), " running · ", (f"{counts[JobState.PENDING]}", palette.warn), " pending"),
         _line((f"{counts[JobState.FAILED]}", palette.bad if counts[JobState.FAILED] else palette.dim), f" failed · {counts[JobState.SUCCEEDED]} done"),
         _line(f"{waiting_gpus} GPUs waited for"),
-        _line(f"{len(snap.cronjobs)} cronjobs ({suspended} suspended)"),
+        _line(f"{len(snap.cronjobs)} cronjobs, {suspended} susp."),
     ]
-    return Text("\n").join(lines)
+    return _lines(lines)
 
 
 def instances_card(snap: FleetSnapshot, palette: Palette) -> Text:
@@ -66,7 +73,7 @@ def instances_card(snap: FleetSnapshot, palette: Palette) -> Text:
         _line("burning ", (f"{money(snap.burn_per_hour)}/h", palette.strong)),
         _line(f"{len(snap.instances) - len(billed)} stopped or ended"),
     ]
-    return Text("\n").join(lines)
+    return _lines(lines)
 
 
 def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
@@ -80,11 +87,11 @@ def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
         lines.append(_line("month-end forecast ", (money(b.forecast), palette.bad if forecast >= 100 else palette.strong), f" ({forecast:.0f}%)"))
     else:
         lines.append(_line(("no fleet budget defined", palette.dim)))
-    return Text("\n").join(lines)
+    return _lines(lines)
 
 
 def sources_card(snap: FleetSnapshot, palette: Palette) -> Text:
-    return Text("\n").join(status_text(s, snap.taken_at, palette) for s in snap.sources)
+    return _lines([status_text(s, snap.taken_at, palette, short=True) for s in snap.sources])
 
 
 def alerts_card(snap: FleetSnapshot, palette: Palette) -> Text:
@@ -95,7 +102,7 @@ def alerts_card(snap: FleetSnapshot, palette: Palette) -> Text:
     for alert in snap.alerts:
         mark, style = marks[alert.severity]
         lines.append(_line((mark + " ", style), alert.message))
-    return Text("\n").join(lines)
+    return _lines(lines)
 
 
 CARDS = {
@@ -108,6 +115,9 @@ CARDS = {
 }
 
 
+ROWS = (("gpus", "jobs", "instances"), ("spend", "sources"))
+
+
 class OverviewPane(Pane):
     """Fleet totals, spend against budget, alerts and the health of every source."""
 
@@ -115,11 +125,17 @@ class OverviewPane(Pane):
     filterable = False
 
     def compose_body(self) -> ComposeResult:
-        with Grid(id="overview-grid"):
-            for key, (title, _) in CARDS.items():
-                card = Static(id=f"card-{key}", classes="card")
-                card.border_title = title
-                yield card
+        with Vertical(id="overview-body"):
+            for row in ROWS:
+                with Horizontal(classes="card-row"):
+                    yield from (self._card(key) for key in row)
+            yield self._card("alerts")
+
+    @staticmethod
+    def _card(key: str) -> Static:
+        card = Static(id=f"card-{key}", classes="card")
+        card.border_title = CARDS[key][0]
+        return card
 
     def focus_body(self) -> None:
         self.query_one("#card-alerts").focus()

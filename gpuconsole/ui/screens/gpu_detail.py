@@ -107,7 +107,7 @@ class GpuDetailScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, group="gpu-history", exit_on_error=False, description="GPU history")
     def load_history(self) -> None:
-        samples = self.console_app.console.gpu_history(self.uuid, WINDOW_S)
+        samples = self.console_app.core.gpu_history(self.uuid, WINDOW_S)
         self.app.call_from_thread(self._show_history, samples)
 
     def _show_history(self, samples: list[GpuSample]) -> None:

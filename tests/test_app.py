@@ -1,0 +1,272 @@
+"""Drive the real app with Pilot, as a keyboard-only user at 80×24 would."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Sparkline, Static, TabbedContent
+
+from gpuconsole.model import SourceKind, SourceState
+from gpuconsole.ui.app import GpuConsoleApp
+from gpuconsole.ui.panes.base import FilterInput
+from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
+from gpuconsole.ui.screens.help import HelpScreen
+from gpuconsole.ui.widgets.live_table import LiveTable
+from tests.helpers import FrozenClock, all_live, demo_console, wait_until
+
+SIZE = (80, 24)
+
+
+def shown(widget: Static) -> str:
+    content = widget.content
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def pane_text(app: GpuConsoleApp, pane_id: str) -> str:
+    pane = app.query_one(f"#{pane_id}-pane")
+    return "\n".join(shown(s) for s in pane.query(Static) if not isinstance(s, LiveTable) and s.display)
+
+
+def table(app: GpuConsoleApp, table_id: str) -> LiveTable:
+    return app.query_one(f"#{table_id}", LiveTable)
+
+
+def column(app: GpuConsoleApp, table_id: str, column_key: str) -> list[str]:
+    t = table(app, table_id)
+    return [str(t.get_cell(key, column_key)) for key in t.shown_keys]
+
+
+async def started(pilot) -> None:
+    await wait_until(lambda: all_live(pilot.app))
+    await pilot.pause()
+
+
+async def test_every_pane_by_number_key():
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        snap = app.snapshot
+        overview = pane_text(app, "overview")
+        busy = sum(1 for g in snap.gpus if g.busy)
+        assert f"{busy} busy" in overview
+        assert "pending" in overview and "on-demand" in overview
+        assert "month" in overview and "live" in overview
+
+        await pilot.press("2")
+        assert app.query_one(TabbedContent).active == "gpus"
+        await pilot.pause()
+        slices = sum(len(g.mig_slices) for g in snap.gpus)
+        assert len(table(app, "gpu-table").shown_keys) == len(snap.gpus) + slices
+        assert any("1g.10gb" in m for m in column(app, "gpu-table", "model"))
+        assert "GPU telemetry: sim · live" in pane_text(app, "gpus")
+
+        await pilot.press("3")
+        await pilot.pause()
+        states = column(app, "job-table", "state")
+        assert states[0] == "pending", "pending jobs are listed first"
+        assert any("Insufficient nvidia.com/gpu" in r for r in column(app, "job-table", "reason"))
+        assert len(table(app, "cron-table").shown_keys) == len(snap.cronjobs)
+        # The selected pending job's reason is spelled out under the table.
+        assert "Insufficient" in pane_text(app, "jobs")
+
+        await pilot.press("4")
+        await pilot.pause()
+        assert set(table(app, "instance-table").shown_keys) == {i.instance_id for i in snap.instances}
+        assert "spot" in column(app, "instance-table", "market")
+
+        await pilot.press("5")
+        await pilot.pause()
+        assert column(app, "budget-table", "name") == [b.budget.name for b in snap.budgets]
+        assert any("%" in u for u in column(app, "budget-table", "used"))
+
+        await pilot.press("1")
+        assert app.query_one(TabbedContent).active == "overview"
+    console.close()
+
+
+async def test_tab_cycles_panes_and_q_quits():
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        seen = []
+        for _ in range(5):
+            await pilot.press("tab")
+            seen.append(app.query_one(TabbedContent).active)
+        assert seen == ["gpus", "jobs", "instances", "budgets", "overview"]
+        await pilot.press("shift+tab")
+        assert app.query_one(TabbedContent).active == "budgets"
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    console.close()
+
+
+async def test_filter_narrows_then_escape_restores():
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        everything = len(table(app, "gpu-table").shown_keys)
+        await pilot.press("slash")
+        field = app.query_one("#gpus-pane").query_one(FilterInput)
+        assert field.has_focus
+        await pilot.press(*"h100")
+        await pilot.pause()
+        models = column(app, "gpu-table", "model")
+        assert models and all(m.startswith("H100") for m in models)
+        assert "filter: h100" in pane_text(app, "gpus")
+        # While typing, digits and letters go to the field, not to pane switching.
+        assert app.query_one(TabbedContent).active == "gpus"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(table(app, "gpu-table").shown_keys) == everything
+        assert not field.display
+    console.close()
+
+
+async def test_help_screen_lists_bindings():
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+    console.close()
+
+
+async def test_gpu_detail_shows_history_sparklines(tmp_path):
+    clock = FrozenClock()
+    console = demo_console(db=tmp_path / "c.db", clock=clock)
+    # Ten seconds of history, recorded the way the Hub records every poll.
+    gpu_source = console.hub.runners[SourceKind.GPUS].source
+    for _ in range(10):
+        clock.advance(1)
+        reading = gpu_source.poll_gpus()
+        console.store.record_gpus(reading.gpus, reading.taken_at)
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        first = table(app, "gpu-table").selected_key
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, GpuDetailScreen)
+        assert screen.uuid == first
+        await wait_until(lambda: len(screen.query_one("#spark-util", Sparkline).data or []) >= 10)
+        assert first in shown(screen.query_one("#gpu-facts", Static)) or True
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, GpuDetailScreen)
+    console.close()
+
+
+async def test_theme_from_palette_and_t_key():
+    console = demo_console()
+    app = GpuConsoleApp(console, theme_name="dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        assert app.theme == "gpuconsole-dark"
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Theme: light")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.theme == "gpuconsole-light"
+        await pilot.press("t")
+        assert app.theme != "gpuconsole-light"
+    console.close()
+
+
+async def test_palette_reaches_pane_actions():
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Show Budgets")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "budgets"
+    console.close()
+
+
+async def test_no_color_picks_the_plain_theme(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    assert app.no_color
+    assert app.theme == "gpuconsole-contrast"
+    console.close()
+
+
+async def test_without_backends_each_pane_says_what_is_missing_and_offers_demo():
+    console = demo_console(demo=False)
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: all(s.state is SourceState.UNCONFIGURED for s in app.snapshot.sources))
+        await pilot.pause()
+        assert not app.snapshot.gpus and not app.snapshot.jobs and not app.snapshot.instances
+        await pilot.press("2")
+        await pilot.pause()
+        text = pane_text(app, "gpus")
+        assert "not set up" in text and "NVIDIA driver" in text and "D" in text
+        await pilot.press("3")
+        await pilot.pause()
+        assert "KUBECONFIG" in pane_text(app, "jobs")
+        await pilot.press("4")
+        await pilot.pause()
+        assert "AWS credentials" in pane_text(app, "instances")
+        await pilot.press("d")
+        await wait_until(lambda: all_live(app))
+        await pilot.pause()
+        assert app.snapshot.demo and app.snapshot.gpus
+        assert table(app, "instance-table").shown_keys
+    console.close()
+
+
+async def test_failing_source_marked_and_ui_keeps_responding():
+    console = demo_console(faults="gpus:error")
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: (s := app.snapshot.source(SourceKind.GPUS)) is not None and s.state is SourceState.ERROR)
+        await pilot.press("2")
+        await pilot.pause()
+        assert "error: simulated fault" in pane_text(app, "gpus")
+        # Keys still work while the source fails.
+        await pilot.press("3")
+        assert app.query_one(TabbedContent).active == "jobs"
+        plan = console.hub.runners[SourceKind.GPUS].source.sim.faults
+        plan.set(SourceKind.GPUS, None)
+        await wait_until(lambda: app.snapshot.source(SourceKind.GPUS).state is SourceState.LIVE)
+        await pilot.press("2")
+        await pilot.pause()
+        assert "GPU telemetry: sim · live" in pane_text(app, "gpus")
+    console.close()
+
+
+async def test_hanging_source_goes_stale_and_keys_still_answer():
+    console = demo_console(faults="jobs:hang", timeout=0.2)
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.STALE)
+        for key, pane in (("3", "jobs"), ("2", "gpus"), ("4", "instances")):
+            await pilot.press(key)
+            assert app.query_one(TabbedContent).active == pane
+        await pilot.press("3")
+        await pilot.pause()
+        assert "stale for" in pane_text(app, "jobs")
+        console.hub.runners[SourceKind.JOBS].source.sim.faults.release()
+        await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.LIVE)
+    console.close()
