@@ -65,9 +65,11 @@ def render_text(snap: FleetSnapshot) -> str:
     lines: list[str] = []
     now = snap.taken_at
     lines.append("sources: " + ", ".join(f"{s.kind.value}={s.name} ({s.describe(now)})" for s in snap.sources))
-    for s in snap.sources:
-        if s.hint:
-            lines.append(f"  {s.kind.value}: {s.hint}")
+    hints = [s for s in snap.sources if s.hint]
+    for s in hints:
+        lines.append(f"  {s.kind.value}: {s.hint}")
+    if hints and not snap.demo:
+        lines.append("  or try the console on a simulated fleet: gpuconsole --demo")
     lines.append(f"spend: today {money(snap.spend_today)}, this month {money(snap.spend_month)}, burning {money(snap.burn_per_hour)}/h")
     if snap.gpus:
         lines.append("")

@@ -23,9 +23,9 @@ from gpuconsole.model import (
 
 # The budgets the demo opens with: a fleet limit, a team limit and a daily research limit.
 DEMO_BUDGETS: tuple[Budget, ...] = (
-    Budget(name="fleet", amount=150_000.0, period=BudgetPeriod.MONTHLY, scope="all"),
-    Budget(name="team-nlp", amount=60_000.0, period=BudgetPeriod.MONTHLY, scope="tag:Project=nlp"),
-    Budget(name="research-daily", amount=1_000.0, period=BudgetPeriod.DAILY, scope="tag:Project=research"),
+    Budget(name="fleet", amount=80_000.0, period=BudgetPeriod.MONTHLY, scope="all"),
+    Budget(name="team-nlp", amount=25_000.0, period=BudgetPeriod.MONTHLY, scope="tag:Project=nlp"),
+    Budget(name="research-daily", amount=2_000.0, period=BudgetPeriod.DAILY, scope="tag:Project=research"),
     Budget(name="inference", amount=2_500.0, period=BudgetPeriod.MONTHLY, scope="tag:Project=inference"),
 )
 
@@ -84,3 +84,17 @@ def evaluate_all(
     budgets: Iterable[Budget], instances: Sequence[Instance], now: float, jobs: Sequence[Job] = ()
 ) -> tuple[BudgetStatus, ...]:
     return tuple(evaluate(b, instances, now, jobs) for b in budgets)
+
+
+def describe_crossing(status: BudgetStatus) -> str | None:
+    """One line for the most serious crossed threshold, or None when none is crossed."""
+    if not status.crossed:
+        return None
+    b = status.budget
+    if status.percent >= 100:
+        return f"budget {b.name} is over its limit: ${status.spent:,.0f} of ${b.amount:,.0f} ({status.percent:.0f}%)"
+    if any(t.basis is ThresholdBasis.FORECAST for t in status.crossed):
+        return (f"budget {b.name} is forecast to reach ${status.forecast:,.0f} of ${b.amount:,.0f} "
+                f"(spent ${status.spent:,.0f}, {status.percent:.0f}%)")
+    top = max(t.percent for t in status.crossed)
+    return f"budget {b.name} passed {top:g}%: ${status.spent:,.0f} of ${b.amount:,.0f}"

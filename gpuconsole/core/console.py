@@ -221,18 +221,11 @@ def _with_alerts(snap: FleetSnapshot) -> FleetSnapshot:
         if status.state in (SourceState.ERROR, SourceState.STALE) and status.error != "cached":
             alerts.append(Alert(Severity.WARNING, status.name, f"{status.kind.value} source {status.describe(now)}", now))
     for b in snap.budgets:
-        if b.crossed:
-            top = max(b.crossed, key=lambda t: t.percent)
-            severity = Severity.CRITICAL if top.percent >= 100 else Severity.WARNING
-            alerts.append(
-                Alert(
-                    severity,
-                    "budget",
-                    f"budget {b.budget.name}: {top.basis.value} spend at {top.percent:g}% "
-                    f"(${b.spent:,.0f} of ${b.budget.amount:,.0f}, forecast ${b.forecast:,.0f})",
-                    now,
-                )
-            )
+        message = budget_rules.describe_crossing(b)
+        if message is not None:
+            over = b.percent >= 100 or any(t.basis.value == "forecast" for t in b.crossed)
+            alerts.append(Alert(Severity.CRITICAL if b.percent >= 100 else Severity.WARNING if over else Severity.INFO,
+                                "budget", message, now))
     hot = [g for g in snap.gpus if g.temperature_c >= HOT_GPU_C]
     if hot:
         alerts.append(Alert(Severity.WARNING, "gpus", f"{len(hot)} GPU(s) at or above {HOT_GPU_C} °C", now))

@@ -18,7 +18,6 @@ from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.model import SourceKind
 
 GPU_SOURCES = ("auto", "sim", "off")
-DEMO_HINT = "press D to open the demo on a simulated fleet, or start gpuconsole --demo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +59,7 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
         sources[SourceKind.GPUS] = Unconfigured(
             "none",
             "no GPU telemetry source found",
-            "run gpuconsole on a host with the NVIDIA driver; " + DEMO_HINT,
+            "run gpuconsole on a host with the NVIDIA driver",
         )
     if options.demo and sim is not None:
         sources[SourceKind.JOBS] = sim[1]
@@ -69,11 +68,11 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
         sources[SourceKind.JOBS] = Unconfigured(
             "none",
             "no Kubernetes cluster configured",
-            "point KUBECONFIG at a kubeconfig (or create ~/.kube/config); " + DEMO_HINT,
+            "point KUBECONFIG at a kubeconfig, or create ~/.kube/config",
         )
         sources[SourceKind.CLOUD] = Unconfigured(
             "none",
             "no cloud account configured",
-            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region; " + DEMO_HINT,
+            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region",
         )
     return sources

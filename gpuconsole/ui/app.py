@@ -138,7 +138,8 @@ class GpuConsoleApp(App[int]):
             dot = status_text(status, snap.taken_at, self.palette)
             bar.append_text(dot[:2])
             bar.append(status.kind.value)
-        bar.append(f"   {money(snap.burn_per_hour)}/h", self.palette.strong)
+        bar.append("   ")
+        bar.append(f"{money(snap.burn_per_hour)}/h", self.palette.strong)
         self._top_bar.update(bar)
 
     @property

@@ -95,12 +95,20 @@ class GpuDetailScreen(ModalScreen[None]):
         table.add_column("SLICE / PROCESS")
         table.add_column("MEMORY", justify="right")
         table.add_column("UTIL", justify="right")
-        table.add_column("POD")
+        table.add_column("JOB (POD)")
+        jobs = {j.pod_uid: f"{j.namespace}/{j.name}" for j in self.console_app.snapshot.jobs if j.pod_uid}
+
+        def owner(pod_uid: str | None) -> str:
+            if not pod_uid:
+                return ""
+            return jobs.get(pod_uid, f"pod {pod_uid}")
+
         for s in gpu.mig_slices:
             util = "N/A" if s.utilization is None else f"{s.utilization:.0f}%"
-            table.add_row(f"{s.profile} {s.uuid}", f"{s.memory_used_mib}/{s.memory_total_mib} MiB", util, s.pod_uid or "")
+            table.add_row(f"{s.profile} {s.uuid}", f"{s.memory_used_mib}/{s.memory_total_mib} MiB", util, owner(s.pod_uid))
         for p in gpu.processes:
-            table.add_row(f"pid {p.pid} {p.name} ({p.user or '?'})", f"{p.memory_used_mib} MiB", "", p.pod_uid or "")
+            where = f" on {p.mig_uuid[:12]}…" if p.mig_uuid else ""
+            table.add_row(f"pid {p.pid} {p.name} ({p.user or '?'}){where}", f"{p.memory_used_mib} MiB", "", owner(p.pod_uid))
         if not gpu.mig_slices and not gpu.processes:
             table.add_row("no processes", "", "", "")
         return table

@@ -1,0 +1,66 @@
+"""Regenerate the SVG screenshots in this folder from the seeded, frozen demo.
+
+    .venv/bin/python screenshots/make_screenshots.py
+
+Every pane at 120×36, plus the GPU detail view and the key help, with the dark theme.
+The demo is frozen at a fixed moment (gpuconsole.showcase), so the pictures change only when
+what the console shows changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gpuconsole.model import SourceState
+from gpuconsole.showcase import FrozenClock, record_history, showcase_console
+from gpuconsole.ui.app import GpuConsoleApp
+
+HERE = Path(__file__).resolve().parent
+SIZE = (120, 36)
+SHOTS: dict[str, tuple[str, ...]] = {
+    "overview": ("1",),
+    "gpus": ("2",),
+    "jobs": ("3",),
+    "instances": ("4",),
+    "budgets": ("5",),
+    "gpu-detail": ("2", "down", "enter"),
+    "help": ("question_mark",),
+}
+
+
+async def shoot(name: str, keys: tuple[str, ...], db: Path) -> Path:
+    clock = FrozenClock()
+    console = showcase_console(db=db, clock=clock)
+    record_history(console, clock, 300)
+    app = GpuConsoleApp(console, theme_name="dark")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            deadline = time.monotonic() + 10
+            while not all(s.state is SourceState.LIVE for s in app.snapshot.sources):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the demo's sources did not come up")
+                await asyncio.sleep(0.02)
+            await pilot.pause()
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+            await pilot.pause(0.3)
+            return Path(app.save_screenshot(filename=f"{name}.svg", path=str(HERE)))
+    finally:
+        console.close()
+
+
+async def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (name, keys) in enumerate(SHOTS.items()):
+            path = await shoot(name, keys, Path(tmp) / f"{n}.db")
+            print(f"wrote {path.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

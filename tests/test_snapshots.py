@@ -1,0 +1,68 @@
+"""Snapshot tests: every pane of the seeded, frozen demo at 80×24 and 160×48.
+
+Update after looking at the report: ``pytest tests/test_snapshots.py --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconsole.ui.app import GpuConsoleApp
+from tests.helpers import FrozenClock, all_live, demo_console, record_history, wait_until
+
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+PANES = {"overview": "1", "gpus": "2", "jobs": "3", "instances": "4", "budgets": "5"}
+
+
+@pytest.fixture
+def frozen_app():
+    consoles = []
+
+    def make(**kwargs) -> GpuConsoleApp:
+        console = demo_console(**kwargs)
+        consoles.append(console)
+        return GpuConsoleApp(console, theme_name="dark")
+
+    yield make
+    for console in consoles:
+        console.close()
+
+
+def settle(*keys: str):
+    async def run_before(pilot) -> None:
+        await wait_until(lambda: all_live(pilot.app))
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        await pilot.pause(0.1)
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("pane", PANES)
+def test_pane(snap_compare, frozen_app, pane, size):
+    assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle(PANES[pane]))
+
+
+def test_gpu_detail(snap_compare, frozen_app, tmp_path):
+    clock = FrozenClock()
+    app = frozen_app(db=tmp_path / "c.db", clock=clock)
+    record_history(app.core, clock, 120)
+    assert snap_compare(app, terminal_size=(120, 36), run_before=settle("2", "down", "enter"))
+
+
+def test_unconfigured_gpus_pane(snap_compare, frozen_app):
+    assert snap_compare(frozen_app(demo=False), terminal_size=(80, 24), run_before=settle_unconfigured("2"))
+
+
+def settle_unconfigured(*keys: str):
+    async def run_before(pilot) -> None:
+        await wait_until(lambda: all(s.state.value == "unconfigured" for s in pilot.app.snapshot.sources))
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+
+    return run_before
