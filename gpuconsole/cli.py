@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -62,6 +63,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_DEMO_NODES = 4096  # 32,768 GPUs: far beyond any fleet the console is measured on
+
+
+def _demo_nodes(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_DEMO_NODES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DEMO_NODES} nodes, got {value}")
+    return value
+
+
+MAX_SECONDS = 86400.0
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -69,6 +83,8 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    if not math.isfinite(value) or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} s, got {text}")
     return value
 
 
@@ -77,7 +93,7 @@ def _common_options() -> argparse.ArgumentParser:
     group = common.add_argument_group("data sources")
     group.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help="run on a simulated GPU cloud")
     group.add_argument("--seed", type=_non_negative_int, default=argparse.SUPPRESS, metavar="N", help="seed of the simulated world (default 7)")
-    group.add_argument("--demo-nodes", type=_positive_int, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
+    group.add_argument("--demo-nodes", type=_demo_nodes, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
     group.add_argument("--demo-faults", default=argparse.SUPPRESS, metavar="SPEC", help="inject faults, e.g. gpus:error,jobs:hang,cloud:slow=3 (modes: error, hang, slow[=S], flaky)")
     group.add_argument("--gpus", choices=GPU_SOURCES, default=argparse.SUPPRESS, help="GPU telemetry source (default auto)")
     group.add_argument("--interval", type=_positive_float, default=argparse.SUPPRESS, metavar="S", help="seconds between polls (default 1)")
@@ -155,7 +171,10 @@ def _open_store(args: argparse.Namespace):  # noqa: ANN202 - Store | None, impor
     except StoreError as exc:
         raise ArgumentError(str(exc)) from None
     warnings: list[str] = []
-    store = Store(path, on_warning=warnings.append)
+    try:
+        store = Store(path, on_warning=warnings.append)
+    except StoreError as exc:
+        raise ArgumentError(str(exc)) from None
     for warning in warnings:
         print(f"gpuconsole: warning: {warning}", file=sys.stderr)
     return store

@@ -88,9 +88,12 @@ class Console:
                     hub.seed(kind, cached, cached.taken_at)
         return hub
 
-    @staticmethod
-    def _cache_key(kind: SourceKind, name: str) -> str:
-        # Keyed by source name too, so cached demo data never shows in a real session.
+    def _cache_key(self, kind: SourceKind, name: str) -> str:
+        # Keyed by source name, so cached demo data never shows in a real session, and for the
+        # simulator by its world too, so two demo worlds never mix in one screen.
+        if name == "sim":
+            sim = self.options.sources
+            return f"{kind.value}:sim:{sim.seed}:{sim.demo_nodes or 'default'}"
         return f"{kind.value}:{name}"
 
     @property
@@ -135,7 +138,7 @@ class Console:
         """Block until every source answered once (or ``timeout``): for the headless snapshot."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(r.polls or r.status.state is SourceState.UNCONFIGURED for r in self.hub.runners.values()):
+            if all(r.polls for r in self.hub.runners.values()):
                 return
             time.sleep(0.02)
 
@@ -149,10 +152,11 @@ class Console:
 
     # ------------------------------------------------------------------ composition
     def _on_update(self, kind: SourceKind) -> None:
+        self._publish()
+        # Written after publishing, so a slow disk never delays what the user sees.
         runner = self.hub.runners.get(kind)
         if runner is not None and runner.status.state is SourceState.LIVE and runner.reading is not None:
             self._persist(kind, runner.source.name, runner.reading)
-        self._publish()
 
     def _publish(self) -> None:
         with self._lock:

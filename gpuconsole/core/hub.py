@@ -144,7 +144,6 @@ class _Runner:
             return self._backoff()
         self._inflight = None
         latency = time.monotonic() - t0
-        self.polls += 1
         error = box.get("error")
         if error is None:
             self.failures = 0
@@ -157,6 +156,7 @@ class _Runner:
                 latency_s=latency,
             )
             self.on_result(self)
+            self.polls += 1  # counted once the answer is published: see Console.wait_for_first_answers
             return self.policy.interval
         self.failures += 1
         if isinstance(error, BackendUnavailable):
@@ -168,6 +168,7 @@ class _Runner:
                 hint=error.hint,
             )
             self.on_result(self)
+            self.polls += 1
             return self.policy.unconfigured_retry
         if not isinstance(error, BackendError):
             log.exception("source %s failed unexpectedly", self.source.name, exc_info=error)
@@ -180,6 +181,7 @@ class _Runner:
             latency_s=latency,
         )
         self.on_result(self)
+        self.polls += 1
         return self._backoff()
 
     def _mark_stale(self, reason: str) -> None:

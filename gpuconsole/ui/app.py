@@ -55,7 +55,12 @@ class GpuConsoleApp(App[int]):
     """The console. ``core`` (the Console facade) is started on mount; the caller closes it."""
 
     TITLE = "gpuconsole"
-    CSS_PATH = ["app.tcss", "panes/overview.tcss", "panes/jobs.tcss", "screens/help.tcss", "screens/gpu_detail.tcss"]
+    CSS_PATH = [
+        "app.tcss",
+        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets")),
+        "screens/help.tcss",
+        "screens/gpu_detail.tcss",
+    ]
     COMMANDS = App.COMMANDS | PROVIDERS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "show_pane('overview')", "Overview", show=False),

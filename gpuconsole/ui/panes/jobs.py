@@ -27,7 +27,7 @@ JOB_COLUMNS = [
     ("REASON", "reason", None),
 ]
 CRON_COLUMNS = [
-    ("CRONJOB", "name", 24),
+    ("CRONJOB", "name", 26),
     ("NAMESPACE", "namespace", 11),
     ("SCHEDULE", "schedule", 13),
     ("GPUS", "gpus", 9),

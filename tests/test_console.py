@@ -1,0 +1,140 @@
+"""The Console facade: composition, cache across restarts, costs and budgets."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from gpuconsole.core import budgets, costs
+from gpuconsole.model import (
+    Budget,
+    BudgetPeriod,
+    Instance,
+    InstanceState,
+    Market,
+    Severity,
+    SourceState,
+    Threshold,
+    ThresholdBasis,
+)
+from tests.helpers import START, demo_console
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def test_console_opens_with_last_known_state_after_restart(tmp_path):
+    db = tmp_path / "cache.db"
+    first = demo_console(db=db)
+    first.start()
+    wait_for(lambda: all(s.state is SourceState.LIVE for s in first.snapshot.sources))
+    before = first.snapshot
+    first.close()
+
+    again = demo_console(db=db)  # not started: nothing has been polled yet
+    snap = again.snapshot
+    assert {g.uuid for g in snap.gpus} == {g.uuid for g in before.gpus}
+    assert {j.uid for j in snap.jobs} == {j.uid for j in before.jobs}
+    assert {i.instance_id for i in snap.instances} == {i.instance_id for i in before.instances}
+    assert all(s.state is SourceState.STALE and s.error == "cached" for s in snap.sources)
+    again.close()
+
+
+def test_cached_demo_data_never_shows_in_a_real_session(tmp_path):
+    db = tmp_path / "cache.db"
+    demo = demo_console(db=db)
+    demo.start()
+    wait_for(lambda: all(s.state is SourceState.LIVE for s in demo.snapshot.sources))
+    demo.close()
+    real = demo_console(db=db, demo=False)
+    assert not real.snapshot.gpus and not real.snapshot.jobs and not real.snapshot.instances
+    real.close()
+
+
+def test_snapshot_sums_spend_and_alerts():
+    console = demo_console()
+    console.start()
+    wait_for(lambda: all(s.state is SourceState.LIVE for s in console.snapshot.sources))
+    snap = console.snapshot
+    console.close()
+    assert snap.demo
+    assert snap.burn_per_hour == pytest.approx(sum(i.price_per_hour for i in snap.instances if i.state.billed))
+    assert 0 < snap.spend_today <= snap.spend_month
+    assert [b.budget.name for b in snap.budgets] == [b.name for b in budgets.DEMO_BUDGETS]
+    severities = [a.severity for a in snap.alerts]
+    order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    assert severities == sorted(severities, key=order.get), "most severe first"
+
+
+def _instance(state=InstanceState.RUNNING, launch=0.0, price=10.0, accrued=1e9, tags=()) -> Instance:
+    return Instance(
+        instance_id="i-0123456789abcdef0",
+        instance_type="p4de.24xlarge",
+        region="us-east-1",
+        availability_zone="us-east-1a",
+        market=Market.ON_DEMAND,
+        state=state,
+        launch_time=launch,
+        price_per_hour=price,
+        gpus=8,
+        accrued_cost=accrued,
+        node="ip-10-0-0-1.ec2.internal",
+        tags=tags,
+    )
+
+
+def test_periods_are_utc_calendar_periods():
+    now = datetime(2026, 2, 14, 15, 30, tzinfo=UTC).timestamp()
+    assert costs.day_start(now) == datetime(2026, 2, 14, tzinfo=UTC).timestamp()
+    assert costs.month_start(now) == datetime(2026, 2, 1, tzinfo=UTC).timestamp()
+    assert costs.month_end(now) == datetime(2026, 3, 1, tzinfo=UTC).timestamp()
+
+
+def test_running_instance_costs_its_overlap_with_the_period():
+    now = START
+    day = costs.day_start(now)
+    inst = _instance(launch=day - 86400 * 3)
+    assert costs.instance_spend(inst, day, now) == pytest.approx(10.0 * (now - day) / 3600)
+    launched_today = _instance(launch=now - 1800)
+    assert costs.instance_spend(launched_today, day, now) == pytest.approx(5.0)
+
+
+def test_stopped_instance_costs_only_if_it_ran_in_the_period():
+    now = START
+    day = costs.day_start(now)
+    old = _instance(state=InstanceState.STOPPED, launch=day - 86400 * 5, accrued=999.0)
+    assert costs.instance_spend(old, day, now) == 0.0
+    recent = _instance(state=InstanceState.TERMINATED, launch=now - 7200, accrued=12.5)
+    assert costs.instance_spend(recent, day, now) == pytest.approx(12.5)
+
+
+def test_budget_scope_thresholds_and_forecast():
+    now = START
+    month = costs.month_start(now)
+    nlp = _instance(launch=month, price=100.0, tags=(("Project", "nlp"),))
+    other = _instance(launch=month, price=50.0, tags=(("Project", "vision"),))
+    hours = (now - month) / 3600
+    budget = Budget(name="nlp", amount=100.0 * hours * 1.2, scope="tag:Project=nlp")
+    status = budgets.evaluate(budget, [nlp, other], now)
+    assert status.spent == pytest.approx(100.0 * hours)
+    assert status.burn_per_hour == pytest.approx(100.0)
+    assert status.forecast == pytest.approx(100.0 * (costs.month_end(now) - month) / 3600)
+    crossed = {(t.percent, t.basis) for t in status.crossed}
+    assert crossed == {(50.0, ThresholdBasis.ACTUAL), (80.0, ThresholdBasis.ACTUAL), (100.0, ThresholdBasis.FORECAST)}
+    assert "forecast" in budgets.describe_crossing(status)
+
+
+def test_daily_budget_and_bad_scope():
+    now = START
+    daily = Budget(name="d", amount=1.0, period=BudgetPeriod.DAILY, thresholds=(Threshold(100.0),))
+    status = budgets.evaluate(daily, [_instance(launch=now - 86400 * 10)], now)
+    assert status.percent > 100
+    assert "over its limit" in budgets.describe_crossing(status)
+    with pytest.raises(budgets.ScopeError, match="use all, tag:Key=Value or namespace:NAME"):
+        budgets.parse_scope("team=nlp")
