@@ -212,6 +212,9 @@ async def test_without_backends_each_pane_says_what_is_missing_and_offers_demo()
         await wait_until(lambda: all(s.state is SourceState.UNCONFIGURED for s in app.snapshot.sources))
         await pilot.pause()
         assert not app.snapshot.gpus and not app.snapshot.jobs and not app.snapshot.instances
+        overview = pane_text(app, "overview")
+        assert "not set up" in overview and "simulated GPU cloud" in overview
+        assert "0 busy" not in overview, "no made-up zeros where a source is missing"
         await pilot.press("2")
         await pilot.pause()
         text = pane_text(app, "gpus")

@@ -36,7 +36,8 @@ def status_text(status: SourceStatus | None, now: float, palette: Palette, *, sh
     line.append("● ", style)
     label = status.kind.value if short else f"{SOURCE_LABELS[status.kind]}:"
     line.append(f"{label} {status.name} · ")
-    line.append(status.describe(now), style)
+    words = "not set up" if short and status.state is SourceState.UNCONFIGURED else status.describe(now)
+    line.append(words, style)
     return line
 
 

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from gpuconsole.core.costs import gpu_price_per_hour, idle_cost_per_hour
-from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity
+from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity, SourceKind, SourceState
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane, status_text
@@ -95,6 +95,11 @@ def sources_card(snap: FleetSnapshot, palette: Palette) -> Text:
 
 
 def alerts_card(snap: FleetSnapshot, palette: Palette) -> Text:
+    if snap.sources and all(s.state is SourceState.UNCONFIGURED for s in snap.sources):
+        return _lines([
+            _line("No backend is set up yet: each pane says what is missing and how to set it up."),
+            _line("Press ", ("D", palette.accent), " to try the console on a simulated GPU cloud."),
+        ])
     if not snap.alerts:
         return _line(("no active alerts", palette.dim))
     marks = {Severity.CRITICAL: ("!!", palette.bad), Severity.WARNING: ("! ", palette.warn), Severity.INFO: ("i ", palette.accent)}
@@ -116,6 +121,7 @@ CARDS = {
 
 
 ROWS = (("gpus", "jobs", "instances"), ("spend", "sources"))
+CARD_SOURCES = {"gpus": SourceKind.GPUS, "jobs": SourceKind.JOBS, "instances": SourceKind.CLOUD, "spend": SourceKind.CLOUD}
 
 
 class OverviewPane(Pane):
@@ -144,5 +150,16 @@ class OverviewPane(Pane):
         return "demo: simulated GPU cloud" if snapshot.demo else ""
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        missing = {s.kind for s in snapshot.sources if s.state is SourceState.UNCONFIGURED}
         for key, (_, render) in CARDS.items():
-            self.query_one(f"#card-{key}", Static).update(render(snapshot, palette))
+            kind = CARD_SOURCES.get(key)
+            content = not_set_up(kind, palette) if kind in missing else render(snapshot, palette)
+            self.query_one(f"#card-{key}", Static).update(content)
+
+
+def not_set_up(kind: SourceKind | None, palette: Palette) -> Text:
+    return _lines([
+        _line(("not set up", palette.warn)),
+        _line(("see its pane for how", palette.dim)),
+        _line("press ", ("D", palette.accent), " for the demo"),
+    ])
