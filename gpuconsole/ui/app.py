@@ -17,12 +17,14 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.timer import Timer
+from textual.widgets import Footer, Input, TabbedContent, TabPane
 
 from gpuconsole.core.console import Console
 from gpuconsole.model import FleetSnapshot, SourceState
@@ -36,6 +38,7 @@ from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
 from gpuconsole.ui.panes.jobs import JobsPane
 from gpuconsole.ui.panes.overview import OverviewPane
+from gpuconsole.ui.widgets.text_view import TextView
 from gpuconsole.ui.themes import DEFAULT_THEME, PLAIN_THEME, load_themes, short_name, textual_name, theme_names
 
 PANE_CLASSES: dict[str, type[Pane]] = {
@@ -47,7 +50,7 @@ PANE_CLASSES: dict[str, type[Pane]] = {
 }
 
 
-class TopBar(Static):
+class TopBar(TextView):
     """One line: product, mode, the state of each source, and the burn rate."""
 
 
@@ -88,6 +91,10 @@ class GpuConsoleApp(App[int]):
         self.theme = textual_name(wanted)
         self.palette = Palette.from_theme(self.current_theme)
         self.snapshot: FleetSnapshot = core.snapshot
+        self._latest = core.snapshot
+        self._flush_timer: Timer | None = None
+        self._last_paint = 0.0
+        self._paint_every = min(core.options.interval, 1.0)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -115,7 +122,21 @@ class GpuConsoleApp(App[int]):
         self.post_message(SnapshotUpdated(snapshot))
 
     def on_snapshot_updated(self, message: SnapshotUpdated) -> None:
-        self.show_snapshot(message.snapshot)
+        # Sources answer one after another; paint at most once per poll interval, so three
+        # sources at 1 Hz cost one repaint a second, not three.
+        self._latest = message.snapshot
+        if self._flush_timer is not None:
+            return
+        delay = self._last_paint + self._paint_every - time.monotonic()
+        if delay <= 0:
+            self._flush()
+        else:
+            self._flush_timer = self.set_timer(delay, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        self._last_paint = time.monotonic()
+        self.show_snapshot(self._latest)
 
     def _tick(self) -> None:
         if any(s.state is not SourceState.LIVE for s in self.snapshot.sources):
@@ -145,7 +166,7 @@ class GpuConsoleApp(App[int]):
             bar.append(status.kind.value)
         bar.append("   ")
         bar.append(f"{money(snap.burn_per_hour)}/h", self.palette.strong)
-        self._top_bar.update(bar)
+        self._top_bar.show(bar)
 
     @property
     def current_pane(self) -> Pane | None:

@@ -12,11 +12,12 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.live_table import LiveTable
+from gpuconsole.ui.widgets.text_view import TextView
 
 SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
 
@@ -71,10 +72,10 @@ class Pane(Vertical):
         self.filter_text = ""
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="source-line")
-        yield Static(classes="missing")
+        yield TextView(classes="source-line")
+        yield TextView(classes="missing")
         yield from self.compose_body()
-        yield Static(classes="row-detail")
+        yield TextView(classes="row-detail")
         if self.filterable:
             yield FilterInput(placeholder="filter: type to narrow, enter to keep, esc to clear", classes="filter")
 
@@ -82,7 +83,7 @@ class Pane(Vertical):
         yield from ()
 
     def on_mount(self) -> None:
-        self.query_one(".missing", Static).display = False
+        self.query_one(".missing", TextView).display = False
         if self.filterable:
             self.query_one(FilterInput).display = False
 
@@ -133,11 +134,11 @@ class Pane(Vertical):
             line.append_text(extra if isinstance(extra, Text) else Text(extra))
         if self.filter_text:
             line.append(f"   filter: {self.filter_text}", palette.accent)
-        self.query_one(".source-line", Static).update(line)
-        panel = self.query_one(".missing", Static)
+        self.query_one(".source-line", TextView).show(line)
+        panel = self.query_one(".missing", TextView)
         panel.display = missing
         if missing and status is not None:
-            panel.update(missing_text(status, palette))
+            panel.show(missing_text(status, palette))
         self.set_class(missing, "-unconfigured")
         self.render_snapshot(snap, palette)
         self.update_detail()
@@ -148,7 +149,7 @@ class Pane(Vertical):
     def update_detail(self) -> None:
         """Refresh the line under the table that spells out the selected row."""
         snap, palette = self.snapshot, self.palette
-        line = self.query_one(".row-detail", Static)
+        line = self.query_one(".row-detail", TextView)
         focused = self.app.focused
         table = focused if isinstance(focused, LiveTable) and focused in self.query(LiveTable) else None
         if table is None:
@@ -158,7 +159,7 @@ class Pane(Vertical):
         content = self.detail(table.id or "", key, snap, palette) if key and snap and palette and table else None
         line.display = content is not None
         if content is not None:
-            line.update(content)
+            line.show(content)
 
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
         """The words for the selected row of ``table_id``; None hides the line."""

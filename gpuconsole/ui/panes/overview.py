@@ -5,13 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Static
 
 from gpuconsole.core.costs import gpu_price_per_hour, idle_cost_per_hour
 from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity, SourceKind, SourceState
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane, status_text
+from gpuconsole.ui.widgets.text_view import TextView
 
 
 def _lines(lines: list[Text]) -> Text:
@@ -138,8 +138,8 @@ class OverviewPane(Pane):
             yield self._card("alerts")
 
     @staticmethod
-    def _card(key: str) -> Static:
-        card = Static(id=f"card-{key}", classes="card")
+    def _card(key: str) -> TextView:
+        card = TextView(id=f"card-{key}", classes="card")
         card.border_title = CARDS[key][0]
         return card
 
@@ -154,7 +154,7 @@ class OverviewPane(Pane):
         for key, (_, render) in CARDS.items():
             kind = CARD_SOURCES.get(key)
             content = not_set_up(kind, palette) if kind in missing else render(snapshot, palette)
-            self.query_one(f"#card-{key}", Static).update(content)
+            self.query_one(f"#card-{key}", TextView).show(content)
 
 
 def not_set_up(kind: SourceKind | None, palette: Palette) -> Text:
