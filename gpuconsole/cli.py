@@ -88,7 +88,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _common_options() -> argparse.ArgumentParser:
+def _common_options() -> _Parser:
     common = _Parser(add_help=False)
     group = common.add_argument_group("data sources")
     group.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help="run on a simulated GPU cloud")

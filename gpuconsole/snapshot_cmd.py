@@ -79,8 +79,9 @@ def render_text(snap: FleetSnapshot) -> str:
                 f"{short_node(g.node)[:22]:<22} {g.index:>3} {g.name[:24]:<24} {g.utilization:>4.0f}% "
                 f"{g.memory_used_mib:>6}/{g.memory_total_mib:<6}M {g.temperature_c:>3}°C {g.power_w:>6.0f}W {g.mig_mode.value}"
             )
-            for s in g.mig_slices:
-                lines.append(f"{'':<22} {'':>3}   └ {s.profile:<20} {'' if s.utilization is None else f'{s.utilization:>4.0f}%':>5} {s.memory_used_mib:>6}/{s.memory_total_mib:<6}M")
+            for mig in g.mig_slices:
+                util = "" if mig.utilization is None else f"{mig.utilization:>4.0f}%"
+                lines.append(f"{'':<22} {'':>3}   └ {mig.profile:<20} {util:>5} {mig.memory_used_mib:>6}/{mig.memory_total_mib:<6}M")
     if snap.jobs:
         lines.append("")
         lines.append(f"{'STATE':<10} {'NAMESPACE':<12} {'NAME':<32} {'GPUS':>9} {'AGE':>6}  REASON")

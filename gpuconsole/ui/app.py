@@ -129,11 +129,11 @@ class GpuConsoleApp(App[int]):
             return
         delay = self._last_paint + self._paint_every - time.monotonic()
         if delay <= 0:
-            self._flush()
+            self._paint_latest()
         else:
-            self._flush_timer = self.set_timer(delay, self._flush)
+            self._flush_timer = self.set_timer(delay, self._paint_latest)
 
-    def _flush(self) -> None:
+    def _paint_latest(self) -> None:
         self._flush_timer = None
         self._last_paint = time.monotonic()
         self.show_snapshot(self._latest)

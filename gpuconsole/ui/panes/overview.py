@@ -40,7 +40,7 @@ def gpu_card(snap: FleetSnapshot, palette: Palette) -> Text:
     prices = gpu_price_per_hour(snap.instances)
     idle = idle_cost_per_hour(gpus, prices)
     lines = [
-        _line((f"{busy}", palette.ok), f" busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle / {len(gpus)}"),
+        _line((f"{busy}", palette.ok), " busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle / {len(gpus)}"),
         _line(f"MIG slices {used}/{len(slices)} in use"),
         _line((bar(mean, 6), palette.accent), f" {mean:.0f}% mean util"),
         _line("idle & billed ", (f"{money(idle)}/h", palette.bad if idle else palette.dim)),

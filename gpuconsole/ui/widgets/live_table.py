@@ -78,7 +78,7 @@ class LiveTable(DataTable[Any]):
 
     def _current_order(self) -> list[str]:
         locations = self._row_locations
-        return [locations.get_key(i).value for i in range(len(locations))]  # type: ignore[union-attr]
+        return [str(locations.get_key(i).value) for i in range(len(locations))]  # type: ignore[union-attr]
 
     def _reorder(self, order: list[str]) -> None:
         # The same bookkeeping DataTable.sort does, driven by our order instead of cell values.
