@@ -67,8 +67,8 @@ def main(argv: list[str]) -> int:
             _live_seen = False
 
             def on_mount(self) -> None:
+                # No super(): Textual calls GpuConsoleApp.on_mount itself, right after this one.
                 marks["mount"] = time.perf_counter()
-                super().on_mount()
                 self.call_after_refresh(self._first_paint)
                 self.set_timer(opts.timeout, self._give_up)
 

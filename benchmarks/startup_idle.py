@@ -54,6 +54,37 @@ def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class ChildEnv:
+    """The environment every measured gpuconsole process gets: this one, less and plus a few names."""
+
+    unset: tuple[str, ...]
+    extra: dict[str, str]
+
+    @classmethod
+    def make(cls, work: Path, pyc_cache: bool) -> ChildEnv:
+        unset = ["NO_COLOR", "GPUCONSOLE_LOG"]
+        extra: dict[str, str] = {}
+        if pyc_cache:
+            # As after `pip install`, which compiles every module once: imports read bytecode.
+            unset.append("PYTHONDONTWRITEBYTECODE")
+            extra["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+        return cls(tuple(unset), extra)
+
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in self.unset}
+        env.update(self.extra)
+        return env
+
+    def command_prefix(self) -> list[str]:
+        """``env -u NAME … NAME=VALUE …`` for a shell command line."""
+        words = ["env"]
+        for name in self.unset:
+            words += ["-u", name]
+        words += [f"{k}={shlex.quote(v)}" for k, v in self.extra.items()]
+        return words
+
+
 # ---------------------------------------------------------------------- the two fleets
 @dataclass(frozen=True)
 class Fleet:
@@ -121,17 +152,18 @@ class Figure:
 
 
 # ---------------------------------------------------------------------- first complete frame
-def interpreter_start(python: str, runs: int) -> list[float]:
+def interpreter_start(python: str, runs: int, env: ChildEnv) -> list[float]:
     """Wall time of ``python -c pass`` from this process: the start-up the child cannot see."""
+    subprocess.run([python, "-c", "pass"], check=True, env=env.environ())  # fills the bytecode cache
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([python, "-c", "pass"], check=True)
+        subprocess.run([python, "-c", "pass"], check=True, env=env.environ())
         times.append(time.perf_counter() - t0)
     return times
 
 
-def run_child(python: str, args: list[str], timeout: float = CHILD_TIMEOUT_S) -> tuple[dict, float]:
+def run_child(python: str, args: list[str], env: ChildEnv, timeout: float = CHILD_TIMEOUT_S) -> tuple[dict, float]:
     """Run the timed child once; returns its JSON result and the clock reading taken before it started."""
     spawned = time.perf_counter()
     proc = subprocess.run(
@@ -139,7 +171,7 @@ def run_child(python: str, args: list[str], timeout: float = CHILD_TIMEOUT_S) ->
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=_child_env(),
+        env=env.environ(),
         check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -152,20 +184,13 @@ def run_child(python: str, args: list[str], timeout: float = CHILD_TIMEOUT_S) ->
     return result, spawned
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("NO_COLOR", None)
-    env.pop("GPUCONSOLE_LOG", None)
-    return env
-
-
-def first_frame_once(python: str, fleet: Fleet, seed: int, db: Path | None, interp_s: float) -> dict:
+def first_frame_once(python: str, env: ChildEnv, fleet: Fleet, seed: int, db: Path | None, interp_s: float) -> dict:
     args = ["--headless", "--seed", str(seed), "--width", "120", "--height", "36"]
     if fleet.nodes:
         args += ["--nodes", str(fleet.nodes)]
     if db is not None:
         args += ["--db", str(db)]
-    result, spawned = run_child(python, args)
+    result, spawned = run_child(python, args, env)
     marks = result["marks"]
     start = marks["start"]
     phases = {name: round(value - start, 4) for name, value in marks.items()}
@@ -181,8 +206,8 @@ def first_frame_once(python: str, fleet: Fleet, seed: int, db: Path | None, inte
     }
 
 
-def measure_first_frame(python: str, fleets: tuple[Fleet, ...], seed: int, runs: int, work: Path) -> tuple[dict, list[float]]:
-    interp = interpreter_start(python, max(5, runs))
+def measure_first_frame(python: str, env: ChildEnv, fleets: tuple[Fleet, ...], seed: int, runs: int, work: Path) -> tuple[dict, list[float]]:
+    interp = interpreter_start(python, max(5, runs), env)
     interp_s = statistics.median(interp)
     log(f"interpreter start (python -c pass): {interp_s * 1000:.0f} ms")
     figures: dict[tuple[str, str], Figure] = {}
@@ -193,8 +218,8 @@ def measure_first_frame(python: str, fleets: tuple[Fleet, ...], seed: int, runs:
         dbs[fleet.key] = work / f"startup-{fleet.key}" / "gpuconsole.db"
         # One uncounted run fills the cache, as on every start after a user's first.
         try:
-            cold = first_frame_once(python, fleet, seed, dbs[fleet.key], interp_s)
-            figures[(fleet.key, "db")].runs.append({"cold_cache_priming_run": cold})
+            cold = first_frame_once(python, env, fleet, seed, dbs[fleet.key], interp_s)
+            figures[(fleet.key, "db")].runs.append({"priming_run_fills_db_and_bytecode_caches": cold})
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             figures[(fleet.key, "db")].note = f"priming run failed: {exc}"
     for i in range(runs):
@@ -203,7 +228,7 @@ def measure_first_frame(python: str, fleets: tuple[Fleet, ...], seed: int, runs:
                 figure = figures[(fleet.key, mode)]
                 db = dbs[fleet.key] if mode == "db" else None
                 try:
-                    run = first_frame_once(python, fleet, seed, db, interp_s)
+                    run = first_frame_once(python, env, fleet, seed, db, interp_s)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     figure.note = str(exc)
                     log(f"first frame, {fleet.key}, {mode}: {exc}")
@@ -215,7 +240,7 @@ def measure_first_frame(python: str, fleets: tuple[Fleet, ...], seed: int, runs:
 
 
 # ---------------------------------------------------------------------- idle CPU, headless
-def measure_idle_headless(python: str, fleets: tuple[Fleet, ...], seed: int, runs: int, seconds: float, settle: float, work: Path) -> dict[str, Figure]:
+def measure_idle_headless(python: str, env: ChildEnv, fleets: tuple[Fleet, ...], seed: int, runs: int, seconds: float, settle: float, work: Path) -> dict[str, Figure]:
     figures = {}
     width, height = HEADLESS_IDLE_SIZE
     for fleet in fleets:
@@ -226,7 +251,7 @@ def measure_idle_headless(python: str, fleets: tuple[Fleet, ...], seed: int, run
             if fleet.nodes:
                 args += ["--nodes", str(fleet.nodes)]
             try:
-                result, _ = run_child(python, args, timeout=CHILD_TIMEOUT_S + settle + seconds)
+                result, _ = run_child(python, args, env, timeout=CHILD_TIMEOUT_S + settle + seconds)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 figure.note = str(exc)
                 log(f"idle headless, {fleet.key}: {exc}")
@@ -246,6 +271,7 @@ class Tmux:
         self.socket = f"gpuconsole-bench-{os.getpid()}"
         self.width = width
         self.height = height
+        self.socket_path = ""
 
     def __call__(self, *args: str, check: bool = True) -> str:
         proc = subprocess.run([self.tmux, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=20, check=False)
@@ -256,6 +282,7 @@ class Tmux:
     def start(self, command: str) -> int:
         """Open an ``width``×``height`` pane running ``command``; returns the pane's PID."""
         self("new-session", "-d", "-s", "bench", "-x", str(self.width), "-y", str(self.height), "sleep 600")
+        self.socket_path = self("display-message", "-p", "#{socket_path}").strip()
         self("set-option", "-g", "default-terminal", "tmux-256color")
         self("set-option", "-t", "bench", "remain-on-exit", "on")
         self("respawn-pane", "-k", "-t", "bench", command)
@@ -275,17 +302,21 @@ class Tmux:
 
     def kill(self) -> None:
         self("kill-server", check=False)
+        if self.socket_path:
+            Path(self.socket_path).unlink(missing_ok=True)
 
 
 @contextmanager
-def console_in_tmux(tmux_bin: str, gpuconsole: str, fleet: Fleet, seed: int, size: tuple[int, int], db: Path) -> Iterator[tuple[Tmux, int]]:
+def console_in_tmux(tmux_bin: str, gpuconsole: str, env: ChildEnv, fleet: Fleet, seed: int, size: tuple[int, int], db: Path) -> Iterator[tuple[Tmux, int]]:
     """``gpuconsole --demo`` in a fresh tmux terminal; always torn down, even on error."""
     import psutil
 
     tmux = Tmux(tmux_bin, *size)
     command = " ".join(
         [
-            "exec env -u NO_COLOR -u GPUCONSOLE_LOG COLORTERM=truecolor",
+            "exec",
+            *env.command_prefix(),
+            "COLORTERM=truecolor",
             f"GPUCONSOLE_DB={shlex.quote(str(db))}",
             shlex.quote(gpuconsole),
             "--demo",
@@ -311,13 +342,25 @@ def console_in_tmux(tmux_bin: str, gpuconsole: str, fleet: Fleet, seed: int, siz
                 pass
 
 
-def idle_in_tmux_once(tmux_bin: str, gpuconsole: str, fleet: Fleet, seed: int, size: tuple[int, int], seconds: float, settle: float, db: Path) -> dict:
+def idle_in_tmux_once(tmux_bin: str, gpuconsole: str, env: ChildEnv, fleet: Fleet, seed: int, size: tuple[int, int], seconds: float, settle: float, db: Path) -> dict:
     import psutil
 
-    with console_in_tmux(tmux_bin, gpuconsole, fleet, seed, size, db) as (tmux, pid):
-        proc = psutil.Process(pid)
-        if "gpuconsole" not in " ".join(proc.cmdline()):
-            raise RuntimeError(f"the pane runs {proc.cmdline()!r}, not gpuconsole")
+    with console_in_tmux(tmux_bin, gpuconsole, env, fleet, seed, size, db) as (tmux, pid):
+        try:
+            proc = psutil.Process(pid)
+        except psutil.NoSuchProcess:
+            time.sleep(0.5)
+            raise RuntimeError("gpuconsole exited at once: " + _last_lines(tmux.screen())) from None
+        deadline = time.monotonic() + 5.0
+        try:
+            while proc.name() == "env" and time.monotonic() < deadline:  # until env has exec'd gpuconsole
+                time.sleep(0.01)
+            cmdline = proc.cmdline()
+        except psutil.Error:
+            time.sleep(0.5)
+            raise RuntimeError("gpuconsole exited at once: " + _last_lines(tmux.screen())) from None
+        if "gpuconsole" not in " ".join(cmdline) or proc.name() == "env":
+            raise RuntimeError(f"the pane runs {cmdline!r}, not gpuconsole")
         actual = tmux.size()
         if actual != f"{size[0]}x{size[1]}":
             raise RuntimeError(f"tmux made a {actual} pane, not {size[0]}x{size[1]}")
@@ -354,7 +397,7 @@ def _last_lines(screen: str, count: int = 3) -> str:
     return " | ".join(lines[-count:]) or "(empty screen)"
 
 
-def measure_idle_tmux(gpuconsole: str | None, fleets: tuple[Fleet, ...], seed: int, runs: int, seconds: float, settle: float, work: Path) -> dict[str, Figure]:
+def measure_idle_tmux(gpuconsole: str | None, env: ChildEnv, fleets: tuple[Fleet, ...], seed: int, runs: int, seconds: float, settle: float, work: Path) -> dict[str, Figure]:
     figures = {f"{fleet.key}:{w}x{h}": Figure("%") for fleet in fleets for (w, h) in TERMINAL_SIZES}
     tmux_bin = shutil.which("tmux")
     why = None
@@ -378,7 +421,7 @@ def measure_idle_tmux(gpuconsole: str | None, fleets: tuple[Fleet, ...], seed: i
                 figure = figures[f"{fleet.key}:{size[0]}x{size[1]}"]
                 db = work / f"idle-tmux-{fleet.key}-{size[0]}x{size[1]}-{i}" / "gpuconsole.db"
                 try:
-                    run = idle_in_tmux_once(tmux_bin, gpuconsole, fleet, seed, size, seconds, settle, db)
+                    run = idle_in_tmux_once(tmux_bin, gpuconsole, env, fleet, seed, size, seconds, settle, db)
                 except Exception as exc:  # noqa: BLE001 - one failed run is a note, not a crash
                     figure.note = f"{type(exc).__name__}: {exc}"
                     log(f"idle in tmux, {fleet.key}, {size[0]}x{size[1]}: {figure.note}")
@@ -410,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="startup_idle.py",
         description="Time to the first complete frame and idle CPU of the gpuconsole demo, "
         "for the default fleet and a ~1,024-GPU fleet; prints a table of medians.",
-        epilog=f"targets: first complete frame <= {FIRST_FRAME_TARGET_S} s and idle <= {IDLE_TARGET_PERCENT:g} %% "
+        epilog=f"targets: first complete frame <= {FIRST_FRAME_TARGET_S} s and idle <= {IDLE_TARGET_PERCENT:g} % "
         "of one core, for the default demo.",
     )
     parser.add_argument("--runs", type=int, default=5, metavar="N", help="start-ups per first-frame figure (default 5)")
@@ -425,6 +468,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-startup", action="store_true", help="leave out the first-frame figures")
     parser.add_argument("--skip-idle", action="store_true", help="leave out every idle CPU figure")
     parser.add_argument("--skip-headless-idle", action="store_true", help="leave out the headless idle CPU figure")
+    parser.add_argument(
+        "--no-pyc-cache",
+        action="store_true",
+        help="run with the bytecode settings of this environment; by default a private bytecode cache is "
+        "used and PYTHONDONTWRITEBYTECODE is unset, so modules are compiled once, as a pip install does",
+    )
     return parser
 
 
@@ -432,8 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     if opts.quick:
         opts.runs, opts.idle_runs, opts.idle_seconds = 1, 1, 5.0
-    if opts.runs < 1 or opts.idle_runs < 1 or opts.idle_seconds <= 0:
-        print("startup_idle.py: --runs, --idle-runs and --idle-seconds must be positive", file=sys.stderr)
+    if opts.runs < 1 or opts.idle_runs < 1 or opts.idle_seconds <= 0 or opts.settle < 0 or (opts.nodes is not None and opts.nodes < 1):
+        print("startup_idle.py: --runs, --idle-runs, --idle-seconds and --nodes must be positive, --settle not negative", file=sys.stderr)
         return 2
     try:
         fleets = pick_fleets(opts.seed, opts.nodes)
@@ -459,20 +508,23 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpuconsole-bench-") as tmp:
         work = Path(tmp)
+        env = ChildEnv.make(work, pyc_cache=not opts.no_pyc_cache)
+        results["child_env"] = {"unset": list(env.unset), "set": env.extra}
         if not opts.skip_startup:
-            frames, interp = measure_first_frame(opts.python, fleets, opts.seed, opts.runs, work)
+            frames, interp = measure_first_frame(opts.python, env, fleets, opts.seed, opts.runs, work)
             rows.append(("first complete frame (no db)", _by_fleet(frames, "no_db"), frame_target))
             rows.append(("first complete frame (with db)", _by_fleet(frames, "db"), frame_target))
             results["interpreter_start_s"] = interp
             results["first_complete_frame"] = {k: v.as_json() for k, v in frames.items()}
-            notes.append(f"first-frame figures include {statistics.median(interp):.3f} s of interpreter start (python -c pass); headless, 120x36")
+            bytecode = "as this environment sets it" if opts.no_pyc_cache else "cached, as after pip install"
+            notes.append(f"first-frame figures include {statistics.median(interp):.3f} s of interpreter start (python -c pass); headless, 120x36; bytecode {bytecode}")
         if not opts.skip_idle:
-            tmux_figs = measure_idle_tmux(find_gpuconsole(opts.python), fleets, opts.seed, opts.idle_runs, opts.idle_seconds, opts.settle, work)
+            tmux_figs = measure_idle_tmux(find_gpuconsole(opts.python), env, fleets, opts.seed, opts.idle_runs, opts.idle_seconds, opts.settle, work)
             for w, h in TERMINAL_SIZES:
                 rows.append((f"idle CPU at 1 Hz, {w}x{h}", _by_fleet(tmux_figs, f"{w}x{h}"), idle_target))
             results["idle_cpu_tmux"] = {k: v.as_json() for k, v in tmux_figs.items()}
             if not opts.skip_headless_idle:
-                headless = measure_idle_headless(opts.python, fleets, opts.seed, opts.idle_runs, opts.idle_seconds, opts.settle, work)
+                headless = measure_idle_headless(opts.python, env, fleets, opts.seed, opts.idle_runs, opts.idle_seconds, opts.settle, work)
                 w, h = HEADLESS_IDLE_SIZE
                 rows.append((f"idle CPU at 1 Hz, headless {w}x{h}", headless, "(comparison)"))
                 results["idle_cpu_headless"] = {k: v.as_json() for k, v in headless.items()}
@@ -484,7 +536,9 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(fig.note)
     print(render_table(fleets, rows))
     print()
-    print(f"medians of {opts.runs} start-ups and {opts.idle_runs} idle runs; {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    counts = [] if opts.skip_startup else [f"{opts.runs} start-ups"]
+    counts += [] if opts.skip_idle else [f"{opts.idle_runs} idle runs"]
+    print(f"medians of {' and '.join(counts) or 'nothing'}; {os.cpu_count()} CPUs, Python {platform.python_version()}")
     for note in notes:
         print(f"- {note}")
     if opts.json:

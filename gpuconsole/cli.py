@@ -26,7 +26,7 @@ keys in the console:
 
 examples:
   gpuconsole --demo                        the console on a simulated GPU cloud
-  gpuconsole --demo --demo-nodes 128       a 1,024-GPU simulated fleet
+  gpuconsole --demo --demo-nodes 139       a simulated fleet of about 1,000 GPUs
   gpuconsole snapshot --demo --json        the same state as JSON, for scripts
 
 environment:

@@ -430,10 +430,24 @@ class FleetSnapshot:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def to_jsonable(value: Any) -> Any:
-    """Turn a model value into plain JSON types (enums by value, tuples as lists)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    """Turn a model value into plain JSON types (enums by value, tuples as lists).
+
+    Called on whole fleet readings for the cache, so the common cases come first and each
+    dataclass's field names are looked up once.
+    """
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    names = _FIELD_NAMES.get(cls)
+    if names is None and dataclasses.is_dataclass(cls):
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (tuple, list)):

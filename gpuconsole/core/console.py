@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuconsole.core import budgets as budget_rules
 from gpuconsole.core import costs
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.sources import SourceOptions, build_sources
-from gpuconsole.core.store import Store
 from gpuconsole.model import (
     Alert,
     Budget,
@@ -35,10 +35,13 @@ from gpuconsole.model import (
     SourceState,
 )
 
+if TYPE_CHECKING:  # the Store pulls in sqlite-utils: imported only where a database is used
+    from gpuconsole.core.store import Store
+
 log = logging.getLogger(__name__)
 
 HOT_GPU_C = 85
-CACHE_EVERY_S = 10.0
+CACHE_EVERY_S = 30.0
 MAINTAIN_EVERY_S = 60.0
 
 Subscriber = Callable[[FleetSnapshot], None]

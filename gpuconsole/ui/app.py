@@ -18,17 +18,20 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 from textual.css.query import NoMatches
+from textual.lazy import Lazy
 from textual.timer import Timer
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 
 from gpuconsole.core.console import Console
 from gpuconsole.model import FleetSnapshot, SourceState
-from gpuconsole.ui.commands import PANES, PROVIDERS
+from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import Palette
@@ -50,6 +53,13 @@ PANE_CLASSES: dict[str, type[Pane]] = {
 }
 
 
+def _provider(name: str) -> type[Provider]:
+    """Palette providers load when the palette first opens, not at start-up."""
+    from gpuconsole.ui import commands
+
+    return getattr(commands, name)  # type: ignore[no-any-return]
+
+
 class TopBar(TextView):
     """One line: product, mode, the state of each source, and the burn rate."""
 
@@ -64,7 +74,10 @@ class GpuConsoleApp(App[int]):
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
     ]
-    COMMANDS = App.COMMANDS | PROVIDERS
+    COMMANDS = App.COMMANDS | {
+        partial(_provider, name)
+        for name in ("ConsoleCommands", "GpuCommands", "JobCommands", "InstanceCommands", "BudgetCommands")
+    }
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "show_pane('overview')", "Overview", show=False),
         Binding("2", "show_pane('gpus')", "GPUs", show=False),
@@ -102,7 +115,9 @@ class GpuConsoleApp(App[int]):
         with TabbedContent(initial="overview", id="panes"):
             for pane_id, (title, key) in PANES.items():
                 with TabPane(f"{key} {title}", id=pane_id):
-                    yield PANE_CLASSES[pane_id](id=f"{pane_id}-pane")
+                    pane = PANE_CLASSES[pane_id](id=f"{pane_id}-pane")
+                    # Hidden panes mount just after the first frame: the overview shows sooner.
+                    yield pane if pane_id == "overview" else Lazy(pane)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -127,7 +142,8 @@ class GpuConsoleApp(App[int]):
         self._latest = message.snapshot
         if self._flush_timer is not None:
             return
-        delay = self._last_paint + self._paint_every - time.monotonic()
+        changed = [s.state for s in message.snapshot.sources] != [s.state for s in self.snapshot.sources]
+        delay = 0.0 if changed else self._last_paint + self._paint_every - time.monotonic()
         if delay <= 0:
             self._paint_latest()
         else:

@@ -13,19 +13,12 @@ from typing import TYPE_CHECKING, cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from gpuconsole.ui.panes.gpus import short_model
+from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.themes import theme_names
 
 if TYPE_CHECKING:
     from gpuconsole.ui.app import GpuConsoleApp
 
-# pane id → (title, number key)
-PANES: dict[str, tuple[str, str]] = {
-    "overview": ("Overview", "1"),
-    "gpus": ("GPUs", "2"),
-    "jobs": ("Jobs", "3"),
-    "instances": ("Instances", "4"),
-    "budgets": ("Budgets", "5"),
-}
 
 
 class _ConsoleProvider(Provider):
@@ -123,5 +116,3 @@ class BudgetCommands(_ConsoleProvider):
         return
         yield
 
-
-PROVIDERS = {ConsoleCommands, GpuCommands, JobCommands, InstanceCommands, BudgetCommands}

@@ -1,0 +1,11 @@
+"""The five panes: id → (title, number key). The order is the tab order."""
+
+from __future__ import annotations
+
+PANES: dict[str, tuple[str, str]] = {
+    "overview": ("Overview", "1"),
+    "gpus": ("GPUs", "2"),
+    "jobs": ("Jobs", "3"),
+    "instances": ("Instances", "4"),
+    "budgets": ("Budgets", "5"),
+}
