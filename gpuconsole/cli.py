@@ -159,17 +159,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _open_store(args: argparse.Namespace):  # noqa: ANN202 - Store | None, imported lazily
+def _db_path(args: argparse.Namespace) -> Path | None:
+    """The cache database path, checked to be writable; None with ``--no-db``."""
     if args.no_db:
         return None
-    from gpuconsole.core.paths import check_db_path, default_db_path
-    from gpuconsole.core.store import Store, StoreError
+    from gpuconsole.core.paths import StoreError, check_db_path, default_db_path
 
-    path = args.db if args.db is not None else default_db_path()
+    path: Path = args.db if args.db is not None else default_db_path()
     try:
         check_db_path(path)
     except StoreError as exc:
         raise ArgumentError(str(exc)) from None
+    return path
+
+
+def _open_store(path: Path):  # noqa: ANN202 - Store, imported lazily (sqlite-utils is slow to import)
+    from gpuconsole.core.store import Store, StoreError
+
     warnings: list[str] = []
     try:
         store = Store(path, on_warning=warnings.append)
@@ -180,7 +186,13 @@ def _open_store(args: argparse.Namespace):  # noqa: ANN202 - Store | None, impor
     return store
 
 
-def make_console(args: argparse.Namespace):  # noqa: ANN201 - Console, imported lazily
+def make_console(args: argparse.Namespace, *, background_store: bool = False):  # noqa: ANN201 - Console
+    """The Console the flags ask for.
+
+    With ``background_store`` (the full-screen console) the cache database is opened after the
+    first frame, and a problem with it becomes an alert; otherwise it is opened now and a
+    problem is a usage error.
+    """
     from gpuconsole.core.console import Console, ConsoleOptions
     from gpuconsole.core.sources import SourceOptions
 
@@ -191,8 +203,19 @@ def make_console(args: argparse.Namespace):  # noqa: ANN201 - Console, imported 
         demo_faults=args.demo_faults,
         gpus=args.gpus,
     )
-    store = _open_store(args)
-    return Console(ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval), store=store)
+    options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval)
+    path = _db_path(args)
+    if path is None:
+        return Console(options)
+    if background_store:
+
+        def open_store():  # noqa: ANN202 - runs in the Console's background thread
+            from gpuconsole.core.store import Store
+
+            return Store(path)
+
+        return Console(options, open_store=open_store)
+    return Console(options, store=_open_store(path))
 
 
 def _setup_logging(tui: bool) -> None:
@@ -216,7 +239,7 @@ def _setup_logging(tui: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
-        console = make_console(args)
+        console = make_console(args, background_store=args.command is None)
     except ArgumentError as exc:
         print(f"gpuconsole: error: {exc} (see gpuconsole --help)", file=sys.stderr)
         return 2

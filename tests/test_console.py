@@ -15,6 +15,7 @@ from gpuconsole.model import (
     InstanceState,
     Market,
     Severity,
+    SourceKind,
     SourceState,
     Threshold,
     ThresholdBasis,
@@ -138,3 +139,45 @@ def test_daily_budget_and_bad_scope():
     assert "over its limit" in budgets.describe_crossing(status)
     with pytest.raises(budgets.ScopeError, match="use all, tag:Key=Value or namespace:NAME"):
         budgets.parse_scope("team=nlp")
+
+
+def test_store_opened_in_background_seeds_the_cache_and_reports_a_rebuilt_file(tmp_path):
+    from gpuconsole.core.store import Store
+
+    db = tmp_path / "cache.db"
+    first = demo_console(db=db)
+    first.start()
+    wait_for(lambda: all(s.state is SourceState.LIVE for s in first.snapshot.sources))
+    first.close()
+
+    # Every source hangs, so only the cache can fill the snapshot.
+    console = demo_console(faults="gpus:hang,jobs:hang,cloud:hang")
+    console._open_store = lambda: Store(db)  # what the full-screen console does
+    assert console.store is None and not console.snapshot.gpus
+    console.start()
+    wait_for(lambda: console.store is not None and bool(console.snapshot.gpus))
+    console.hub.runners[SourceKind.GPUS].source.sim.faults.release()
+    console.close()
+
+    db.write_bytes(b"this is not a database" * 100)
+    broken = demo_console()
+    broken._open_store = lambda: Store(db)
+    broken.start()
+    wait_for(lambda: any(a.source == "cache" for a in broken.snapshot.alerts))
+    assert any("rebuilt" in a.message for a in broken.snapshot.alerts)
+    broken.close()
+
+
+def test_a_store_that_cannot_open_becomes_an_alert_not_a_crash():
+    console = demo_console()
+
+    def refuse():
+        raise OSError("disk I/O error\nsecond line")
+
+    console._open_store = refuse
+    console.start()
+    wait_for(lambda: any(a.source == "cache" for a in console.snapshot.alerts))
+    alert = next(a for a in console.snapshot.alerts if a.source == "cache")
+    assert alert.message == "no cache or history: disk I/O error"
+    assert alert.severity is Severity.WARNING
+    console.close()

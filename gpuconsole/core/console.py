@@ -65,11 +65,22 @@ class Console:
     Args:
         options: sources, database and polling settings.
         store: an open Store; ``None`` runs without cache and history (tests, ``--no-db``).
+        open_store: opens the Store in the background when the console starts, so the first
+            frame does not wait for SQLite; the cached state appears as soon as it is read.
+            A failure to open is shown as an alert and the console goes on without a cache.
     """
 
-    def __init__(self, options: ConsoleOptions, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        options: ConsoleOptions,
+        store: Store | None = None,
+        *,
+        open_store: Callable[[], Store] | None = None,
+    ) -> None:
         self.options = options
         self.store = store
+        self._open_store = open_store
+        self._store_alerts: list[Alert] = []
         self.clock = options.clock
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
@@ -84,12 +95,35 @@ class Console:
         sources = build_sources(source_options, clock=self.clock)
         policy = PollPolicy(interval=self.options.interval, timeout=self.options.timeout)
         hub = Hub(sources, self._on_update, {kind: policy for kind in sources}, clock=self.clock)
-        if self.store is not None and self.options.use_cache:
-            for kind, source in sources.items():
-                cached = self.store.load_reading(self._cache_key(kind, source.name), READING_TYPES[kind])
-                if cached is not None:
-                    hub.seed(kind, cached, cached.taken_at)
+        self._seed_from_cache(hub)
         return hub
+
+    def _seed_from_cache(self, hub: Hub) -> None:
+        if self.store is None or not self.options.use_cache:
+            return
+        for kind, runner in hub.runners.items():
+            cached = self.store.load_reading(self._cache_key(kind, runner.source.name), READING_TYPES[kind])
+            if cached is not None:
+                hub.seed(kind, cached, cached.taken_at)
+
+    def _open_store_in_background(self) -> None:
+        opener, self._open_store = self._open_store, None
+        if opener is None:
+            return
+
+        def run() -> None:
+            try:
+                store = opener()
+            except Exception as exc:  # noqa: BLE001 - the console works without its cache
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                self._store_alerts.append(Alert(Severity.WARNING, "cache", f"no cache or history: {message}", self.clock()))
+            else:
+                self._store_alerts.extend(Alert(Severity.WARNING, "cache", w, self.clock()) for w in store.warnings)
+                self.store = store
+                self._seed_from_cache(self.hub)
+            self._publish()
+
+        threading.Thread(target=run, name="open-store", daemon=True).start()
 
     def _cache_key(self, kind: SourceKind, name: str) -> str:
         # Keyed by source name, so cached demo data never shows in a real session, and for the
@@ -109,6 +143,7 @@ class Console:
 
     def start(self) -> None:
         self.hub.start()
+        self._open_store_in_background()
 
     def stop(self) -> None:
         self.hub.stop()
@@ -217,13 +252,13 @@ class Console:
             burn_per_hour=costs.burn_per_hour(instances),
             demo=self.demo,
         )
-        return _with_alerts(snapshot)
+        return _with_alerts(snapshot, self._store_alerts)
 
 
-def _with_alerts(snap: FleetSnapshot) -> FleetSnapshot:
+def _with_alerts(snap: FleetSnapshot, extra: list[Alert]) -> FleetSnapshot:
     """Derive the alerts the overview lists, most severe first."""
     now = snap.taken_at
-    alerts: list[Alert] = []
+    alerts: list[Alert] = list(extra)
     for status in snap.sources:
         if status.state in (SourceState.ERROR, SourceState.STALE) and status.error != "cached":
             alerts.append(Alert(Severity.WARNING, status.name, f"{status.kind.value} source {status.describe(now)}", now))

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import platformdirs
 
-from gpuconsole.core.store import StoreError
+
+class StoreError(Exception):
+    """The store cannot do its work for a reason the user must see; the message is one line."""
+
 
 APP_NAME = "gpuconsole"
 DB_ENV = "GPUCONSOLE_DB"

@@ -51,7 +51,10 @@ from typing import Any, Self, TypeVar
 
 import sqlite_utils
 
+from gpuconsole.core.paths import StoreError
 from gpuconsole.model import Gpu, GpuSample, from_jsonable, to_jsonable
+
+__all__ = ["Store", "StoreError", "SCHEMA_VERSION"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -141,10 +144,6 @@ SELECT minute, utilization, memory_used_mib, temperature_c, power_w FROM gpu_min
 WHERE gpu = :gpu AND minute > :since - 60 AND minute <= :until AND minute < :boundary
 ORDER BY minute
 """
-
-
-class StoreError(Exception):
-    """The store cannot do its work for a reason the user must see; the message is one line."""
 
 
 class Store:

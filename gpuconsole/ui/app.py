@@ -30,7 +30,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 
 from gpuconsole.core.console import Console
-from gpuconsole.model import FleetSnapshot, SourceState
+from gpuconsole.model import FleetSnapshot
 from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
@@ -91,7 +91,7 @@ class GpuConsoleApp(App[int]):
         Binding("t", "next_theme", "Theme"),
         Binding("d", "demo", "Demo", show=False),
         Binding("question_mark", "help", "Keys"),
-        Binding("q", "quit", "Quit"),
+        Binding("q", "quit_key", "Quit"),
     ]
 
     def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True) -> None:
@@ -128,8 +128,6 @@ class GpuConsoleApp(App[int]):
         if self.start_console:
             self.core.start()
         self.show_snapshot(self.core.snapshot)
-        # Ages ("stale for N s") move even when no source answers.
-        self.set_interval(1.0, self._tick)
 
     def _from_worker(self, snapshot: FleetSnapshot) -> None:
         # Called from the Hub's threads: post_message is thread-safe, and a newer snapshot
@@ -153,10 +151,6 @@ class GpuConsoleApp(App[int]):
         self._flush_timer = None
         self._last_paint = time.monotonic()
         self.show_snapshot(self._latest)
-
-    def _tick(self) -> None:
-        if any(s.state is not SourceState.LIVE for s in self.snapshot.sources):
-            self._render_top_bar()
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
@@ -211,9 +205,15 @@ class GpuConsoleApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While typing in a field, tab and the single-letter keys belong to the field.
-        if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit", "filter", "help"} and isinstance(self.focused, Input):
+        if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help"} and isinstance(
+            self.focused, Input
+        ):
             return False
         return True
+
+    async def action_quit_key(self) -> None:
+        """``q``: quit (``ctrl+q`` quits even while typing in a field)."""
+        await self.action_quit()
 
     def action_filter(self) -> None:
         pane = self.current_pane

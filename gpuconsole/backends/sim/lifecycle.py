@@ -16,7 +16,7 @@ from array import array
 from datetime import UTC, datetime
 from typing import Any
 
-from croniter import croniter
+from cronsim import CronSim
 
 from gpuconsole.backends.sim import catalog
 from gpuconsole.backends.sim.fleet import attach_gpus, new_instance
@@ -38,12 +38,12 @@ HISTORY_LEN = 120
 
 def cron_next(schedule: str, ts: float) -> float:
     """First schedule time strictly after ``ts`` (UTC, as the CronJob controller runs)."""
-    return float(croniter(schedule, datetime.fromtimestamp(ts, UTC)).get_next(float))
+    return next(CronSim(schedule, datetime.fromtimestamp(ts, UTC))).timestamp()
 
 
 def cron_prev(schedule: str, ts: float) -> float:
     """Last schedule time strictly before ``ts``."""
-    return float(croniter(schedule, datetime.fromtimestamp(ts, UTC)).get_prev(float))
+    return next(CronSim(schedule, datetime.fromtimestamp(ts, UTC), reverse=True)).timestamp()
 
 
 def poisson(rng: random.Random, lam: float) -> int:
