@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
         if opts.nodes:
             cli += ["--demo-nodes", str(opts.nodes)]
         cli += ["--db", opts.db] if opts.db else ["--no-db"]
-        console = make_console(parse_args(cli))
+        console = make_console(parse_args(cli), background_store=True)  # as the full-screen console does
         marks["console_built"] = time.perf_counter()
 
         class TimedApp(GpuConsoleApp):

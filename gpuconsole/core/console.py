@@ -102,6 +102,8 @@ class Console:
         if self.store is None or not self.options.use_cache:
             return
         for kind, runner in hub.runners.items():
+            if runner.reading is not None:
+                continue  # the source answered already: its cache is older than what is shown
             cached = self.store.load_reading(self._cache_key(kind, runner.source.name), READING_TYPES[kind])
             if cached is not None:
                 hub.seed(kind, cached, cached.taken_at)
