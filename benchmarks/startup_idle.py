@@ -163,6 +163,17 @@ def interpreter_start(python: str, runs: int, env: ChildEnv) -> list[float]:
     return times
 
 
+def textual_floor(python: str, env: ChildEnv, runs: int, interp_s: float) -> list[float]:
+    """First-frame time of a bare Textual app of the same shape: what no gpuconsole change can beat."""
+    script = Path(__file__).resolve().parent / "textual_floor.py"
+    times = []
+    for _ in range(runs + 1):
+        out = subprocess.run([python, str(script)], capture_output=True, text=True, env=env.environ(), check=True,
+                             timeout=CHILD_TIMEOUT_S)
+        times.append(float(out.stdout.strip().splitlines()[-1]) + interp_s)
+    return times[1:]  # the first run fills the bytecode cache
+
+
 def run_child(python: str, args: list[str], env: ChildEnv, timeout: float = CHILD_TIMEOUT_S) -> tuple[dict, float]:
     """Run the timed child once; returns its JSON result and the clock reading taken before it started."""
     spawned = time.perf_counter()
@@ -516,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(("first complete frame (with db)", _by_fleet(frames, "db"), frame_target))
             results["interpreter_start_s"] = interp
             results["first_complete_frame"] = {k: v.as_json() for k, v in frames.items()}
+            floor = textual_floor(opts.python, env, opts.runs, statistics.median(interp))
+            results["textual_floor_s"] = floor
+            notes.append(f"floor: a bare Textual app with the same tabs, cards and footer paints its first frame at "
+                         f"{statistics.median(floor):.2f} s (benchmarks/textual_floor.py, interpreter start included)")
             bytecode = "as this environment sets it" if opts.no_pyc_cache else "cached, as after pip install"
             notes.append(f"first-frame figures include {statistics.median(interp):.3f} s of interpreter start (python -c pass); headless, 120x36; bytecode {bytecode}")
         if not opts.skip_idle:

@@ -261,6 +261,11 @@ class GpuConsoleApp(App[int]):
 
         self.push_screen(GpuDetailScreen(uuid))
 
+    def toggle_job_tables(self) -> None:
+        """Show the Jobs pane and move between its jobs and CronJobs tables."""
+        self.action_show_pane("jobs")
+        self.call_after_refresh(lambda: self._tabs.query_one(JobsPane).action_toggle_table())
+
     def find_in_pane(self, pane_id: str, words: str) -> None:
         """Show a pane filtered to ``words`` (from the command palette)."""
         self.action_show_pane(pane_id)

@@ -49,6 +49,7 @@ class ConsoleCommands(_ConsoleProvider):
         for pane_id, (title, key) in PANES.items():
             yield f"Show {title}", partial(app.action_show_pane, pane_id), f"key {key}"
         yield "Filter the current table", app.action_filter, "key /"
+        yield "Jobs: move between jobs and CronJobs", app.toggle_job_tables, "key c in the Jobs pane"
         yield "Refresh: poll every source now", app.action_refresh, "key r"
         for short in theme_names():
             yield f"Theme: {short}", partial(app.set_theme, short), "colour theme from themes/"
