@@ -8,7 +8,7 @@ import time
 from gpuconsole.model import SourceState
 from gpuconsole.showcase import START, FrozenClock, record_history, showcase_console
 
-__all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "all_live"]
+__all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live"]
 
 demo_console = showcase_console
 
@@ -20,6 +20,15 @@ async def wait_until(predicate, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.02)
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    """Block (outside an event loop) until ``predicate()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
 
 
 def all_live(app) -> bool:

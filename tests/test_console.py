@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -20,14 +19,7 @@ from gpuconsole.model import (
     Threshold,
     ThresholdBasis,
 )
-from tests.helpers import START, demo_console
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
+from tests.helpers import START, demo_console, wait_for
 
 
 def test_console_opens_with_last_known_state_after_restart(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from gpuconsole.backends.base import BackendError, BackendUnavailable
 from gpuconsole.core.hub import Hub, PollPolicy
 from gpuconsole.model import GpuReading, SourceKind, SourceState
+from tests.helpers import wait_for
 
 
 class ScriptedSource:
@@ -37,15 +38,6 @@ class ScriptedSource:
 
     def close(self) -> None:
         self.release.set()
-
-
-def wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture

@@ -148,51 +148,30 @@ class _Runner:
         if error is None:
             self.failures = 0
             self.reading = box["reading"]
-            self.status = SourceStatus(
-                name=self.source.name,
-                kind=self.kind,
-                state=SourceState.LIVE,
-                updated_at=self.clock(),
-                latency_s=latency,
-            )
-            self.on_result(self)
-            self.polls += 1  # counted once the answer is published: see Console.wait_for_first_answers
+            self._publish(SourceState.LIVE, updated_at=self.clock(), latency_s=latency)
             return self.policy.interval
         self.failures += 1
         if isinstance(error, BackendUnavailable):
-            self.status = SourceStatus(
-                name=self.source.name,
-                kind=self.kind,
-                state=SourceState.UNCONFIGURED,
-                error=_one_line(error),
-                hint=error.hint,
-            )
-            self.on_result(self)
-            self.polls += 1
+            self._publish(SourceState.UNCONFIGURED, updated_at=None, error=_one_line(error), hint=error.hint)
             return self.policy.unconfigured_retry
         if not isinstance(error, BackendError):
             log.exception("source %s failed unexpectedly", self.source.name, exc_info=error)
-        self.status = SourceStatus(
-            name=self.source.name,
-            kind=self.kind,
-            state=SourceState.ERROR,
-            updated_at=self.status.updated_at,
-            error=_one_line(error),
-            latency_s=latency,
-        )
-        self.on_result(self)
-        self.polls += 1
+        self._publish(SourceState.ERROR, error=_one_line(error), latency_s=latency)
         return self._backoff()
 
     def _mark_stale(self, reason: str) -> None:
-        self.status = SourceStatus(
-            name=self.source.name,
-            kind=self.kind,
-            state=SourceState.STALE,
-            updated_at=self.status.updated_at,
-            error=reason,
-        )
+        self._publish(SourceState.STALE, error=reason, answered=False)
+
+    def _publish(self, state: SourceState, *, answered: bool = True, **fields: Any) -> None:
+        """Set the status (keeping the time of the last good data unless given) and hand it on.
+
+        ``polls`` counts answers once they are published (see Console.wait_for_first_answers).
+        """
+        fields.setdefault("updated_at", self.status.updated_at)
+        self.status = SourceStatus(name=self.source.name, kind=self.kind, state=state, **fields)
         self.on_result(self)
+        if answered:
+            self.polls += 1
 
     def _backoff(self) -> float:
         return min(self.policy.interval * (2 ** min(self.failures, 10)), self.policy.max_backoff)
