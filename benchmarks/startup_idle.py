@@ -529,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
             results["first_complete_frame"] = {k: v.as_json() for k, v in frames.items()}
             floor = textual_floor(opts.python, env, opts.runs, statistics.median(interp))
             results["textual_floor_s"] = floor
-            notes.append(f"floor: a bare Textual app with the same tabs, cards and footer paints its first frame at "
+            notes.append(f"floor: a bare Textual app with the same frame (strip, switcher, cards, footer) paints its first frame at "
                          f"{statistics.median(floor):.2f} s (benchmarks/textual_floor.py, interpreter start included)")
             bytecode = "as this environment sets it" if opts.no_pyc_cache else "cached, as after pip install"
             notes.append(f"first-frame figures include {statistics.median(interp):.3f} s of interpreter start (python -c pass); headless, 120x36; bytecode {bytecode}")

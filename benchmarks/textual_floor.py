@@ -1,6 +1,7 @@
 """The floor under gpuconsole's first frame: a bare Textual app with the same frame.
 
-Five tabs, a top line, six cards and a footer with five keys, no data and no gpuconsole code.
+A top line, a one-line strip of pane names, a content switcher holding five panes (six cards
+in the first), and a footer with five keys: no data and no gpuconsole code.
 Prints the seconds from its first line to its first painted frame (interpreter start excluded).
 """
 
@@ -9,7 +10,8 @@ import time
 T0 = time.perf_counter()
 
 from textual.app import App, ComposeResult  # noqa: E402 - after the clock on purpose
-from textual.widgets import Footer, Static, TabbedContent, TabPane  # noqa: E402
+from textual.containers import Container  # noqa: E402
+from textual.widgets import ContentSwitcher, Footer, Static  # noqa: E402
 
 
 class Bare(App[None]):
@@ -17,9 +19,10 @@ class Bare(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("top")
-        with TabbedContent():
+        yield Static("1 Overview  2 GPUs  3 Jobs  4 Instances  5 Budgets")
+        with ContentSwitcher(initial="p0"):
             for n in range(5):
-                with TabPane(f"{n + 1} pane"):
+                with Container(id=f"p{n}"):
                     for i in range(6 if n == 0 else 1):
                         yield Static(f"card {i}")
         yield Footer()

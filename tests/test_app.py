@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Sparkline, Static, TabbedContent
+from textual.widgets import Sparkline, Static
 
 from gpuconsole.model import SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp
@@ -53,7 +53,7 @@ async def test_every_pane_by_number_key():
         assert "month" in overview and "live" in overview
 
         await pilot.press("2")
-        assert app.query_one(TabbedContent).active == "gpus"
+        assert app.active_pane == "gpus"
         await pilot.pause()
         slices = sum(len(g.mig_slices) for g in snap.gpus)
         assert len(table(app, "gpu-table").shown_keys) == len(snap.gpus) + slices
@@ -80,7 +80,7 @@ async def test_every_pane_by_number_key():
         assert any("%" in u for u in column(app, "budget-table", "used"))
 
         await pilot.press("1")
-        assert app.query_one(TabbedContent).active == "overview"
+        assert app.active_pane == "overview"
     console.close()
 
 
@@ -92,10 +92,10 @@ async def test_tab_cycles_panes_and_q_quits():
         seen = []
         for _ in range(5):
             await pilot.press("tab")
-            seen.append(app.query_one(TabbedContent).active)
+            seen.append(app.active_pane)
         assert seen == ["gpus", "jobs", "instances", "budgets", "overview"]
         await pilot.press("shift+tab")
-        assert app.query_one(TabbedContent).active == "budgets"
+        assert app.active_pane == "budgets"
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
@@ -119,7 +119,7 @@ async def test_filter_narrows_then_escape_restores():
         assert models and all(m.startswith("H100") for m in models)
         assert "filter: h100" in pane_text(app, "gpus")
         # While typing, digits and letters go to the field, not to pane switching.
-        assert app.query_one(TabbedContent).active == "gpus"
+        assert app.active_pane == "gpus"
         await pilot.press("escape")
         await pilot.pause()
         assert len(table(app, "gpu-table").shown_keys) == everything
@@ -192,7 +192,7 @@ async def test_palette_reaches_pane_actions():
         await pilot.pause(0.3)
         await pilot.press("enter")
         await pilot.pause()
-        assert app.query_one(TabbedContent).active == "budgets"
+        assert app.active_pane == "budgets"
     console.close()
 
 
@@ -243,7 +243,7 @@ async def test_failing_source_marked_and_ui_keeps_responding():
         assert "error: simulated fault" in pane_text(app, "gpus")
         # Keys still work while the source fails.
         await pilot.press("3")
-        assert app.query_one(TabbedContent).active == "jobs"
+        assert app.active_pane == "jobs"
         plan = console.hub.runners[SourceKind.GPUS].source.sim.faults
         plan.set(SourceKind.GPUS, None)
         await wait_until(lambda: app.snapshot.source(SourceKind.GPUS).state is SourceState.LIVE)
@@ -260,10 +260,23 @@ async def test_hanging_source_goes_stale_and_keys_still_answer():
         await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.STALE)
         for key, pane in (("3", "jobs"), ("2", "gpus"), ("4", "instances")):
             await pilot.press(key)
-            assert app.query_one(TabbedContent).active == pane
+            assert app.active_pane == pane
         await pilot.press("3")
         await pilot.pause()
         assert "stale for" in pane_text(app, "jobs")
         console.hub.runners[SourceKind.JOBS].source.sim.faults.release()
         await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.LIVE)
+    console.close()
+
+
+async def test_mouse_click_on_a_pane_name_switches_to_it():
+    console = demo_console()
+    app = GpuConsoleApp(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        strip = app.query_one("#pane-tabs")
+        for start, _end, pane_id in strip._ranges:
+            await pilot.click("#pane-tabs", offset=(start + 2, 0))
+            await pilot.pause()
+            assert app.active_pane == pane_id
     console.close()

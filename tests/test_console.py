@@ -120,7 +120,7 @@ def test_budget_scope_thresholds_and_forecast():
     assert status.forecast == pytest.approx(100.0 * (costs.month_end(now) - month) / 3600)
     crossed = {(t.percent, t.basis) for t in status.crossed}
     assert crossed == {(50.0, ThresholdBasis.ACTUAL), (80.0, ThresholdBasis.ACTUAL), (100.0, ThresholdBasis.FORECAST)}
-    assert "forecast" in budgets.describe_crossing(status)
+    assert "heading for" in budgets.describe_crossing(status)
 
 
 def test_daily_budget_and_bad_scope():

@@ -94,7 +94,6 @@ def describe_crossing(status: BudgetStatus) -> str | None:
     if status.percent >= 100:
         return f"budget {b.name} is over its limit: ${status.spent:,.0f} of ${b.amount:,.0f} ({status.percent:.0f}%)"
     if any(t.basis is ThresholdBasis.FORECAST for t in status.crossed):
-        return (f"budget {b.name} is forecast to reach ${status.forecast:,.0f} of ${b.amount:,.0f} "
-                f"(spent ${status.spent:,.0f}, {status.percent:.0f}%)")
+        return f"budget {b.name} heading for ${status.forecast:,.0f} of ${b.amount:,.0f} (now {status.percent:.0f}%)"
     top = max(t.percent for t in status.crossed)
     return f"budget {b.name} passed {top:g}%: ${status.spent:,.0f} of ${b.amount:,.0f}"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import time
 from functools import partial
+
+from rich.style import Style
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
@@ -27,7 +29,8 @@ from textual.command import Provider
 from textual.css.query import NoMatches
 from textual.lazy import Lazy
 from textual.timer import Timer
-from textual.widgets import Footer, Input, TabbedContent, TabPane
+from textual.containers import Container
+from textual.widgets import ContentSwitcher, Footer, Input
 
 from gpuconsole.core.console import Console
 from gpuconsole.model import FleetSnapshot
@@ -41,6 +44,7 @@ from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
 from gpuconsole.ui.panes.jobs import JobsPane
 from gpuconsole.ui.panes.overview import OverviewPane
+from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from gpuconsole.ui.widgets.text_view import TextView
 from gpuconsole.ui.themes import DEFAULT_THEME, PLAIN_THEME, load_themes, short_name, textual_name, theme_names
 
@@ -112,9 +116,10 @@ class GpuConsoleApp(App[int]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield TopBar(id="top-bar")
-        with TabbedContent(initial="overview", id="panes"):
-            for pane_id, (title, key) in PANES.items():
-                with TabPane(f"{key} {title}", id=pane_id):
+        yield PaneTabs(id="pane-tabs")
+        with ContentSwitcher(initial="overview", id="panes"):
+            for pane_id in PANES:
+                with Container(id=pane_id, classes="pane-box"):
                     pane = PANE_CLASSES[pane_id](id=f"{pane_id}-pane")
                     # Hidden panes mount just after the first frame: the overview shows sooner.
                     yield pane if pane_id == "overview" else Lazy(pane)
@@ -122,7 +127,8 @@ class GpuConsoleApp(App[int]):
 
     def on_mount(self) -> None:
         self._top_bar = self.query_one(TopBar)
-        self._tabs = self.query_one(TabbedContent)
+        self._tabs = self.query_one(ContentSwitcher)
+        self._pane_tabs = self.query_one(PaneTabs)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
         self.core.subscribe(self._from_worker)
         if self.start_console:
@@ -155,6 +161,7 @@ class GpuConsoleApp(App[int]):
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
         self._render_top_bar()
+        self._draw_tabs()
         pane = self.current_pane
         if pane is not None:
             pane.show(snapshot, self.palette)
@@ -179,28 +186,45 @@ class GpuConsoleApp(App[int]):
         self._top_bar.show(bar)
 
     @property
+    def active_pane(self) -> str:
+        """The id of the pane on screen (``overview``, ``gpus``, …)."""
+        return self._tabs.current or "overview"
+
+    @property
     def current_pane(self) -> Pane | None:
-        tabs = self._tabs
-        if not tabs.active:
-            return None
         try:
-            return tabs.query_one(f"#{tabs.active}-pane", Pane)
-        except NoMatches:  # the app is shutting down
+            return self._tabs.query_one(f"#{self.active_pane}-pane", Pane)
+        except NoMatches:  # not mounted yet (hidden panes mount after the first frame) or closing
             return None
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+    def _draw_tabs(self) -> None:
+        palette = self.palette
+        self._pane_tabs.draw(self.active_pane, palette.accent + Style(reverse=True, bold=True), palette.accent)
+
+    def on_pane_tabs_clicked(self, message: PaneTabs.Clicked) -> None:
+        self.action_show_pane(message.pane_id)
+
+    # ------------------------------------------------------------------ actions
+    def action_show_pane(self, pane_id: str) -> None:
+        if pane_id not in PANES:
+            return
+        self._tabs.current = pane_id
+        self._draw_tabs()
         pane = self.current_pane
         if pane is not None:
             pane.show(self.snapshot, self.palette)
             pane.focus_body()
+        else:
+            self.call_after_refresh(self._show_when_mounted, pane_id)
 
-    # ------------------------------------------------------------------ actions
-    def action_show_pane(self, pane_id: str) -> None:
-        self._tabs.active = pane_id
+    def _show_when_mounted(self, pane_id: str) -> None:
+        if self.active_pane == pane_id and (pane := self.current_pane) is not None:
+            pane.show(self.snapshot, self.palette)
+            pane.focus_body()
 
     def action_cycle_pane(self, step: int) -> None:
         ids = list(PANES)
-        current = self._tabs.active or ids[0]
+        current = self.active_pane
         self.action_show_pane(ids[(ids.index(current) + step) % len(ids)])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
