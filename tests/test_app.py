@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 from rich.text import Text
 from textual.widgets import Sparkline, Static
 
@@ -40,11 +42,22 @@ async def started(pilot) -> None:
     await pilot.pause()
 
 
+@asynccontextmanager
+async def running(console=None, *, theme: str | None = None, live: bool = True):
+    """The app on a frozen seeded demo at 80×24, every source answered (unless ``live=False``)."""
+    console = console or demo_console()
+    app = GpuConsoleApp(console, theme_name=theme)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            if live:
+                await started(pilot)
+            yield app, pilot
+    finally:
+        console.close()
+
+
 async def test_every_pane_by_number_key():
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running() as (app, pilot):
         snap = app.snapshot
         overview = pane_text(app, "overview")
         busy = sum(1 for g in snap.gpus if g.busy)
@@ -81,14 +94,10 @@ async def test_every_pane_by_number_key():
 
         await pilot.press("1")
         assert app.active_pane == "overview"
-    console.close()
 
 
 async def test_tab_cycles_panes_and_q_quits():
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running() as (app, pilot):
         seen = []
         for _ in range(5):
             await pilot.press("tab")
@@ -99,14 +108,10 @@ async def test_tab_cycles_panes_and_q_quits():
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
-    console.close()
 
 
 async def test_filter_narrows_then_escape_restores():
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running() as (app, pilot):
         await pilot.press("2")
         await pilot.pause()
         everything = len(table(app, "gpu-table").shown_keys)
@@ -124,30 +129,23 @@ async def test_filter_narrows_then_escape_restores():
         await pilot.pause()
         assert len(table(app, "gpu-table").shown_keys) == everything
         assert not field.display
-    console.close()
 
 
 async def test_help_screen_lists_bindings():
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running() as (app, pilot):
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
-    console.close()
 
 
 async def test_gpu_detail_shows_history_sparklines(tmp_path):
     clock = FrozenClock()
     console = demo_console(db=tmp_path / "c.db", clock=clock)
     record_history(console, clock, 10)
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running(console) as (app, pilot):
         await pilot.press("2")
         await pilot.pause()
         first = table(app, "gpu-table").selected_key
@@ -160,14 +158,10 @@ async def test_gpu_detail_shows_history_sparklines(tmp_path):
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, GpuDetailScreen)
-    console.close()
 
 
 async def test_theme_from_palette_and_t_key():
-    console = demo_console()
-    app = GpuConsoleApp(console, theme_name="dark")
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running(theme="dark") as (app, pilot):
         assert app.theme == "gpuconsole-dark"
         await pilot.press("ctrl+p")
         await pilot.pause()
@@ -178,14 +172,10 @@ async def test_theme_from_palette_and_t_key():
         assert app.theme == "gpuconsole-light"
         await pilot.press("t")
         assert app.theme != "gpuconsole-light"
-    console.close()
 
 
 async def test_palette_reaches_pane_actions():
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running() as (app, pilot):
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"Show Budgets")
@@ -193,7 +183,6 @@ async def test_palette_reaches_pane_actions():
         await pilot.press("enter")
         await pilot.pause()
         assert app.active_pane == "budgets"
-    console.close()
 
 
 async def test_no_color_picks_the_plain_theme(monkeypatch):
@@ -206,9 +195,7 @@ async def test_no_color_picks_the_plain_theme(monkeypatch):
 
 
 async def test_without_backends_each_pane_says_what_is_missing_and_offers_demo():
-    console = demo_console(demo=False)
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
+    async with running(demo_console(demo=False), live=False) as (app, pilot):
         await wait_until(lambda: all(s.state is SourceState.UNCONFIGURED for s in app.snapshot.sources))
         await pilot.pause()
         assert not app.snapshot.gpus and not app.snapshot.jobs and not app.snapshot.instances
@@ -230,13 +217,11 @@ async def test_without_backends_each_pane_says_what_is_missing_and_offers_demo()
         await pilot.pause()
         assert app.snapshot.demo and app.snapshot.gpus
         assert table(app, "instance-table").shown_keys
-    console.close()
 
 
 async def test_failing_source_marked_and_ui_keeps_responding():
     console = demo_console(faults="gpus:error")
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
+    async with running(console, live=False) as (app, pilot):
         await wait_until(lambda: (s := app.snapshot.source(SourceKind.GPUS)) is not None and s.state is SourceState.ERROR)
         await pilot.press("2")
         await pilot.pause()
@@ -250,13 +235,11 @@ async def test_failing_source_marked_and_ui_keeps_responding():
         await pilot.press("2")
         await pilot.pause()
         assert "GPU telemetry: sim · live" in pane_text(app, "gpus")
-    console.close()
 
 
 async def test_hanging_source_goes_stale_and_keys_still_answer():
     console = demo_console(faults="jobs:hang", timeout=0.2)
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
+    async with running(console, live=False) as (app, pilot):
         await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.STALE)
         for key, pane in (("3", "jobs"), ("2", "gpus"), ("4", "instances")):
             await pilot.press(key)
@@ -266,17 +249,37 @@ async def test_hanging_source_goes_stale_and_keys_still_answer():
         assert "stale for" in pane_text(app, "jobs")
         console.hub.runners[SourceKind.JOBS].source.sim.faults.release()
         await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.LIVE)
-    console.close()
 
 
 async def test_mouse_click_on_a_pane_name_switches_to_it():
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+    async with running() as (app, pilot):
         strip = app.query_one("#pane-tabs")
         for start, _end, pane_id in strip._ranges:
             await pilot.click("#pane-tabs", offset=(start + 2, 0))
             await pilot.pause()
             assert app.active_pane == pane_id
-    console.close()
+
+
+async def test_palette_finds_a_job_and_shows_it():
+    async with running() as (app, pilot):
+        job = next(j for j in app.snapshot.jobs if j.name.startswith("llama-70b"))
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*f"Job {job.namespace}/{job.name}")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.active_pane == "jobs"
+        assert column(app, "job-table", "name") == [job.name]
+
+
+async def test_cache_database_opens_after_the_first_complete_frame(tmp_path):
+    from gpuconsole.core.store import Store
+
+    console = demo_console()
+    console._open_store = lambda: Store(tmp_path / "cache.db")  # as `gpuconsole` builds it
+    async with running(console) as (app, pilot):
+        await wait_until(lambda: console.store is not None)
+        uuid = app.snapshot.gpus[0].uuid
+        console.clock.advance(1)
+        await wait_until(lambda: bool(console.store.gpu_history(uuid, 0)))

@@ -108,7 +108,8 @@ class Console:
             if cached is not None:
                 hub.seed(kind, cached, cached.taken_at)
 
-    def _open_store_in_background(self) -> None:
+    def open_store_in_background(self) -> None:
+        """Open the Store given as ``open_store`` in a thread (once; later calls do nothing)."""
         opener, self._open_store = self._open_store, None
         if opener is None:
             return
@@ -143,9 +144,12 @@ class Console:
         """Call ``callback`` (from a worker thread) with every new snapshot."""
         self._subscribers.append(callback)
 
-    def start(self) -> None:
+    def start(self, *, open_store: bool = True) -> None:
+        """Start polling; with ``open_store=False`` the caller opens the Store later
+        (:meth:`open_store_in_background`), e.g. once the first complete frame is painted."""
         self.hub.start()
-        self._open_store_in_background()
+        if open_store:
+            self.open_store_in_background()
 
     def stop(self) -> None:
         self.hub.stop()

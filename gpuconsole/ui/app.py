@@ -33,7 +33,7 @@ from textual.containers import Container
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from gpuconsole.core.console import Console
-from gpuconsole.model import FleetSnapshot
+from gpuconsole.model import FleetSnapshot, SourceState
 from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
@@ -132,7 +132,10 @@ class GpuConsoleApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
         self.core.subscribe(self._from_worker)
         if self.start_console:
-            self.core.start()
+            # The cache database opens once the first complete frame is on screen (or after a
+            # second at most), so SQLite never delays what the user sees first.
+            self.core.start(open_store=False)
+            self.set_timer(1.0, self.core.open_store_in_background)
         self.show_snapshot(self.core.snapshot)
 
     def _from_worker(self, snapshot: FleetSnapshot) -> None:
@@ -160,6 +163,8 @@ class GpuConsoleApp(App[int]):
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
+        if snapshot.sources and all(s.state is not SourceState.CONNECTING for s in snapshot.sources):
+            self.call_after_refresh(self.core.open_store_in_background)
         self._render_top_bar()
         self._draw_tabs()
         pane = self.current_pane

@@ -41,6 +41,14 @@ class _ConsoleProvider(Provider):
                 yield Hit(score, matcher.highlight(name), callback, help=help_text)
 
 
+class _SearchedProvider(_ConsoleProvider):
+    """Many entries (every GPU, job, instance): found by typing, not listed on an empty palette."""
+
+    async def discover(self) -> Hits:
+        return
+        yield
+
+
 class ConsoleCommands(_ConsoleProvider):
     """Panes, filter, refresh, themes, demo, help."""
 
@@ -59,7 +67,7 @@ class ConsoleCommands(_ConsoleProvider):
         yield "Quit gpuconsole", app.exit, "key q"
 
 
-class GpuCommands(_ConsoleProvider):
+class GpuCommands(_SearchedProvider):
     """Open any GPU's detail view by node, index, model or UUID."""
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
@@ -71,12 +79,8 @@ class GpuCommands(_ConsoleProvider):
                 gpu.uuid,
             )
 
-    async def discover(self) -> Hits:
-        return
-        yield  # GPUs are many: searched, not listed
 
-
-class JobCommands(_ConsoleProvider):
+class JobCommands(_SearchedProvider):
     """Find a job or CronJob: shows the Jobs pane filtered to it."""
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
@@ -86,12 +90,8 @@ class JobCommands(_ConsoleProvider):
         for cron in app.snapshot.cronjobs:
             yield f"CronJob {cron.namespace}/{cron.name}", partial(app.find_in_pane, "jobs", cron.name), cron.schedule
 
-    async def discover(self) -> Hits:
-        return
-        yield
 
-
-class InstanceCommands(_ConsoleProvider):
+class InstanceCommands(_SearchedProvider):
     """Find an instance by id, type or name."""
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
@@ -100,20 +100,12 @@ class InstanceCommands(_ConsoleProvider):
             label = f"Instance {inst.instance_id} {inst.instance_type} {inst.name}".rstrip()
             yield label, partial(app.find_in_pane, "instances", inst.instance_id), f"{inst.market.value}, {inst.state.value}"
 
-    async def discover(self) -> Hits:
-        return
-        yield
 
-
-class BudgetCommands(_ConsoleProvider):
+class BudgetCommands(_SearchedProvider):
     """Show a budget."""
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.console_app
         for status in app.snapshot.budgets:
             yield f"Budget {status.budget.name}", partial(app.find_in_pane, "budgets", status.budget.name), status.budget.scope
-
-    async def discover(self) -> Hits:
-        return
-        yield
 
