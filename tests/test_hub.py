@@ -127,3 +127,19 @@ def test_stop_returns_even_when_a_poll_hangs():
     started = time.monotonic()
     hub.stop(timeout=0.2)
     assert time.monotonic() - started < 2.0
+
+
+def test_cache_seed_never_replaces_live_data():
+    source = ScriptedSource()
+    hub = Hub({SourceKind.GPUS: source}, lambda kind: None)
+    cached = GpuReading(gpus=(), taken_at=1.0)
+    hub.seed(SourceKind.GPUS, cached, 1.0)
+    assert hub.reading(SourceKind.GPUS) is cached
+    assert hub.statuses()[0].state is SourceState.STALE and hub.statuses()[0].error == "cached"
+    runner = hub.runners[SourceKind.GPUS]
+    runner.run_once(source.poll_gpus)
+    live = hub.reading(SourceKind.GPUS)
+    assert live is not cached and hub.statuses()[0].state is SourceState.LIVE
+    hub.seed(SourceKind.GPUS, cached, 1.0)  # a slow cache read finishing late
+    assert hub.reading(SourceKind.GPUS) is live
+    assert hub.statuses()[0].state is SourceState.LIVE

@@ -75,6 +75,8 @@ class _Runner:
         self.status = SourceStatus(name=source.name, kind=kind, state=SourceState.CONNECTING)
         self.failures = 0
         self.polls = 0
+        self.answered = False
+        self.lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._inflight: threading.Thread | None = None
@@ -147,7 +149,9 @@ class _Runner:
         error = box.get("error")
         if error is None:
             self.failures = 0
-            self.reading = box["reading"]
+            with self.lock:  # against a cache seed landing at the same moment (Hub.seed)
+                self.reading = box["reading"]
+                self.answered = True
             self._publish(SourceState.LIVE, updated_at=self.clock(), latency_s=latency)
             return self.policy.interval
         self.failures += 1
@@ -240,7 +244,11 @@ class Hub:
     def seed(self, kind: SourceKind, reading: Reading, taken_at: float) -> None:
         """Show cached data before the first poll answers, marked stale with its age."""
         runner = self.runners.get(kind)
-        if runner is not None and runner.reading is None:
+        if runner is None:
+            return
+        with runner.lock:
+            if runner.answered or runner.reading is not None:
+                return  # live data is newer than any cache
             runner.reading = reading
             runner.status = replace(runner.status, state=SourceState.STALE, updated_at=taken_at, error="cached")
 
