@@ -16,7 +16,7 @@ COLUMNS = [
     ("PERIOD", "period", 7),
     ("SPENT", "spent", 8),
     ("LIMIT", "limit", 8),
-    ("USED", "used", 11),
+    ("USED", "used", 12),
     ("FORECAST", "forecast", 9),
     ("THRESHOLDS", "thresholds", 20),
     ("SCOPE", "scope", 22),
