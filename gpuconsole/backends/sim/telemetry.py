@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 from gpuconsole.backends.sim.catalog import MIG_TOTAL_COMPUTE
-from gpuconsole.backends.sim.state import SimGpu
+from gpuconsole.backends.sim.state import SimGpu, SimJob
 from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice
 
 _DISABLED = MigMode.DISABLED
@@ -63,6 +63,15 @@ TEMP_LAG = 0.08
 PROCESS_NAME = "python"
 
 
+def job_utilization(job: SimJob, rnd: Callable[[], float]) -> float:
+    """This second's utilization of a job on one GPU or slice: near 0 when it is stalled,
+    otherwise its base level ±8 %, at most 100 %."""
+    if job.stalled:
+        return 3.0 * rnd()
+    util = job.util_base + 16.0 * rnd() - 8.0
+    return 100.0 if util > 100.0 else util
+
+
 def step_gpus(gpus: list[SimGpu], rnd: Callable[[], float]) -> None:
     """Advance every GPU's telemetry by one second.
 
@@ -80,11 +89,7 @@ def step_gpus(gpus: list[SimGpu], rnd: Callable[[], float]) -> None:
                 if job is None:
                     sl.util = 0.0
                     continue
-                if job.stalled:
-                    util = 3.0 * rnd()
-                else:
-                    util = job.util_base + 16.0 * rnd() - 8.0
-                    util = 100.0 if util > 100.0 else util
+                util = job_utilization(job, rnd)
                 sl.util = util
                 weighted += util * sl.compute
                 mem += sl.mem
@@ -96,11 +101,8 @@ def step_gpus(gpus: list[SimGpu], rnd: Callable[[], float]) -> None:
                 if g.settled:
                     continue
                 util = 0.0
-            elif job.stalled:
-                util = 3.0 * rnd()
             else:
-                util = job.util_base + 16.0 * rnd() - 8.0
-                util = 100.0 if util > 100.0 else util
+                util = job_utilization(job, rnd)
         g.util = util
         idle = g.idle_power
         if util <= 0.0:
