@@ -165,13 +165,7 @@ class Console:
     def switch_to_demo(self) -> None:
         """Replace every source with the simulated world (the user asked for the demo)."""
         old = self.hub
-        self.options.sources = SourceOptions(
-            demo=True,
-            seed=self.options.sources.seed,
-            demo_nodes=self.options.sources.demo_nodes,
-            demo_faults=self.options.sources.demo_faults,
-            sim_start=self.options.sources.sim_start,
-        )
+        self.options.sources = replace(self.options.sources, demo=True, gpus="auto")
         self.budgets = budget_rules.DEMO_BUDGETS
         self.hub = self._make_hub(self.options.sources)
         threading.Thread(target=old.stop, daemon=True).start()

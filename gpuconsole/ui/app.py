@@ -38,7 +38,7 @@ from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import Palette
-from gpuconsole.ui.panes.base import FilterInput, Pane
+from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.budgets import BudgetsPane
 from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
@@ -112,6 +112,7 @@ class GpuConsoleApp(App[int]):
         self._flush_timer: Timer | None = None
         self._last_paint = 0.0
         self._paint_every = min(core.options.interval, 1.0)
+        self._store_requested = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -163,7 +164,10 @@ class GpuConsoleApp(App[int]):
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
-        if snapshot.sources and all(s.state is not SourceState.CONNECTING for s in snapshot.sources):
+        if not self._store_requested and snapshot.sources and all(
+            s.state is not SourceState.CONNECTING for s in snapshot.sources
+        ):
+            self._store_requested = True
             self.call_after_refresh(self.core.open_store_in_background)
         self._render_top_bar()
         self._draw_tabs()
@@ -298,10 +302,14 @@ class GpuConsoleApp(App[int]):
     def find_in_pane(self, pane_id: str, words: str) -> None:
         """Show a pane filtered to ``words`` (from the command palette)."""
         self.action_show_pane(pane_id)
-        pane = self._tabs.query_one(f"#{pane_id}-pane", Pane)
-        field = pane.query_one(FilterInput)
-        field.value = words
-        field.display = True
-        pane.filter_text = words.lower()
-        pane.redraw()
-        pane.focus_body()
+
+        def apply() -> None:
+            if self.active_pane == pane_id and (pane := self.current_pane) is not None:
+                pane.set_filter(words)
+                pane.focus_body()
+
+        # A hidden pane mounts just after the first frame; it may not be there yet.
+        if self.current_pane is not None:
+            apply()
+        else:
+            self.call_after_refresh(apply)

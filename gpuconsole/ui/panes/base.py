@@ -95,10 +95,20 @@ class Pane(Vertical):
         field.display = True
         field.focus()
 
+    def set_filter(self, words: str) -> None:
+        """Filter the pane to ``words`` and show them in the filter field (from the palette)."""
+        field = self.query_one(FilterInput)
+        field.value = words
+        field.display = bool(words)
+        self._filter_by(words)
+
+    def _filter_by(self, words: str) -> None:
+        self.filter_text = words.strip().lower()
+        self.redraw()
+
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, FilterInput):
-            self.filter_text = event.value.strip().lower()
-            self.redraw()
+            self._filter_by(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if isinstance(event.input, FilterInput):
@@ -113,7 +123,10 @@ class Pane(Vertical):
         return all(term in haystack for term in self.filter_text.split())
 
     def focus_body(self) -> None:
-        """Give focus to the pane's main widget (its table)."""
+        """Give focus to the pane's main widget: its first table, where it has one."""
+        tables = self.query(LiveTable)
+        if tables:
+            tables.first().focus()
 
     # ------------------------------------------------------------------ snapshots
     def show(self, snapshot: FleetSnapshot, palette: Palette) -> None:

@@ -70,9 +70,6 @@ class BudgetsPane(Pane):
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="budget-table")
 
-    def focus_body(self) -> None:
-        self.query_one(LiveTable).focus()
-
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.budgets:
             return "no budgets defined"

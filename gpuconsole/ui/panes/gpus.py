@@ -93,9 +93,6 @@ class GpusPane(Pane):
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="gpu-table")
 
-    def focus_body(self) -> None:
-        self.query_one(LiveTable).focus()
-
     @property
     def table(self) -> LiveTable:
         return self.query_one(LiveTable)

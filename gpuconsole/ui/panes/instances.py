@@ -59,9 +59,6 @@ class InstancesPane(Pane):
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="instance-table")
 
-    def focus_body(self) -> None:
-        self.query_one(LiveTable).focus()
-
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.instances:
             return ""

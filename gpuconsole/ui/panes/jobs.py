@@ -88,9 +88,6 @@ class JobsPane(Pane):
         yield LiveTable(JOB_COLUMNS, id="job-table")
         yield LiveTable(CRON_COLUMNS, id="cron-table")
 
-    def focus_body(self) -> None:
-        self.query_one("#job-table", LiveTable).focus()
-
     def action_toggle_table(self) -> None:
         jobs = self.query_one("#job-table", LiveTable)
         (self.query_one("#cron-table", LiveTable) if jobs.has_focus else jobs).focus()

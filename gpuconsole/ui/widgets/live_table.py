@@ -54,21 +54,26 @@ class LiveTable(DataTable[Any]):
             return
         selected = self.selected_key
         wanted = {key: cells for key, cells in rows}
-        for key in [k for k in self._shown if k not in wanted]:
+        gone = [k for k in self._shown if k not in wanted]
+        for key in gone:
             self.remove_row(key)
             del self._shown[key]
+        arrived = False
         column_keys = [spec[1] for spec in self._column_spec]
         for key, cells in rows:
             old = self._shown.get(key)
             if old is None:
                 self.add_row(*cells, key=key)
+                arrived = True
             elif old != cells:
                 for column, before, after in zip(column_keys, old, cells, strict=True):
                     if before != after:
                         self.update_cell(key, column, after)
             self._shown[key] = cells
         order = [key for key, _ in rows]
-        if order != self._current_order():
+        # The table's own order is what we last set unless rows were added or removed.
+        current = self._current_order() if gone or arrived else self._order
+        if order != current:
             self._reorder(order)
         self._order = order
         if selected is not None and selected in wanted:
