@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpuconsole import __version__
-from gpuconsole.core.sources import GPU_SOURCES
+from gpuconsole.core.sources import CLOUD_SOURCES, GPU_SOURCES, check_region
 
 EPILOG = """\
 keys in the console:
@@ -28,9 +28,11 @@ examples:
   gpuconsole --demo                        the console on a simulated GPU cloud
   gpuconsole --demo --demo-nodes 139       a simulated fleet of about 1,000 GPUs
   gpuconsole snapshot --demo --json        the same state as JSON, for scripts
+  gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
+  AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
   NO_COLOR        disable colour
 """
 
@@ -88,6 +90,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _region(text: str) -> str:
+    try:
+        return check_region(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _common_options() -> _Parser:
     common = _Parser(add_help=False)
     group = common.add_argument_group("data sources")
@@ -96,6 +105,11 @@ def _common_options() -> _Parser:
     group.add_argument("--demo-nodes", type=_demo_nodes, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
     group.add_argument("--demo-faults", default=argparse.SUPPRESS, metavar="SPEC", help="inject faults, e.g. gpus:error,jobs:hang,cloud:slow=3 (modes: error, hang, slow[=S], flaky)")
     group.add_argument("--gpus", choices=GPU_SOURCES, default=argparse.SUPPRESS, help="GPU telemetry source (default auto)")
+    cloud = common.add_argument_group("cloud (AWS: the standard credential chain, as the aws CLI uses)")
+    cloud.add_argument("--cloud", choices=CLOUD_SOURCES, default=argparse.SUPPRESS, help="cloud instances source (default auto: AWS when credentials or a region are configured)")
+    cloud.add_argument("--region", dest="regions", action="append", type=_region, default=argparse.SUPPRESS, metavar="R", help="AWS region to watch and launch in; repeat for several (default: the profile's region)")
+    cloud.add_argument("--profile", default=argparse.SUPPRESS, metavar="NAME", help="AWS profile from ~/.aws/config (default $AWS_PROFILE)")
+    cloud.add_argument("--all-instance-types", action="store_true", default=argparse.SUPPRESS, help="list every instance, not only GPU instance types")
     group.add_argument("--interval", type=_positive_float, default=argparse.SUPPRESS, metavar="S", help="seconds between polls (default 1)")
     group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
     group.add_argument("--no-db", action="store_true", default=argparse.SUPPRESS, help="keep no cache and no history on disk")
@@ -108,6 +122,10 @@ DEFAULTS = {
     "demo_nodes": None,
     "demo_faults": None,
     "gpus": "auto",
+    "cloud": "auto",
+    "regions": (),
+    "profile": None,
+    "all_instance_types": False,
     "interval": 1.0,
     "db": None,
     "no_db": False,
@@ -202,6 +220,10 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False):  
         demo_nodes=args.demo_nodes,
         demo_faults=args.demo_faults,
         gpus=args.gpus,
+        cloud=args.cloud,
+        regions=tuple(dict.fromkeys(args.regions)),
+        profile=args.profile,
+        all_instance_types=args.all_instance_types,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval)
     path = _db_path(args)

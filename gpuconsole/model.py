@@ -275,12 +275,111 @@ class Instance:
     name: str = ""
     node: str | None = None  # the Kubernetes node it backs, where known
     tags: Tags = ()
+    state_reason: str = ""  # EC2's StateReason message, e.g. a spot interruption
+    spot_status: str = ""  # the spot request's status code, e.g. "instance-terminated-no-capacity"
 
     def tag(self, key: str) -> str | None:
         for k, v in self.tags:
             if k == key:
                 return v
         return None
+
+
+# --------------------------------------------------------------------------- Provisioning
+
+
+class Workload(str, enum.Enum):
+    """What an instance is for; the wizard recommends types from it."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+
+
+@dataclass(frozen=True, slots=True)
+class RegionPrice:
+    """The on-demand Linux price of one type in one region."""
+
+    instance_type: str
+    region: str
+    price: float  # $/h
+
+
+@dataclass(frozen=True, slots=True)
+class Subnet:
+    subnet_id: str
+    vpc_id: str
+    availability_zone: str
+    cidr: str
+    name: str = ""
+    default_for_az: bool = False
+    available_ips: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityGroup:
+    group_id: str
+    name: str
+    vpc_id: str
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPair:
+    name: str
+    key_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineImage:
+    """An AMI, and where its id came from (an SSM parameter path, or "explicit")."""
+
+    image_id: str
+    name: str = ""
+    source: str = "explicit"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """Everything a launch asks for; the EC2 request and the Terraform block derive from it.
+
+    ``availability_zone`` picks the zone when ``subnet_id`` is empty (the default VPC's subnet);
+    with a subnet the subnet decides. Tags include Name, Owner, Project and Budget when given.
+    """
+
+    region: str
+    instance_type: str
+    image_id: str
+    market: Market = Market.ON_DEMAND
+    count: int = 1
+    availability_zone: str = ""
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
+    key_name: str = ""
+    root_volume_gib: int = 200
+    encrypted: bool = True
+    kms_key_id: str = ""  # empty: the account's default EBS key
+    imdsv2_required: bool = True
+    max_spot_price: float | None = None  # $/h; None: capped at the on-demand price
+    tags: Tags = ()
+
+    def tag(self, key: str) -> str | None:
+        for k, v in self.tags:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchAttempt:
+    """One try of a launch: where, what, and what the cloud answered."""
+
+    instance_type: str
+    availability_zone: str
+    market: Market
+    ok: bool
+    message: str  # "launched i-…" or the error code and message
+    instance_ids: tuple[str, ...] = ()
+    ts: float = 0.0
 
 
 # --------------------------------------------------------------------------- Money

@@ -347,6 +347,9 @@ BAD_INPUT = [
     pytest.param(["--interval", "nan"], ["--interval"], id="nan-interval"),
     pytest.param(["--interval", "soon"], ["--interval", "soon"], id="non-numeric-interval"),
     pytest.param(["snapshot", "--wait", "0"], ["--wait"], id="zero-wait"),
+    pytest.param(["--region", "useast1"], ["--region", "useast1"], id="bad-region"),
+    pytest.param(["snapshot", "--region", "us-east-1", "--region", "US-WEST-2"], ["--region", "US-WEST-2"], id="bad-second-region"),
+    pytest.param(["--cloud", "gcp"], ["--cloud", "gcp"], id="unknown-cloud"),
 ]
 
 
@@ -807,3 +810,31 @@ def test_a_rebuilt_database_opens_quietly_next_time(tmp_path: Path) -> None:
     assert second.returncode == 0
     assert second.stderr == ""
     assert len(list(tmp_path.glob("cache.db.corrupt-*"))) == 1
+
+
+def _cloud_source(argv: list[str]) -> Any:
+    from gpuconsole.cli import make_console, parse_args
+
+    console = make_console(parse_args([*argv, "--no-db"]))
+    try:
+        return console.hub.runners[SourceKind.CLOUD].source
+    finally:
+        console.close()
+
+
+def test_cloud_source_follows_flags_and_the_aws_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Nothing configured (conftest clears the AWS variables and points the files nowhere).
+    assert type(_cloud_source([])).__name__ == "Unconfigured"
+    assert "--region" in (_cloud_source([]).hint or "")
+    aws = _cloud_source(["--region", "us-east-1", "--region", "us-west-2", "--region", "us-east-1"])
+    assert type(aws).__name__ == "AwsCloud" and aws.regions == ("us-east-1", "us-west-2")
+    assert type(_cloud_source(["--cloud", "off", "--region", "us-east-1"])).__name__ == "Unconfigured"
+    monkeypatch.setenv("AWS_PROFILE", "research")
+    assert type(_cloud_source([])).__name__ == "AwsCloud"
+    monkeypatch.delenv("AWS_PROFILE")
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = x\naws_secret_access_key = y\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    assert type(_cloud_source([])).__name__ == "AwsCloud"
+    # The demo never talks to a real account, whatever is configured.
+    assert type(_cloud_source(["--demo", "--region", "us-east-1"])).__name__ == "SimCloudBackend"

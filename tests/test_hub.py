@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gpuconsole.backends.base import BackendError, BackendUnavailable
+from gpuconsole.backends.base import BackendError, BackendThrottled, BackendUnavailable
 from gpuconsole.core.hub import Hub, PollPolicy
 from gpuconsole.model import GpuReading, SourceKind, SourceState
 from tests.helpers import wait_for
@@ -30,6 +30,8 @@ class ScriptedSource:
             raise BackendError("driver said no")
         if self.mode == "missing":
             raise BackendUnavailable("no driver", hint="install it")
+        if self.mode == "throttled":
+            raise BackendThrottled("RequestLimitExceeded: Request limit exceeded.")
         if self.mode == "boom":
             raise RuntimeError("unexpected\nsecond line")
         if self.mode == "hang":
@@ -143,3 +145,16 @@ def test_cache_seed_never_replaces_live_data():
     hub.seed(SourceKind.GPUS, cached, 1.0)  # a slow cache read finishing late
     assert hub.reading(SourceKind.GPUS) is live
     assert hub.statuses()[0].state is SourceState.LIVE
+
+
+def test_throttling_keeps_the_data_marks_it_stale_and_recovers(hub_and_source):
+    hub, source = hub_and_source
+    hub.start()
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+    source.mode = "throttled"
+    wait_for(lambda: state(hub) is SourceState.STALE)
+    status = hub.statuses()[0]
+    assert status.error is not None and status.error.startswith("throttled, next try in")
+    assert hub.reading(SourceKind.GPUS) is not None  # the last answer stays on screen
+    source.mode = "ok"
+    wait_for(lambda: state(hub) is SourceState.LIVE)

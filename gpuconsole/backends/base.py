@@ -11,7 +11,21 @@ from __future__ import annotations
 import enum
 from typing import Protocol, runtime_checkable
 
-from gpuconsole.model import CloudReading, GpuReading, JobsReading
+from gpuconsole.model import (
+    CloudReading,
+    GpuReading,
+    Instance,
+    InstanceType,
+    JobsReading,
+    KeyPair,
+    LaunchSpec,
+    MachineImage,
+    RegionPrice,
+    SecurityGroup,
+    SpotPrice,
+    Subnet,
+    Workload,
+)
 
 
 class Capability(str, enum.Enum):
@@ -53,6 +67,18 @@ class BackendPermissionDenied(BackendError):
 
 class NotSupported(BackendError):
     """The backend has no such capability."""
+
+
+class BackendThrottled(BackendError):
+    """The service asked us to slow down (EC2 ``RequestLimitExceeded``) even after retries."""
+
+
+class CapacityError(BackendError):
+    """No capacity for this type in this zone (EC2 ``InsufficientInstanceCapacity``)."""
+
+
+class DryRunFailed(BackendError):
+    """A ``DryRun=True`` request was refused; the message says why (permissions, parameters)."""
 
 
 @runtime_checkable
@@ -98,4 +124,67 @@ class CloudBackend(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class Provisioner(Protocol):
+    """A cloud that can list what it offers and launch and control instances.
+
+    Every method may block and raises :class:`BackendError` subclasses only. ``region`` is always
+    explicit: a console may watch several regions at once.
+    """
+
+    name: str
+    regions: tuple[str, ...]
+
+    def instance_types(self, region: str) -> tuple[InstanceType, ...]:
+        """GPU instance types offered in ``region`` (``on_demand_price`` 0 where unknown)."""
+        ...
+
+    def on_demand_prices(self, regions: tuple[str, ...]) -> tuple[RegionPrice, ...]:
+        """Linux on-demand prices of GPU types (the Pricing API where there is one)."""
+        ...
+
+    def spot_prices(self, region: str, instance_types: tuple[str, ...], since: float) -> tuple[SpotPrice, ...]:
+        """Spot price history (Linux/UNIX) since ``since`` for the given types."""
+        ...
+
+    def offerings(self, region: str, instance_types: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """Which availability zones offer each type: ``{type: (az, ...)}``."""
+        ...
+
+    def subnets(self, region: str) -> tuple[Subnet, ...]:
+        ...
+
+    def security_groups(self, region: str) -> tuple[SecurityGroup, ...]:
+        ...
+
+    def key_pairs(self, region: str) -> tuple[KeyPair, ...]:
+        ...
+
+    def default_image(self, region: str, workload: Workload) -> MachineImage:
+        """The Deep Learning AMI for the region, from its public SSM parameter."""
+        ...
+
+    def launch(self, spec: LaunchSpec, *, dry_run: bool = False) -> tuple[Instance, ...]:
+        """Launch ``spec``; with ``dry_run`` return ``()`` when EC2 says the request would pass.
+
+        Raises:
+            DryRunFailed: the dry run was refused.
+            CapacityError: no capacity in the zone.
+            BackendThrottled, BackendPermissionDenied, BackendError: as for any call.
+        """
+        ...
+
+    def start(self, region: str, instance_id: str) -> None:
+        ...
+
+    def stop(self, region: str, instance_id: str) -> None:
+        ...
+
+    def reboot(self, region: str, instance_id: str) -> None:
+        ...
+
+    def terminate(self, region: str, instance_id: str) -> None:
         ...

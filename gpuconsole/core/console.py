@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from gpuconsole.core import budgets as budget_rules
 from gpuconsole.core import costs
+from gpuconsole.core.actions import ActionLog
+from gpuconsole.core.cloud_ops import CloudOps
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.sources import SourceOptions, build_sources
 from gpuconsole.model import (
@@ -87,16 +89,29 @@ class Console:
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
         self.budgets: tuple[Budget, ...] = budget_rules.DEMO_BUDGETS if options.sources.demo else ()
+        self.actions = ActionLog()
         self.hub = self._make_hub(options.sources)
+        self.cloud = self._make_cloud()
         self.snapshot = self._compose()
 
     # ------------------------------------------------------------------ set-up
     def _make_hub(self, source_options: SourceOptions) -> Hub:
         sources = build_sources(source_options, clock=self.clock)
-        policy = PollPolicy(interval=self.options.interval, timeout=self.options.timeout)
-        hub = Hub(sources, self._on_update, {kind: policy for kind in sources}, clock=self.clock)
+        hub = Hub(sources, self._on_update, {kind: self._policy(source) for kind, source in sources.items()},
+                  clock=self.clock)
         self._seed_from_cache(hub)
         return hub
+
+    def _policy(self, source: object) -> PollPolicy:
+        # A cloud API is polled no faster than its backend asks (rate limits cost money and
+        # throttle other tools of the account), and given the time a multi-region call needs.
+        interval = max(self.options.interval, float(getattr(source, "min_interval", 0.0)))
+        timeout = max(self.options.timeout, float(getattr(source, "poll_timeout", 0.0)))
+        return PollPolicy(interval=interval, timeout=timeout)
+
+    def _make_cloud(self) -> CloudOps:
+        runner = self.hub.runners.get(SourceKind.CLOUD)
+        return CloudOps(runner.source if runner else None, lambda: self.store, self.clock, self.actions)
 
     def _seed_from_cache(self, hub: Hub) -> None:
         if self.store is None or not self.options.use_cache:
@@ -168,6 +183,7 @@ class Console:
         self.options.sources = replace(self.options.sources, demo=True, gpus="auto")
         self.budgets = budget_rules.DEMO_BUDGETS
         self.hub = self._make_hub(self.options.sources)
+        self.cloud = self._make_cloud()
         threading.Thread(target=old.stop, daemon=True).start()
         self.hub.start()
         self._publish()
@@ -231,6 +247,7 @@ class Console:
         cronjobs = jobs_reading.cronjobs if isinstance(jobs_reading, JobsReading) else ()
         nodes = jobs_reading.nodes if isinstance(jobs_reading, JobsReading) else ()
         instances = cloud_reading.instances if isinstance(cloud_reading, CloudReading) else ()
+        instances = self.cloud.price_instances(instances, now)
         statuses = self.hub.statuses()
         budget_states = budget_rules.evaluate_all(self.budgets, instances, now, jobs)
         spend_today = costs.spend(instances, costs.day_start(now), now)

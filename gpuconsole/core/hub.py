@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, BackendUnavailable
+from gpuconsole.backends.base import BackendError, BackendThrottled, BackendUnavailable
 from gpuconsole.model import (
     CloudReading,
     GpuReading,
@@ -158,6 +158,11 @@ class _Runner:
         if isinstance(error, BackendUnavailable):
             self._publish(SourceState.UNCONFIGURED, updated_at=None, error=_one_line(error), hint=error.hint)
             return self.policy.unconfigured_retry
+        if isinstance(error, BackendThrottled):
+            # The service asked us to slow down: keep the data, say so, and wait longer.
+            delay = self._backoff()
+            self._mark_stale(f"throttled, next try in {delay:.0f} s")
+            return delay
         if not isinstance(error, BackendError):
             log.exception("source %s failed unexpectedly", self.source.name, exc_info=error)
         self._publish(SourceState.ERROR, error=_one_line(error), latency_s=latency)

@@ -7,8 +7,11 @@ tells the user what is missing and how to set it up. Simulated data is never sho
 
 from __future__ import annotations
 
+import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +21,13 @@ from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.model import SourceKind
 
 GPU_SOURCES = ("auto", "sim", "off")
+CLOUD_SOURCES = ("auto", "aws", "off")
+
+REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
+
+# Any of these means the user has set up AWS access the standard way (the chain boto3 follows).
+AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+           "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,33 @@ class SourceOptions:
     demo_faults: str | None = None
     gpus: str = "auto"
     sim_start: float | None = None
+    cloud: str = "auto"
+    regions: tuple[str, ...] = ()
+    profile: str | None = None
+    all_instance_types: bool = False
+
+
+def check_region(name: str) -> str:
+    """``name`` if it looks like an AWS region; ValueError with one line otherwise."""
+    if not REGION_RE.match(name):
+        raise ValueError(f"not an AWS region: {name!r} (e.g. us-east-1)")
+    return name
+
+
+def aws_configured(options: SourceOptions, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether AWS access is set up, judged without touching the network.
+
+    True when a region or profile is given on the command line, a standard AWS variable is set,
+    or the AWS config or credentials file exists. (An instance role alone is found only with
+    ``--region`` or ``--cloud aws``: probing the metadata service would delay every start.)
+    """
+    if options.regions or options.profile:
+        return True
+    if any(env.get(name) for name in AWS_ENV):
+        return True
+    home = Path.home() / ".aws"
+    files = (env.get("AWS_CONFIG_FILE") or home / "config", env.get("AWS_SHARED_CREDENTIALS_FILE") or home / "credentials")
+    return any(Path(f).is_file() for f in files)
 
 
 def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time) -> dict[SourceKind, Any]:
@@ -40,6 +77,10 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
     """
     if options.gpus not in GPU_SOURCES:
         raise ValueError(f"unknown GPU source {options.gpus!r}: choose one of {', '.join(GPU_SOURCES)}")
+    if options.cloud not in CLOUD_SOURCES:
+        raise ValueError(f"unknown cloud {options.cloud!r}: choose one of {', '.join(CLOUD_SOURCES)}")
+    for region in options.regions:
+        check_region(region)
     faults = FaultPlan.parse(options.demo_faults) if options.demo_faults else None
     sim = None
     if options.demo or options.gpus == "sim":
@@ -70,9 +111,19 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
             "no Kubernetes cluster configured",
             "point KUBECONFIG at a kubeconfig, or create ~/.kube/config",
         )
-        sources[SourceKind.CLOUD] = Unconfigured(
-            "none",
-            "no cloud account configured",
-            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region",
-        )
+        sources[SourceKind.CLOUD] = _cloud(options)
     return sources
+
+
+def _cloud(options: SourceOptions) -> Any:
+    if options.cloud == "off":
+        return Unconfigured("off", "cloud instances are turned off (--cloud off)", "start without --cloud off")
+    if options.cloud == "aws" or aws_configured(options):
+        from gpuconsole.backends.aws import AwsCloud  # boto3 is imported only when it is used
+
+        return AwsCloud(options.regions, options.profile, all_types=options.all_instance_types)
+    return Unconfigured(
+        "none",
+        "no cloud account configured",
+        "configure AWS credentials (aws configure, or AWS_PROFILE) and a region (--region)",
+    )

@@ -77,6 +77,7 @@ class GpuConsoleApp(App[int]):
         *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets")),
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
+        "screens/confirm.tcss",
     ]
     COMMANDS = App.COMMANDS | {
         partial(_provider, name)
@@ -241,6 +242,9 @@ class GpuConsoleApp(App[int]):
         if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help"} and isinstance(
             self.focused, Input
         ):
+            return False
+        # Over a dialog or wizard, tab moves between its fields; the panes behind stay put.
+        if action in {"cycle_pane", "show_pane", "filter", "demo"} and len(self.screen_stack) > 1:
             return False
         return True
 

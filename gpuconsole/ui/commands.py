@@ -92,10 +92,20 @@ class JobCommands(_SearchedProvider):
 
 
 class InstanceCommands(_SearchedProvider):
-    """Find an instance by id, type or name."""
+    """Launch a GPU instance; find an instance by id, type or name."""
+
+    def launch_command(self) -> tuple[str, Callable[[], object], str]:
+        from gpuconsole.ui.wizards import open_provision_wizard
+
+        return "Launch a GPU instance…", partial(open_provision_wizard, self.console_app), "key n in the Instances pane"
+
+    async def discover(self) -> Hits:
+        name, callback, help_text = self.launch_command()
+        yield DiscoveryHit(name, callback, help=help_text)
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.console_app
+        yield self.launch_command()
         for inst in app.snapshot.instances:
             label = f"Instance {inst.instance_id} {inst.instance_type} {inst.name}".rstrip()
             yield label, partial(app.find_in_pane, "instances", inst.instance_id), f"{inst.market.value}, {inst.state.value}"

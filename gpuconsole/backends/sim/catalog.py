@@ -38,17 +38,18 @@ A10G = GpuModel("NVIDIA A10G", "NVIDIA-A10G", 23028, 300.0, 0.2)
 T4 = GpuModel("Tesla T4", "Tesla-T4", 15360, 70.0, 0.22)
 L4 = GpuModel("NVIDIA L4", "NVIDIA-L4", 23034, 72.0, 0.22)
 
+# GPU memory is per GPU, as EC2's DescribeInstanceTypes reports it (GpuInfo.Gpus[].MemoryInfo).
 INSTANCE_TYPES: tuple[InstanceType, ...] = (
-    InstanceType("p5.48xlarge", H100_80GB.name, 8, 640, 192, 2048, 98.32, "3200 Gbps EFA", 30400, True),
-    InstanceType("p4de.24xlarge", A100_80GB.name, 8, 640, 96, 1152, 40.96608, "400 Gbps EFA", 8000, True),
-    InstanceType("p4d.24xlarge", A100_40GB.name, 8, 320, 96, 1152, 32.77248, "400 Gbps EFA", 8000, True),
+    InstanceType("p5.48xlarge", H100_80GB.name, 8, 80, 192, 2048, 98.32, "3200 Gbps EFA", 30400, True),
+    InstanceType("p4de.24xlarge", A100_80GB.name, 8, 80, 96, 1152, 40.96608, "400 Gbps EFA", 8000, True),
+    InstanceType("p4d.24xlarge", A100_40GB.name, 8, 40, 96, 1152, 32.77248, "400 Gbps EFA", 8000, True),
     InstanceType("g5.xlarge", A10G.name, 1, 24, 4, 16, 1.006, "Up to 10 Gbps", 250),
-    InstanceType("g5.12xlarge", A10G.name, 4, 96, 48, 192, 5.672, "40 Gbps", 3800),
-    InstanceType("g5.48xlarge", A10G.name, 8, 192, 192, 768, 16.288, "100 Gbps", 7600),
+    InstanceType("g5.12xlarge", A10G.name, 4, 24, 48, 192, 5.672, "40 Gbps", 3800),
+    InstanceType("g5.48xlarge", A10G.name, 8, 24, 192, 768, 16.288, "100 Gbps", 7600),
     InstanceType("g6.xlarge", L4.name, 1, 24, 4, 16, 0.8048, "Up to 10 Gbps", 250),
-    InstanceType("g6.12xlarge", L4.name, 4, 96, 48, 192, 4.6016, "40 Gbps", 3760),
+    InstanceType("g6.12xlarge", L4.name, 4, 24, 48, 192, 4.6016, "40 Gbps", 3760),
     InstanceType("g4dn.xlarge", T4.name, 1, 16, 4, 16, 0.526, "Up to 25 Gbps", 125),
-    InstanceType("g4dn.12xlarge", T4.name, 4, 64, 48, 192, 3.912, "50 Gbps", 900),
+    InstanceType("g4dn.12xlarge", T4.name, 4, 16, 48, 192, 3.912, "50 Gbps", 900),
 )
 
 INSTANCE_TYPE_BY_NAME: dict[str, InstanceType] = {t.name: t for t in INSTANCE_TYPES}
@@ -66,6 +67,43 @@ ZONES: tuple[str, ...] = tuple(az for zones in REGIONS.values() for az in zones)
 
 # Each region gets its own VPC; each zone its own /20 subnet inside it.
 VPC_SECOND_OCTET: dict[str, int] = {"us-east-1": 0, "us-west-2": 1}
+
+# Which zones sell which type (DescribeInstanceTypeOfferings): not every type everywhere, so
+# the launch wizard has zones to choose from and somewhere to fall back to.
+OFFERINGS: dict[str, tuple[str, ...]] = {
+    "p5.48xlarge": ("us-east-1a", "us-east-1b"),
+    "p4de.24xlarge": ("us-east-1a", "us-east-1c", "us-west-2b"),
+    "p4d.24xlarge": ("us-east-1a", "us-east-1b", "us-east-1c", "us-west-2a", "us-west-2b"),
+    "g5.xlarge": ZONES,
+    "g5.12xlarge": ZONES,
+    "g5.48xlarge": ("us-east-1a", "us-east-1b", "us-west-2a"),
+    "g6.xlarge": ZONES,
+    "g6.12xlarge": ("us-east-1a", "us-east-1b", "us-west-2a", "us-west-2b"),
+    "g4dn.xlarge": ZONES,
+    "g4dn.12xlarge": ("us-east-1a", "us-east-1c", "us-west-2a", "us-west-2b"),
+}
+
+# Where capacity runs out at the start: the demo's fallback from a full zone to the next one.
+NO_CAPACITY_AT_START: frozenset[tuple[str, str]] = frozenset({("p5.48xlarge", "us-east-1a")})
+
+# How EC2 names each board in DescribeInstanceTypes (manufacturer + name), unlike NVML.
+EC2_GPU_NAME: dict[str, str] = {
+    A100_80GB.name: "NVIDIA A100",
+    A100_40GB.name: "NVIDIA A100",
+    H100_80GB.name: "NVIDIA H100",
+    A10G.name: "NVIDIA A10G",
+    T4.name: "NVIDIA T4",
+    L4.name: "NVIDIA L4",
+}
+
+# The Deep Learning AMI the public SSM parameter resolves to, and what the account has.
+DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250502"
+DLAMI_SSM_PATH = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+KEY_PAIRS: tuple[tuple[str, str], ...] = (("platform-ops", "ed25519"), ("ci-runner", "rsa"))
+SECURITY_GROUPS: tuple[tuple[str, str], ...] = (
+    ("default", "default VPC security group"),
+    ("gpu-training", "NCCL and EFA traffic between training nodes; SSH from the bastion"),
+)
 
 # The EKS cluster a node of each region joins.
 CLUSTER_BY_REGION: dict[str, str] = {"us-east-1": "gpu-east", "us-west-2": "gpu-west"}

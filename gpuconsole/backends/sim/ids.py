@@ -43,6 +43,10 @@ class IdFactory:
     def instance_id(self) -> str:
         return f"i-{self._rng.getrandbits(68):017x}"
 
+    def resource_id(self, prefix: str) -> str:
+        """An EC2 resource id in the long format: ``vpc-``, ``subnet-``, ``sg-``, ``ami-`` + 17 hex."""
+        return f"{prefix}-{self._rng.getrandbits(68):017x}"
+
     def suffix(self, length: int = 5) -> str:
         return "".join(self._rng.choice(_SUFFIX_ALPHABET) for _ in range(length))
 

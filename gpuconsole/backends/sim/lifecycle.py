@@ -110,7 +110,7 @@ class Lifecycle:
             self._instances.pop(obj.instance_id, None)
         elif kind == "interrupt":
             if obj.state is InstanceState.RUNNING and obj.interrupt_at == ts:
-                obj.replace = True
+                obj.replace = obj.managed
                 self._shut_down(obj, ts)
         elif kind == "replace":
             self._replace(obj, ts)

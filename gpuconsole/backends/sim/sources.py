@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from gpuconsole.backends.base import BackendError, Capability
+from gpuconsole.backends.sim import catalog
 from gpuconsole.backends.sim.faults import FaultPlan
 from gpuconsole.backends.sim.workload import PYTORCH
 from gpuconsole.backends.sim.world import SimWorld
@@ -25,9 +26,16 @@ from gpuconsole.model import (
     InstanceType,
     Job,
     JobsReading,
+    KeyPair,
+    LaunchSpec,
+    MachineImage,
     Market,
+    RegionPrice,
+    SecurityGroup,
     SourceKind,
     SpotPrice,
+    Subnet,
+    Workload,
 )
 
 T = TypeVar("T")
@@ -118,11 +126,17 @@ class SimJobBackend:
 
 
 class SimCloudBackend:
-    """The simulated EC2 account: GPU instances, their prices and what they have cost."""
+    """The simulated EC2 account: GPU instances, their prices and what they have cost.
+
+    It is also a :class:`~gpuconsole.backends.base.Provisioner`, so demo mode offers the whole
+    launch wizard: zones, spot price history, subnets, key pairs, dry runs and launches that
+    can run out of capacity (``world.no_capacity``).
+    """
 
     name: str = "sim"
     capabilities: frozenset[Capability] = frozenset(
         {Capability.LAUNCH, Capability.STOP, Capability.TERMINATE, Capability.SPOT, Capability.PRICES})
+    regions: tuple[str, ...] = tuple(catalog.REGIONS)
 
     def __init__(self, sim: SimCloud) -> None:
         self.sim = sim
@@ -130,11 +144,55 @@ class SimCloudBackend:
     def poll_instances(self) -> CloudReading:
         return self.sim.read(SourceKind.CLOUD, SimWorld.cloud_reading)
 
-    def instance_types(self) -> tuple[InstanceType, ...]:
-        return self.sim.world.instance_types()
+    # ------------------------------------------------------------------ what is offered
+    def instance_types(self, region: str | None = None) -> tuple[InstanceType, ...]:
+        """GPU types sold in ``region``; with no region, the simulator's whole catalog."""
+        if region is None:
+            return self.sim.world.instance_types()
+        return self.sim.act(lambda w: w.region_types(region))
 
-    def spot_prices(self) -> tuple[SpotPrice, ...]:
-        return self.sim.act(SimWorld.spot_prices)
+    def on_demand_prices(self, regions: tuple[str, ...]) -> tuple[RegionPrice, ...]:
+        return self.sim.act(lambda w: w.region_prices(tuple(regions)))
+
+    def spot_prices(self, region: str | None = None, instance_types: tuple[str, ...] | None = None,
+                    since: float | None = None) -> tuple[SpotPrice, ...]:
+        """Spot price history of ``instance_types`` in ``region`` since ``since``; with no
+        region, today's price of every type in every zone."""
+        if region is None:
+            return self.sim.act(SimWorld.spot_prices)
+        types = tuple(instance_types) if instance_types is not None else tuple(catalog.INSTANCE_TYPE_BY_NAME)
+        return self.sim.act(lambda w: w.spot_history(region, types, w.now - 7 * 86400.0 if since is None else since))
+
+    def offerings(self, region: str, instance_types: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        return self.sim.act(lambda w: w.zone_offerings(region, tuple(instance_types)))
+
+    def subnets(self, region: str) -> tuple[Subnet, ...]:
+        return self.sim.act(lambda w: w.region_subnets(region))
+
+    def security_groups(self, region: str) -> tuple[SecurityGroup, ...]:
+        return self.sim.act(lambda w: w.region_security_groups(region))
+
+    def key_pairs(self, region: str) -> tuple[KeyPair, ...]:
+        return self.sim.act(lambda w: w.region_key_pairs(region))
+
+    def default_image(self, region: str, workload: Workload) -> MachineImage:
+        return self.sim.act(lambda w: w.region_image(region, workload))
+
+    # ------------------------------------------------------------------ launching and actions
+    def launch(self, spec: LaunchSpec, *, dry_run: bool = False) -> tuple[Instance, ...]:
+        return self.sim.act(lambda w: w.launch_spec(spec, dry_run))
+
+    def start(self, region: str, instance_id: str) -> None:
+        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.start_instance(instance_id)))
+
+    def stop(self, region: str, instance_id: str) -> None:
+        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.stop_instance(instance_id)))
+
+    def reboot(self, region: str, instance_id: str) -> None:
+        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.reboot_instance(instance_id)))
+
+    def terminate(self, region: str, instance_id: str) -> None:
+        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.terminate_instance(instance_id)))
 
     def launch_instance(self, instance_type: str, availability_zone: str,
                         market: Market = Market.ON_DEMAND, name: str = "", owner: str = "",

@@ -90,7 +90,7 @@ class SimInstance:
     __slots__ = ("instance_id", "itype", "model", "region", "az", "market", "price",
                  "launch_time", "name", "tags", "node_name", "state", "transitions",
                  "billed_closed", "state_since", "gpus", "whole", "slices", "free", "ready",
-                 "listed", "replace", "interrupt_at", "gone_at", "mig_gpu", "mig_capacity")
+                 "listed", "replace", "interrupt_at", "gone_at", "mig_gpu", "mig_capacity", "managed")
 
     def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
                  market: Market, price: float, launch_time: float, name: str, tags: Tags,
@@ -121,6 +121,7 @@ class SimInstance:
         self.gone_at: float | None = None
         self.mig_gpu: int | None = None  # index of the MIG-partitioned GPU, if any
         self.mig_capacity: tuple[tuple[str, int], ...] = ()
+        self.managed = True  # a node group's member: replaced after a spot interruption
 
     def set_state(self, state: InstanceState, ts: float) -> None:
         """Record a transition, closing the billed interval of the state being left."""

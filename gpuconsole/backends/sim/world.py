@@ -15,7 +15,7 @@ import random
 import time
 
 from gpuconsole.backends.sim import catalog, telemetry
-from gpuconsole.backends.sim.actions import Actions, instance_model
+from gpuconsole.backends.sim.actions import instance_model
 from gpuconsole.backends.sim.fleet import (
     DEFAULT_FLEET,
     InstancePlan,
@@ -24,6 +24,7 @@ from gpuconsole.backends.sim.fleet import (
 )
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import HISTORY_LEN
+from gpuconsole.backends.sim.provisioning import Provisioning
 from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.seeding import Seeding
 from gpuconsole.backends.sim.workload import (
@@ -47,7 +48,7 @@ from gpuconsole.model import (
 HISTORY_EVERY_S = 5  # with HISTORY_LEN samples: ten minutes of history
 
 
-class SimWorld(Actions, Seeding):
+class SimWorld(Provisioning, Seeding):
     """A deterministic GPU cloud.
 
     Args:
@@ -95,6 +96,7 @@ class SimWorld(Actions, Seeding):
         self._pending_target = 5 if nodes is None else max(5, capacity // 60)
         self._seed_workload(demo=nodes is None)
         telemetry.warm_up(self._gpus, self._noise.random)
+        self._init_provisioning()
 
     # ----------------------------------------------------------------- time
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from rich.text import Text
-from textual.app import ComposeResult
+from typing import ClassVar
 
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+
+from gpuconsole.core.actions import TYPED_CONFIRMATION, ActionError, ActionKind, ActionRequest, confirmation_prompt
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
 from gpuconsole.ui.format import age, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.gpus import short_model
+from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 
 COLUMNS = [
@@ -51,10 +57,42 @@ def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object
     )
 
 
+# What EC2 accepts in each state; anything else is refused here with a line, not a round trip.
+ALLOWED_FROM: dict[ActionKind, tuple[InstanceState, ...]] = {
+    ActionKind.START: (InstanceState.STOPPED,),
+    ActionKind.STOP: (InstanceState.RUNNING, InstanceState.PENDING),
+    ActionKind.REBOOT: (InstanceState.RUNNING,),
+    ActionKind.TERMINATE: (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING, InstanceState.STOPPED),
+}
+
+
 class InstancesPane(Pane):
-    """Every GPU instance of the configured accounts and regions."""
+    """Every GPU instance of the configured accounts and regions.
+
+    | key | does |
+    |---|---|
+    | s | stop the selected instance (asks y/n) |
+    | S | start it |
+    | b | reboot it (asks y/n) |
+    | x | terminate it (asks you to type its id) |
+    | n | launch a new instance (the launch wizard) |
+    """
 
     kind = SourceKind.CLOUD
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "instance('stop')", "Stop"),
+        Binding("S", "instance('start')", "Start"),
+        Binding("b", "instance('reboot')", "Reboot", show=False),
+        Binding("x", "instance('terminate')", "Terminate"),
+        Binding("n", "new_instance", "New instance"),
+    ]
+
+    def action_new_instance(self) -> None:
+        """``n``: the launch wizard, or a line saying why this console cannot launch."""
+        from gpuconsole.ui.wizards import open_provision_wizard
+
+        open_provision_wizard(self.app)  # type: ignore[arg-type]
 
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="instance-table")
@@ -88,3 +126,59 @@ class InstancesPane(Pane):
         if inst.node:
             line.append(f" · node {inst.node}")
         return line
+
+    # ------------------------------------------------------------------ actions
+    def selected_instance(self) -> Instance | None:
+        key = self.query_one(LiveTable).selected_key
+        snap = self.snapshot
+        if key is None or snap is None:
+            return None
+        return next((i for i in snap.instances if i.instance_id == key), None)
+
+    def action_instance(self, verb: str) -> None:
+        """Ask for what ``verb`` needs, then run it through the core in a worker."""
+        kind = ActionKind(verb)
+        inst = self.selected_instance()
+        if inst is None:
+            self.app.notify("select an instance first", severity="warning")
+            return
+        if not self.app.core.cloud.available:  # type: ignore[attr-defined]
+            self.app.notify("this cloud source cannot change instances", severity="warning")
+            return
+        if inst.state not in ALLOWED_FROM[kind]:
+            self.app.notify(f"cannot {verb} {inst.instance_id}: it is {inst.state.value}", severity="warning")
+            return
+        if kind is ActionKind.STOP and inst.market is Market.SPOT:
+            self.app.notify(f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated",
+                            severity="warning")
+            return
+        request = ActionRequest(kind, inst.instance_id, inst.region)
+        if not kind.destructive:
+            self._perform(request)
+            return
+        details = (f"{inst.instance_id}  {inst.name}\n{inst.instance_type} · {inst.market.value} · "
+                   f"{inst.state.value} · {inst.availability_zone} · ${inst.price_per_hour:.2f}/h · "
+                   f"{money(inst.accrued_cost)} since launch")
+        typed = inst.instance_id if kind in TYPED_CONFIRMATION else None
+
+        def answered(answer: str | None) -> None:
+            if answer is None:
+                self.app.notify(f"{verb} cancelled")
+                return
+            self._perform(ActionRequest(kind, inst.instance_id, inst.region, confirmation=answer))
+
+        self.app.push_screen(
+            ConfirmScreen(f"{verb.capitalize()} instance", confirmation_prompt(kind, inst.instance_id), details, typed=typed),
+            answered,
+        )
+
+    @work(thread=True, group="instance-action", exit_on_error=False, description="instance action")
+    def _perform(self, request: ActionRequest) -> None:
+        core = self.app.core  # type: ignore[attr-defined]
+        try:
+            result = core.cloud.perform(request)
+        except ActionError as exc:
+            self.app.call_from_thread(self.app.notify, f"{request.describe()}: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self.app.notify, result.message)
+        core.refresh()

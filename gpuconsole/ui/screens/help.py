@@ -16,6 +16,8 @@ KEYS: list[tuple[str, str]] = [
     ("enter", "details of the selected GPU (sparklines, slices, processes)"),
     ("/", "filter the current table; enter keeps it, esc clears"),
     ("c", "Jobs pane: move between jobs and CronJobs"),
+    ("n", "Instances pane: launch a GPU instance (wizard)"),
+    ("s S b x", "Instances pane: stop, start, reboot, terminate the selected one"),
     ("r", "poll every source now"),
     ("t", "next theme (dark, light, contrast)"),
     ("d", "switch to the demo when a backend is not set up"),

@@ -1,0 +1,139 @@
+"""The one path every change to the fleet takes: request → confirmation check → backend → result.
+
+The UI and the CLI build an :class:`ActionRequest` and hand it to the core, which checks that a
+destructive action carries the confirmation it needs (for a terminate: the instance id typed by
+the user) before any backend is called, and turns every backend failure into one line. Roles,
+MFA and the audit trail attach here, so neither door can skip them.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuconsole.backends.base import BackendError
+
+log = logging.getLogger(__name__)
+
+
+class ActionKind(str, enum.Enum):
+    """What a request does; the value is the verb shown to users and written to logs."""
+
+    LAUNCH = "launch"
+    START = "start"
+    STOP = "stop"
+    REBOOT = "reboot"
+    TERMINATE = "terminate"
+
+    @property
+    def destructive(self) -> bool:
+        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE)
+
+
+# Actions whose confirmation is the target itself, typed by the user (an accidental Enter must
+# never terminate a machine that holds a week of training).
+TYPED_CONFIRMATION = frozenset({ActionKind.TERMINATE})
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRequest:
+    """One change asked for.
+
+    Attributes:
+        kind: what to do.
+        target: the thing it is done to (an instance id; for a launch the instance type).
+        region: where the target lives, for cloud actions.
+        confirmation: what the user typed or agreed to: the target for a typed confirmation,
+            ``"yes"`` for a plain one.
+        params: extra parameters, as (name, value) pairs, for display and records.
+    """
+
+    kind: ActionKind
+    target: str
+    region: str = ""
+    confirmation: str = ""
+    params: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        where = f" in {self.region}" if self.region else ""
+        return f"{self.kind.value} {self.target}{where}"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    request: ActionRequest
+    ok: bool
+    message: str
+    ts: float
+
+
+class ActionError(Exception):
+    """An action was refused or failed; the message is one line for the user."""
+
+
+def confirmation_prompt(kind: ActionKind, target: str) -> str:
+    """What the user is asked before ``kind`` runs on ``target``."""
+    if kind in TYPED_CONFIRMATION:
+        return f"Type {target} to {kind.value} it. This cannot be undone."
+    return f"{kind.value.capitalize()} {target}? (y/n)"
+
+
+def check_confirmation(request: ActionRequest) -> None:
+    """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
+    if request.kind in TYPED_CONFIRMATION:
+        if request.confirmation.strip() != request.target:
+            raise ActionError(f"not confirmed: type {request.target} exactly to {request.kind.value} it")
+    elif request.kind.destructive and request.confirmation != "yes":
+        raise ActionError(f"not confirmed: {request.describe()} needs a yes")
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class ActionLog:
+    """The recent results, newest last, for the UI's status line and the tests (bounded)."""
+
+    def __init__(self, limit: int = 200) -> None:
+        self._limit = limit
+        self._items: list[ActionResult] = []
+        self._lock = threading.Lock()
+
+    def add(self, result: ActionResult) -> None:
+        with self._lock:
+            self._items.append(result)
+            del self._items[: -self._limit]
+
+    def recent(self) -> tuple[ActionResult, ...]:
+        with self._lock:
+            return tuple(self._items)
+
+
+def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
+               clock: Callable[[], float] = time.time) -> ActionResult:
+    """Check ``request``, run ``do`` (which returns a one-line success message), record the result.
+
+    Raises:
+        ActionError: refused (not confirmed) or failed in the backend; recorded either way.
+    """
+    try:
+        check_confirmation(request)
+    except ActionError as exc:
+        record.add(ActionResult(request, False, f"refused: {exc}", clock()))
+        raise
+    try:
+        message = do()
+    except BackendError as exc:
+        line = one_line(exc)
+        record.add(ActionResult(request, False, f"failed: {line}", clock()))
+        log.info("%s failed: %s", request.describe(), line)
+        raise ActionError(line) from exc
+    result = ActionResult(request, True, message, clock())
+    record.add(result)
+    log.info("%s: %s", request.describe(), message)
+    return result

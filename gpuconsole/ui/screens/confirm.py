@@ -1,0 +1,66 @@
+"""Asking before a change: ``y``/``n`` for a stop or reboot, the typed target for a terminate.
+
+The screen only collects the answer; the core checks it again before anything runs
+(:func:`gpuconsole.core.actions.check_confirmation`), so a script cannot skip it either.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+
+class ConfirmScreen(ModalScreen[str | None]):
+    """Dismisses with the confirmation (``"yes"`` or the typed text), or None when cancelled.
+
+    | key | does |
+    |---|---|
+    | y | confirm (plain confirmations) |
+    | n / esc | cancel |
+    | enter | submit the typed text (typed confirmations) |
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("n", "cancel", "No", show=False),
+        Binding("y", "confirm", "Yes", show=False),
+    ]
+
+    def __init__(self, title: str, prompt: str, details: str = "", *, typed: str | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.prompt = prompt
+        self.details = details
+        self.typed = typed
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box") as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "enter to confirm · esc to cancel" if self.typed else "y to confirm · n/esc to cancel"
+            if self.details:
+                yield Static(self.details, id="confirm-details")
+            yield Static(self.prompt, id="confirm-prompt")
+            if self.typed is not None:
+                yield Input(placeholder=self.typed, id="confirm-input")
+                yield Static("", id="confirm-error")
+
+    def on_mount(self) -> None:
+        if self.typed is not None:
+            self.query_one(Input).focus()
+
+    def action_confirm(self) -> None:
+        if self.typed is None:
+            self.dismiss("yes")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value.strip() == self.typed:
+            self.dismiss(event.value.strip())
+        else:
+            self.query_one("#confirm-error", Static).update(f"that is not {self.typed}; type it exactly, or esc to cancel")
