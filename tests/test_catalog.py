@@ -12,7 +12,7 @@ import pytest
 from gpuconsole.backends.base import BackendError, NotSupported, Provisioner
 from gpuconsole.backends.sim import catalog as sim_catalog
 from gpuconsole.backends.sim import make_sim
-from gpuconsole.core.catalog import CatalogService, bundled_catalog
+from gpuconsole.core.catalog import RETRY_FAILED_AFTER, CatalogService, bundled_catalog
 from gpuconsole.core.store import Store
 from gpuconsole.model import InstanceType, RegionPrice
 from tests.helpers import START, FrozenClock
@@ -225,8 +225,24 @@ def test_failed_refresh_keeps_the_last_live_catalog() -> None:
     assert service.catalog(("us-east-1",)) is live
     assert service.last_error == "the Pricing API is not available in this partition"
     prov.fail = None
+    calls = len(prov.calls)
+    assert service.catalog(("us-east-1",)) is live, "a refusing API is not asked again at once"
+    assert len(prov.calls) == calls
+    clock.advance(RETRY_FAILED_AFTER)
     assert service.catalog(("us-east-1",)).fetched_at == clock()
     assert service.last_error is None
+
+
+def test_asking_for_a_refresh_retries_a_failed_one_at_once() -> None:
+    clock = FrozenClock()
+    prov = CountingProvisioner()
+    service = CatalogService(prov, clock=clock, ttl=60.0)
+    service.catalog(("us-east-1",))
+    clock.advance(120)
+    prov.fail = NotSupported("no")
+    service.catalog(("us-east-1",))
+    prov.fail = None
+    assert service.catalog(("us-east-1",), refresh=True).fetched_at == clock()
 
 
 def test_concurrent_callers_share_one_refresh() -> None:
@@ -323,3 +339,15 @@ def test_catalog_helpers() -> None:
     assert cat.has_prices("us-east-1") and not cat.has_prices("sa-east-1")
     assert cat.covers(("us-east-1", "eu-west-1")) and not cat.covers(("sa-east-1",))
     assert all(isinstance(t, InstanceType) for t in cat.types)
+
+
+def test_a_region_listing_drops_bundled_prices_of_types_it_lacks() -> None:
+    from gpuconsole.core.catalog import merge
+
+    base = bundled_catalog()
+    assert base.price("p5en.48xlarge", "us-east-1") is not None
+    only = [t for t in base.types if t.name == "g5.xlarge"]
+    live = merge(base, only, [], [], 1.0, present={"us-east-1": {"g5.xlarge"}})
+    assert live.price("p5en.48xlarge", "us-east-1") is None, "not listed in us-east-1: not offered there"
+    assert live.price("g5.xlarge", "us-east-1") == base.price("g5.xlarge", "us-east-1")
+    assert live.price("p5en.48xlarge", "us-west-2") == base.price("p5en.48xlarge", "us-west-2"), "other regions untouched"

@@ -66,3 +66,34 @@ def settle_unconfigured(*keys: str):
             await pilot.pause()
 
     return run_before
+
+
+def settle_wizard(*keys: str):
+    """Open the launch wizard from the Instances pane, wait for its catalog, then press ``keys``."""
+
+    async def run_before(pilot) -> None:
+        from gpuconsole.ui.wizards import ProvisionWizard
+
+        await wait_until(lambda: all_live(pilot.app))
+        await pilot.press("4", "n")
+        await wait_until(lambda: isinstance(pilot.app.screen, ProvisionWizard))
+        wizard = pilot.app.screen
+        await wait_until(lambda: bool(wizard.workload_step.types))
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        if wizard.step == 1:
+            await wait_until(lambda: bool(wizard.price_step.rows))
+        await pilot.pause(0.1)
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_launch_wizard_types(snap_compare, frozen_app, size):
+    assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle_wizard())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_launch_wizard_prices(snap_compare, frozen_app, size):
+    assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle_wizard("enter"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -99,6 +100,9 @@ def _new_session(profile: str | None) -> boto3.session.Session:
     return session
 
 
+LAUNCH_BACKOFF_S = 0.5  # first wait after a throttled RunInstances; doubles up to 8 s
+
+
 class AwsCloud:
     """EC2 in one or more regions, behind the console's cloud and provisioning interfaces.
 
@@ -147,9 +151,13 @@ class AwsCloud:
             read_timeout=read_timeout,
             user_agent_extra="gpuconsole",
         )
+        self._max_attempts = max_attempts
+        # RunInstances is retried by launch() itself: botocore would retry a capacity error
+        # (a 5xx) max_attempts times before the launcher could move on to the next zone.
+        self._launch_config = self._config.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
         self._lock = threading.RLock()  # boto3 session and client creation are not thread-safe
         self._session: boto3.session.Session | None = None
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str, str], Any] = {}
         self._secrets: tuple[str, ...] = ()  # credential values, cut out of any message
         self._credentials_checked = False
 
@@ -206,15 +214,17 @@ class AwsCloud:
             self._secrets = tuple(v for v in (frozen.access_key, frozen.secret_key, frozen.token) if v)
             self._credentials_checked = True
 
-    def _client(self, service: str, region: str) -> Any:
-        """The one client for ``(service, region)``; created under the lock on first use."""
+    def _client(self, service: str, region: str, *, purpose: str = "") -> Any:
+        """The one client for ``(service, region)`` (and ``purpose``: "launch" retries nothing
+        by itself); created under the lock on first use."""
         self._check_credentials()
         with self._lock:
-            client = self._clients.get((service, region))
+            client = self._clients.get((service, region, purpose))
             if client is None:
+                config = self._launch_config if purpose == "launch" else self._config
                 with self._errors(region):
-                    client = self._boto_session().client(service, region_name=region, config=self._config)
-                self._clients[(service, region)] = client
+                    client = self._boto_session().client(service, region_name=region, config=config)
+                self._clients[(service, region, purpose)] = client
             return client
 
     def close(self) -> None:
@@ -422,16 +432,23 @@ class AwsCloud:
         refusal of a dry run becomes :class:`DryRunFailed`, except capacity and throttling,
         which keep their types so the caller can try another zone or wait.
         """
-        ec2 = self._client("ec2", spec.region)
-        try:
-            answer = ec2.run_instances(**run_instances_params(spec, dry_run=dry_run))
-        except (ClientError, BotoCoreError) as exc:
-            if dry_run and isinstance(exc, ClientError) and error_code(exc) == "DryRunOperation":
-                return ()
-            error = self._translate(exc)
-            if dry_run and isinstance(exc, ClientError) and not isinstance(error, (CapacityError, BackendThrottled)):
-                raise DryRunFailed(str(error)) from exc
-            raise error from exc
+        ec2 = self._client("ec2", spec.region, purpose="launch")
+        params = run_instances_params(spec, dry_run=dry_run)
+        params["ClientToken"] = uuid.uuid4().hex  # a retry of this launch never launches twice
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                answer = ec2.run_instances(**params)
+                break
+            except (ClientError, BotoCoreError) as exc:
+                if dry_run and isinstance(exc, ClientError) and error_code(exc) == "DryRunOperation":
+                    return ()
+                error = self._translate(exc)
+                if isinstance(error, BackendThrottled) and attempt < self._max_attempts:
+                    time.sleep(min(LAUNCH_BACKOFF_S * 2 ** (attempt - 1), 8.0))
+                    continue
+                if dry_run and isinstance(exc, ClientError) and not isinstance(error, (CapacityError, BackendThrottled)):
+                    raise DryRunFailed(str(error)) from exc
+                raise error from exc
         with self._errors(f"{spec.region}: launched, but"):
             return tuple(aws_mapping.instance(raw, spec.region) for raw in answer.get("Instances", ()))
 

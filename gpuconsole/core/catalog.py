@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CATALOG_TTL = 7 * 24 * 3600.0
 SPOT_TTL = 10 * 60.0
 OFFERINGS_TTL = 24 * 3600.0
+RETRY_FAILED_AFTER = 10 * 60.0  # after a failed refresh, the next automatic try
 
 CATALOG_KEY = "catalog"
 SPOT_KEY = "spot"
@@ -108,10 +109,17 @@ def bundled_catalog() -> Catalog:
 
 
 def merge(base: Catalog, types: Iterable[InstanceType], listed: Iterable[RegionPrice],
-          priced: Iterable[RegionPrice], fetched_at: float) -> Catalog:
+          priced: Iterable[RegionPrice], fetched_at: float,
+          present: dict[str, set[str]] | None = None) -> Catalog:
     """A live catalog: the cloud's facts win over ``base``'s, and fields it leaves empty are filled
     from ``base``. Prices: ``priced`` (the Pricing API) wins, then ``listed`` (prices the type
-    listing carried), then ``base``."""
+    listing carried), then ``base``.
+
+    ``present`` maps each region whose types were listed to the names listed there: a bundled
+    price of a type that region's listing lacks is dropped, so the wizard never offers a type
+    the account cannot launch there.
+    """
+    present = present or {}
     by_name: dict[str, InstanceType] = {t.name: t for t in base.types}
     for live in types:
         known = by_name.get(live.name)
@@ -124,6 +132,8 @@ def merge(base: Catalog, types: Iterable[InstanceType], listed: Iterable[RegionP
     table: dict[str, dict[str, float]] = {}
     for source in (base.prices, listed, priced):
         for p in source:
+            if source is base.prices and p.region in present and p.instance_type not in present[p.region]:
+                continue
             if p.price > 0:
                 table.setdefault(p.instance_type, {})[p.region] = p.price
     merged_types = tuple(
@@ -160,6 +170,7 @@ class CatalogService:
         self.ttl = ttl
         self.spot_ttl = spot_ttl
         self.offerings_ttl = offerings_ttl
+        self._failed_at: float | None = None
         self.last_error: str | None = None
         self._lock = threading.Lock()  # guards the in-memory state below (short holds only)
         self._refreshing = threading.Lock()  # one catalog refresh at a time
@@ -181,13 +192,17 @@ class CatalogService:
                 return cached
             if self.provisioner is None:
                 return cached if cached is not None else bundled_catalog()
+            if not refresh and self._failed_at is not None and now - self._failed_at < RETRY_FAILED_AFTER:
+                return cached if cached is not None else bundled_catalog()  # do not hammer a refusing API
             try:
-                live = self._fetch(regions, now)
+                live, note = self._fetch(regions, now)
             except BackendError as exc:
                 self.last_error = one_line(exc)
+                self._failed_at = now
                 log.info("catalog refresh failed: %s", self.last_error)
                 return cached if cached is not None else bundled_catalog()
-            self.last_error = None
+            self._failed_at = None
+            self.last_error = note
             fetched = tuple(regions)
             with self._lock:
                 self._catalog = live
@@ -200,17 +215,25 @@ class CatalogService:
             })
             return live
 
-    def _fetch(self, regions: tuple[str, ...], now: float) -> Catalog:
+    def _fetch(self, regions: tuple[str, ...], now: float) -> tuple[Catalog, str | None]:
         assert self.provisioner is not None
         types: list[InstanceType] = []
         listed: list[RegionPrice] = []
+        present: dict[str, set[str]] = {}
         for region in regions:
             for t in self.provisioner.instance_types(region):
                 types.append(t)
+                present.setdefault(region, set()).add(t.name)
                 if t.on_demand_price > 0:
                     listed.append(RegionPrice(t.name, region, t.on_demand_price))
-        priced = self.provisioner.on_demand_prices(tuple(regions))
-        return merge(bundled_catalog(), types, listed, priced, now)
+        note = None
+        try:
+            priced = self.provisioner.on_demand_prices(tuple(regions))
+        except BackendError as exc:
+            # The types are live; prices fall back to the bundled list (many roles lack Pricing).
+            priced = ()
+            note = f"prices: {one_line(exc)}; bundled prices shown"
+        return merge(bundled_catalog(), types, listed, priced, now, present), note
 
     def _cached_catalog(self) -> tuple[Catalog | None, tuple[str, ...]]:
         """The last live catalog, from memory, else from the Store (read once)."""
