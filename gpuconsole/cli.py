@@ -269,7 +269,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "snapshot":
         from gpuconsole.snapshot_cmd import run_snapshot
 
-        return run_snapshot(console, as_json=args.json, wait=args.wait)
+        try:
+            return run_snapshot(console, as_json=args.json, wait=args.wait)
+        except BrokenPipeError:
+            # The reader went away (``gpuconsole snapshot --json | head``): not an error.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
     from gpuconsole.ui.app import GpuConsoleApp
 
     app = GpuConsoleApp(console, theme_name=args.theme)

@@ -2,7 +2,8 @@
 
     .venv/bin/python screenshots/make_screenshots.py
 
-Every pane at 120×36, plus the GPU detail view and the key help, with the dark theme.
+Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
+steps, with the dark theme.
 The demo is frozen at a fixed moment (gpuconsole.showcase), so the pictures change only when
 what the console shows changes.
 """
@@ -21,6 +22,7 @@ from gpuconsole.ui.app import GpuConsoleApp
 
 HERE = Path(__file__).resolve().parent
 SIZE = (120, 36)
+WAIT = "(wait)"  # let a worker (the wizard's catalog, its prices) answer before the next key
 SHOTS: dict[str, tuple[str, ...]] = {
     "overview": ("1",),
     "gpus": ("2",),
@@ -29,6 +31,8 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "budgets": ("5",),
     "gpu-detail": ("2", "down", "enter"),
     "help": ("question_mark",),
+    "launch-wizard": ("4", "n", WAIT),
+    "launch-prices": ("4", "n", WAIT, "enter", WAIT),
 }
 
 
@@ -46,6 +50,9 @@ async def shoot(name: str, keys: tuple[str, ...], db: Path) -> Path:
                 await asyncio.sleep(0.02)
             await pilot.pause()
             for key in keys:
+                if key == WAIT:
+                    await pilot.pause(0.8)
+                    continue
                 await pilot.press(key)
                 await pilot.pause()
             await pilot.pause(0.3)

@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# The moto server, the fault-injecting proxy and the AWS environment for tests that use them.
+pytest_plugins = ["tests.aws_peer"]
+
 # boto3 would otherwise probe the instance-metadata address when it finds no credentials.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 os.environ.pop("NO_COLOR", None)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from gpuconsole.backends import aws_mapping
@@ -27,14 +26,11 @@ from gpuconsole.backends.base import (
     Provisioner,
 )
 from gpuconsole.model import InstanceState, LaunchSpec, Market, Workload
-from tests.aws_peer import (  # noqa: F401 - fixtures are found by name
+from tests.aws_peer import (
     TEST_ACCESS_KEY_ID,
     TEST_SECRET_ACCESS_KEY,
     AwsPeer,
-    aws_peer,
-    fault_proxy,
     free_port,
-    moto_server,
 )
 
 WEST = "us-west-2"

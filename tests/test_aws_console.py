@@ -24,13 +24,9 @@ from gpuconsole.core.console import Console, ConsoleOptions
 from gpuconsole.core.sources import SourceOptions
 from gpuconsole.core.store import Store
 from gpuconsole.model import InstanceState, LaunchSpec, Market, SourceKind, SourceState
-from gpuconsole.ui.app import GpuConsoleApp
-from tests.aws_peer import (  # noqa: F401 - fixtures are found by name
+from tests.aws_peer import (
     TEST_SECRET_ACCESS_KEY,
     AwsPeer,
-    aws_peer,
-    fault_proxy,
-    moto_server,
 )
 from tests.helpers import wait_for, wait_until
 from tests.test_app import running

@@ -838,3 +838,16 @@ def test_cloud_source_follows_flags_and_the_aws_settings(monkeypatch: pytest.Mon
     assert type(_cloud_source([])).__name__ == "AwsCloud"
     # The demo never talks to a real account, whatever is configured.
     assert type(_cloud_source(["--demo", "--region", "us-east-1"])).__name__ == "SimCloudBackend"
+
+
+@slow
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
+    """``gpuconsole snapshot --json | head -c 100`` ends quietly, with no traceback."""
+    child = subprocess.Popen([sys.executable, "-m", "gpuconsole", "snapshot", "--demo", "--json", "--no-db"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.read(100)
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err

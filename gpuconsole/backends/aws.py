@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -35,7 +35,13 @@ from botocore.exceptions import (
 )
 
 from gpuconsole.backends import aws_mapping
-from gpuconsole.backends.aws_mapping import CREDENTIALS_HINT, REGION_HINT, SSO_ERRORS, SSO_HINT, error_code
+from gpuconsole.backends.aws_mapping import (
+    CREDENTIALS_HINT,
+    REGION_HINT,
+    SSO_ERRORS,
+    SSO_HINT,
+    error_code,
+)
 from gpuconsole.backends.base import (
     BackendError,
     BackendThrottled,
@@ -372,7 +378,7 @@ class AwsCloud:
             raws = self._items(
                 ec2, "describe_spot_price_history", "SpotPriceHistory",
                 InstanceTypes=list(instance_types), ProductDescriptions=["Linux/UNIX"],
-                StartTime=datetime.fromtimestamp(since, tz=timezone.utc),
+                StartTime=datetime.fromtimestamp(since, tz=UTC),
             )
             prices = [aws_mapping.spot_price(r) for r in raws]
         return tuple(sorted(prices, key=lambda p: (p.ts, p.availability_zone)))

@@ -188,12 +188,13 @@ class CloudOps:
     def price_instances(self, instances: Iterable[Instance], now: float) -> tuple[Instance, ...]:
         """Fill GPU facts, $/h and cost since launch where the backend left them out (real clouds
         report neither), from the catalog and the cached spot prices."""
-        catalog = self._catalog or _bundled()
+        catalog: Catalog | None = None
         out: list[Instance] = []
         for inst in instances:
             if inst.price_per_hour or inst.accrued_cost:
                 out.append(inst)
                 continue
+            catalog = catalog or self._catalog or _bundled()  # read only when an instance needs it
             itype = catalog.get(inst.instance_type)
             price = catalog.price(inst.instance_type, inst.region) or 0.0
             if inst.market is Market.SPOT and self._service is not None:

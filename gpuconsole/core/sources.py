@@ -11,8 +11,8 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuconsole.backends.sim import make_sim
@@ -119,7 +119,9 @@ def _cloud(options: SourceOptions) -> Any:
     if options.cloud == "off":
         return Unconfigured("off", "cloud instances are turned off (--cloud off)", "start without --cloud off")
     if options.cloud == "aws" or aws_configured(options):
-        from gpuconsole.backends.aws import AwsCloud  # boto3 is imported only when it is used
+        from gpuconsole.backends.aws import (
+            AwsCloud,  # boto3 is imported only when it is used
+        )
 
         return AwsCloud(options.regions, options.profile, all_types=options.all_instance_types)
     return Unconfigured(

@@ -245,10 +245,11 @@ class Provisioning(Actions):
 
     # ----------------------------------------------------------------- instance actions
 
-    def instance_in(self, region: str, instance_id: str) -> None:
-        """Raises KeyError unless ``instance_id`` lives in ``region``, as EC2's regional API does."""
+    def checked_id(self, region: str, instance_id: str) -> str:
+        """``instance_id`` if it lives in ``region``; KeyError otherwise, as EC2's regional API says."""
         if self._instance(instance_id).region != region:
             raise KeyError(f"InvalidInstanceID.NotFound: The instance ID '{instance_id}' does not exist")
+        return instance_id
 
     def start_instance(self, instance_id: str) -> Instance:
         """Start a stopped instance; it is ``pending`` until its node joins again.

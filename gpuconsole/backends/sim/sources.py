@@ -183,16 +183,16 @@ class SimCloudBackend:
         return self.sim.act(lambda w: w.launch_spec(spec, dry_run))
 
     def start(self, region: str, instance_id: str) -> None:
-        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.start_instance(instance_id)))
+        self.sim.act(lambda w: w.start_instance(w.checked_id(region, instance_id)))
 
     def stop(self, region: str, instance_id: str) -> None:
-        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.stop_instance(instance_id)))
+        self.sim.act(lambda w: w.stop_instance(w.checked_id(region, instance_id)))
 
     def reboot(self, region: str, instance_id: str) -> None:
-        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.reboot_instance(instance_id)))
+        self.sim.act(lambda w: w.reboot_instance(w.checked_id(region, instance_id)))
 
     def terminate(self, region: str, instance_id: str) -> None:
-        self.sim.act(lambda w: (w.instance_in(region, instance_id), w.terminate_instance(instance_id)))
+        self.sim.act(lambda w: w.terminate_instance(w.checked_id(region, instance_id)))
 
     def launch_instance(self, instance_type: str, availability_zone: str,
                         market: Market = Market.ON_DEMAND, name: str = "", owner: str = "",

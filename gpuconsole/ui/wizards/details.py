@@ -16,7 +16,15 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Checkbox, Input, Select, SelectionList, Static
 
 from gpuconsole.core.provision import validate
-from gpuconsole.model import KeyPair, LaunchSpec, MachineImage, Market, SecurityGroup, Subnet, Workload
+from gpuconsole.model import (
+    KeyPair,
+    LaunchSpec,
+    MachineImage,
+    Market,
+    SecurityGroup,
+    Subnet,
+    Workload,
+)
 from gpuconsole.ui.wizards.fields import BadNumber, Field, Step, failure, parse_number
 
 NO_KEY = ""  # the Select value of "no key pair"

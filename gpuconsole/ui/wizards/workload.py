@@ -11,14 +11,29 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import DataTable, Input, Label, RadioButton, RadioSet, Select, Static
+from textual.widgets import (
+    DataTable,
+    Input,
+    Label,
+    RadioButton,
+    RadioSet,
+    Select,
+    Static,
+)
 
 from gpuconsole.core.catalog import Catalog
 from gpuconsole.core.provision import TypeFilter, recommend
 from gpuconsole.model import InstanceType, Workload
 from gpuconsole.ui.format import money
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
-from gpuconsole.ui.wizards.fields import BadNumber, Field, Step, failure, field_id, parse_number
+from gpuconsole.ui.wizards.fields import (
+    BadNumber,
+    Field,
+    Step,
+    failure,
+    field_id,
+    parse_number,
+)
 
 TYPE_COLUMNS = [
     ("TYPE", "type", 14),
