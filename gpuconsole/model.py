@@ -89,6 +89,15 @@ class ThresholdBasis(str, enum.Enum):
     FORECAST = "forecast"
 
 
+class BudgetAction(str, enum.Enum):
+    """What a crossed threshold does (the value is how users write it: ``80:notify+stop-spot``)."""
+
+    NOTIFY = "notify"  # banner, terminal bell, and the budget's command / webhook if set
+    STOP_SPOT = "stop-spot"  # stop (terminate, for one-time spot) the spot instances in scope
+    STOP_ALL = "stop-all"  # stop every instance in scope
+    SUSPEND_CRONJOBS = "suspend-cronjobs"  # suspend the CronJobs in scope
+
+
 class Severity(str, enum.Enum):
     INFO = "info"
     WARNING = "warning"
@@ -258,6 +267,16 @@ class SpotPrice:
 
 
 @dataclass(frozen=True, slots=True)
+class BillingSpan:
+    """An interval an instance was billed for at one price (a state or a spot price change
+    starts a new span). ``end`` is None while the span is open."""
+
+    start: float
+    end: float | None
+    price_per_hour: float
+
+
+@dataclass(frozen=True, slots=True)
 class Instance:
     """A cloud instance with GPUs."""
 
@@ -275,6 +294,7 @@ class Instance:
     name: str = ""
     node: str | None = None  # the Kubernetes node it backs, where known
     tags: Tags = ()
+    billing: tuple[BillingSpan, ...] = ()  # billed intervals with their price, oldest first
     state_reason: str = ""  # EC2's StateReason message, e.g. a spot interruption
     spot_status: str = ""  # the spot request's status code, e.g. "instance-terminated-no-capacity"
 
@@ -387,8 +407,11 @@ class LaunchAttempt:
 
 @dataclass(frozen=True, slots=True)
 class Threshold:
+    """A percentage of a budget on actual or forecast spend, and what to do when it is reached."""
+
     percent: float
     basis: ThresholdBasis = ThresholdBasis.ACTUAL
+    actions: tuple[BudgetAction, ...] = (BudgetAction.NOTIFY,)
 
 
 DEFAULT_THRESHOLDS: tuple[Threshold, ...] = (
@@ -408,6 +431,12 @@ class Budget:
     period: BudgetPeriod = BudgetPeriod.MONTHLY
     scope: str = "all"
     thresholds: tuple[Threshold, ...] = DEFAULT_THRESHOLDS
+    automatic: bool = False  # actions other than notify run without asking a user
+    starts: float | None = None  # custom period only
+    ends: float | None = None
+    notify_command: str = ""  # run by notify (shell), with the crossing in its environment
+    webhook: str = ""  # POSTed a JSON body by notify
+    origin: str = "store"  # "store" (added in the console or CLI), "config" (the config file), "demo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,6 +452,32 @@ class BudgetStatus:
     @property
     def percent(self) -> float:
         return 100.0 * self.spent / self.budget.amount if self.budget.amount else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAction:
+    """A budget action a crossed threshold calls for, with exactly what it would act on."""
+
+    budget: str
+    percent: float
+    basis: ThresholdBasis
+    action: BudgetAction
+    targets: tuple[str, ...]  # instance ids or CronJob uids
+    automatic: bool
+    detail: str = ""  # one line: "stop 3 instances: i-… (p4de.24xlarge, $40.97/h), …"
+
+
+@dataclass(frozen=True, slots=True)
+class IdleGpu:
+    """A GPU below 5% utilization for 30 minutes or more while its instance is billed."""
+
+    uuid: str
+    node: str
+    instance_id: str
+    owner: str  # the instance's Owner tag, "" when untagged
+    idle_since: float
+    per_hour: float  # what it costs per hour (instance price / GPUs)
+    wasted: float  # dollars since idle_since
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +570,8 @@ class FleetSnapshot:
     spend_today: float = 0.0
     spend_month: float = 0.0
     burn_per_hour: float = 0.0
+    idle: tuple[IdleGpu, ...] = ()
+    pending_actions: tuple[PendingAction, ...] = ()
     demo: bool = False
 
     def source(self, kind: SourceKind) -> SourceStatus | None:
