@@ -28,10 +28,15 @@ examples:
   gpuconsole --demo                        the console on a simulated GPU cloud
   gpuconsole --demo --demo-nodes 139       a simulated fleet of about 1,000 GPUs
   gpuconsole snapshot --demo --json        the same state as JSON, for scripts
+  gpuconsole budget add pause-at-1000 --amount 1000 --threshold 100:notify+stop-all --automatic
+                                           alert, and stop instances at $1,000 spent from now on
+  gpuconsole budget check --enforce        for cron: exit 1 past a threshold, run automatic actions
+  gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
   gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
+  GPUCONSOLE_CONFIG   configuration file with [[budgets]] (default: the user config directory)
   AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
   NO_COLOR        disable colour
 """
@@ -113,6 +118,7 @@ def _common_options() -> _Parser:
     group.add_argument("--interval", type=_positive_float, default=argparse.SUPPRESS, metavar="S", help="seconds between polls (default 1)")
     group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
     group.add_argument("--no-db", action="store_true", default=argparse.SUPPRESS, help="keep no cache and no history on disk")
+    group.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="configuration file with [[budgets]] (default $GPUCONSOLE_CONFIG or config.toml in the user config dir)")
     return common
 
 
@@ -131,6 +137,7 @@ DEFAULTS = {
     "no_db": False,
     "theme": None,
     "json": False,
+    "config": None,
 }
 
 
@@ -154,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snap.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON (sections gpus, jobs, instances, budgets, sources)")
     snap.add_argument("--wait", type=_positive_float, default=5.0, metavar="S", help="seconds to wait for every source's first answer (default 5)")
+    from gpuconsole.budget_cmd import add_budget_parser
+
+    add_budget_parser(sub, common, _positive_float)
+    from gpuconsole.cost_cmd import add_cost_parser
+
+    add_cost_parser(sub)
     return parser
 
 
@@ -204,7 +217,7 @@ def _open_store(path: Path):  # noqa: ANN202 - Store, imported lazily (sqlite-ut
     return store
 
 
-def make_console(args: argparse.Namespace, *, background_store: bool = False):  # noqa: ANN201 - Console
+def make_console(args: argparse.Namespace, *, background_store: bool = False, act_on_budgets: bool = True):  # noqa: ANN201 - Console
     """The Console the flags ask for.
 
     With ``background_store`` (the full-screen console) the cache database is opened after the
@@ -225,7 +238,8 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False):  
         profile=args.profile,
         all_instance_types=args.all_instance_types,
     )
-    options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval)
+    options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config,
+                             act_on_budgets=act_on_budgets)
     path = _db_path(args)
     if path is None:
         return Console(options)
@@ -261,7 +275,18 @@ def _setup_logging(tui: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
-        console = make_console(args, background_store=args.command is None)
+        if args.command == "cost":
+            from gpuconsole.cost_cmd import run_cost
+
+            return run_cost(args)
+        if args.command == "budget":
+            from gpuconsole.budget_cmd import run_budget
+
+            _setup_logging(tui=False)
+            return run_budget(args, make_console=make_console,
+                              open_store=lambda: None if args.no_db else _open_store(_db_path(args)))
+        # Only the full-screen console acts on budgets by itself; scripts use budget check --enforce.
+        console = make_console(args, background_store=args.command is None, act_on_budgets=args.command is None)
     except ArgumentError as exc:
         print(f"gpuconsole: error: {exc} (see gpuconsole --help)", file=sys.stderr)
         return 2

@@ -54,6 +54,7 @@ from gpuconsole.backends.base import (
 from gpuconsole.backends.ec2_request import run_instances_params
 from gpuconsole.model import (
     CloudReading,
+    CostLine,
     Instance,
     InstanceType,
     KeyPair,
@@ -70,6 +71,8 @@ log = logging.getLogger(__name__)
 
 # The Pricing API answers only from a few regions; us-east-1 serves every commercial region.
 PRICING_REGION = "us-east-1"
+# Cost Explorer has one endpoint, in us-east-1, for the whole account.
+COST_EXPLORER_REGION = "us-east-1"
 
 # Both workloads start from the Base OSS NVIDIA driver DLAMI: driver, CUDA, Docker and the NVIDIA
 # container toolkit, with frameworks pulled as containers. AWS keeps the id of the newest build
@@ -428,6 +431,32 @@ class AwsCloud:
                 raise BackendError(f"no Deep Learning AMI parameter in {region}; enter an AMI id") from cause
             raise
         return MachineImage(image_id=image_id, name=DLAMI_NAME, source=DLAMI_PARAMETER)
+
+    def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
+        """The account's actual spend (unblended, daily) from Cost Explorer over ``[start, end)``,
+        in whole UTC days; per day, or per value of tag ``group_by_tag``.
+
+        Each request costs money (a cent a page): callers bound how often this runs
+        (:class:`gpuconsole.core.cost_explorer.CostExplorer`). Pages are followed, at most 20.
+        """
+        ce = self._client("ce", COST_EXPLORER_REGION)
+        params: dict[str, Any] = {
+            "TimePeriod": aws_mapping.cost_period(start, end),
+            "Granularity": "DAILY",
+            "Metrics": [aws_mapping.COST_METRIC],
+        }
+        if group_by_tag:
+            params["GroupBy"] = [{"Type": "TAG", "Key": group_by_tag}]
+        pages: list[dict[str, Any]] = []
+        with self._errors("Cost Explorer"):
+            token = None
+            for _ in range(20):
+                page = ce.get_cost_and_usage(**params, **({"NextPageToken": token} if token else {}))
+                pages.append(page)
+                token = page.get("NextPageToken")
+                if not token:
+                    break
+            return aws_mapping.cost_lines(pages, group_by_tag)
 
     # ----------------------------------------------------------------- Provisioner: actions
 

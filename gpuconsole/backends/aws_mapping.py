@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import (
@@ -37,6 +37,7 @@ from gpuconsole.backends.base import (
     CapacityError,
 )
 from gpuconsole.model import (
+    CostLine,
     Instance,
     InstanceState,
     InstanceType,
@@ -202,6 +203,55 @@ def on_demand_price(product_json: str, region: str) -> RegionPrice | None:
     ]
     positive = [p for p in prices if p > 0]
     return RegionPrice(instance_type=name, region=region, price=min(positive)) if positive else None
+
+
+# --------------------------------------------------------------------------- Cost Explorer
+
+COST_METRIC = "UnblendedCost"
+UNTAGGED = "(untagged)"
+
+
+def cost_period(start: float, end: float) -> dict[str, str]:
+    """``[start, end)`` as Cost Explorer's ``TimePeriod``: whole UTC days, ``End`` exclusive.
+
+    A partial last day counts as a whole one (today's spend so far), and the period is at
+    least one day, which the API requires.
+    """
+    first = datetime.fromtimestamp(start, UTC).date()
+    last = datetime.fromtimestamp(end, UTC)
+    at_midnight = last == datetime(last.year, last.month, last.day, tzinfo=UTC)
+    stop = max(last.date() if at_midnight else last.date() + timedelta(days=1), first + timedelta(days=1))
+    return {"Start": first.isoformat(), "End": stop.isoformat()}
+
+
+def cost_lines(pages: Iterable[Mapping[str, Any]], group_by_tag: str | None = None) -> tuple[CostLine, ...]:
+    """``GetCostAndUsage`` answers (every page) → cost lines.
+
+    Without a group, one line per day (dimension ``"day"``, key the day's ``YYYY-MM-DD``); with
+    a tag group, one line per tag value summed over the period (dimension ``"tag:<key>"``;
+    Cost Explorer's ``"Owner$"`` key of untagged spend becomes ``"(untagged)"``). Amounts are
+    US dollars of :data:`COST_METRIC`; ``per_hour`` stays 0, billing data has no rate.
+    """
+    amounts: dict[str, float] = {}
+    for page in pages:
+        for period in page.get("ResultsByTime") or ():
+            if group_by_tag is None:
+                day = str((period.get("TimePeriod") or {}).get("Start", ""))
+                amounts[day] = amounts.get(day, 0.0) + _amount(period.get("Total"))
+                continue
+            for group in period.get("Groups") or ():
+                keys = group.get("Keys") or [""]
+                value = str(keys[0]).split("$", 1)[1] if "$" in str(keys[0]) else str(keys[0])
+                value = value or UNTAGGED
+                amounts[value] = amounts.get(value, 0.0) + _amount(group.get("Metrics"))
+    if group_by_tag is None:
+        return tuple(CostLine("day", day, amount) for day, amount in sorted(amounts.items()))
+    ranked = sorted(amounts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple(CostLine(f"tag:{group_by_tag}", value, amount) for value, amount in ranked)
+
+
+def _amount(metrics: Mapping[str, Any] | None) -> float:
+    return float(((metrics or {}).get(COST_METRIC) or {}).get("Amount") or 0.0)
 
 
 # --------------------------------------------------------------------------- errors

@@ -4,6 +4,10 @@ The UI and the CLI build an :class:`ActionRequest` and hand it to the core, whic
 destructive action carries the confirmation it needs (for a terminate: the instance id typed by
 the user) before any backend is called, and turns every backend failure into one line. Roles,
 MFA and the audit trail attach here, so neither door can skip them.
+
+Budgets act through the same path. A budget marked automatic confirms its own stop and suspend
+actions with ``"automatic:<budget>"`` (the request names the budget in its ``budget`` param);
+that confirmation is accepted for :data:`AUTOMATIC_KINDS` only, never for a terminate.
 """
 
 from __future__ import annotations
@@ -28,15 +32,29 @@ class ActionKind(str, enum.Enum):
     STOP = "stop"
     REBOOT = "reboot"
     TERMINATE = "terminate"
+    SUSPEND_CRONJOB = "suspend-cronjob"
+    BUDGET_ADD = "budget-add"
+    BUDGET_REMOVE = "budget-remove"
+    NOTIFY = "notify"
 
     @property
     def destructive(self) -> bool:
-        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE)
+        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB)
 
 
 # Actions whose confirmation is the target itself, typed by the user (an accidental Enter must
 # never terminate a machine that holds a week of training).
 TYPED_CONFIRMATION = frozenset({ActionKind.TERMINATE})
+
+# What an automatic budget may do without a user: stop instances and suspend CronJobs. A terminate
+# loses data and is never in this set.
+AUTOMATIC_KINDS = frozenset({ActionKind.STOP, ActionKind.SUSPEND_CRONJOB})
+AUTOMATIC_PREFIX = "automatic:"
+
+
+def automatic_confirmation(budget: str) -> str:
+    """The confirmation an automatic budget named ``budget`` gives its own actions."""
+    return f"{AUTOMATIC_PREFIX}{budget}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +102,13 @@ def confirmation_prompt(kind: ActionKind, target: str) -> str:
 
 def check_confirmation(request: ActionRequest) -> None:
     """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
+    if request.confirmation.startswith(AUTOMATIC_PREFIX):
+        if request.kind not in AUTOMATIC_KINDS:
+            raise ActionError(f"not confirmed: {request.kind.value} never runs automatically; a user must confirm it")
+        budget = dict(request.params).get("budget", "")
+        if not budget or request.confirmation != automatic_confirmation(budget):
+            raise ActionError(f"not confirmed: {request.describe()} names no automatic budget")
+        return
     if request.kind in TYPED_CONFIRMATION:
         if request.confirmation.strip() != request.target:
             raise ActionError(f"not confirmed: type {request.target} exactly to {request.kind.value} it")

@@ -3,6 +3,10 @@
 It owns the Hub (polling), the Store (cache + history) and the budgets, composes every new
 reading into one immutable :class:`FleetSnapshot`, and hands it to subscribers. Subscribers are
 called from worker threads; the UI forwards the snapshot to its event loop as a message.
+
+Budgets come from :attr:`Console.budget_ops` (the Store, the configuration file and, in the
+demo, the demo budgets); every compose evaluates them into ``snapshot.budgets``,
+``snapshot.pending_actions`` and the budget alerts.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuconsole.core import budgets as budget_rules
 from gpuconsole.core import costs
 from gpuconsole.core.actions import ActionLog
+from gpuconsole.core.budget_ops import BudgetOps
+from gpuconsole.core.cost_explorer import CostExplorer
+from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.cloud_ops import CloudOps
+from gpuconsole.core.config import ConfigError, ConfigFile, load_config
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.sources import SourceOptions, build_sources
 from gpuconsole.model import (
@@ -45,6 +52,7 @@ log = logging.getLogger(__name__)
 HOT_GPU_C = 85
 CACHE_EVERY_S = 30.0
 MAINTAIN_EVERY_S = 60.0
+COST_EXPLORER_CHECK_S = 300.0  # how often the billing watcher looks whether an answer is due
 
 Subscriber = Callable[[FleetSnapshot], None]
 
@@ -59,6 +67,8 @@ class ConsoleOptions:
     timeout: float = 5.0
     clock: Callable[[], float] = time.time
     use_cache: bool = True
+    config_path: Path | None = None  # --config; None: $GPUCONSOLE_CONFIG or the user config dir
+    act_on_budgets: bool = True  # notify and run automatic budget actions as snapshots show them due
 
 
 class Console:
@@ -88,10 +98,13 @@ class Console:
         self._lock = threading.Lock()
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
-        self.budgets: tuple[Budget, ...] = budget_rules.DEMO_BUDGETS if options.sources.demo else ()
         self.actions = ActionLog()
+        self.idle_tracker = IdleTracker()
+        self._stopping = threading.Event()
         self.hub = self._make_hub(options.sources)
         self.cloud = self._make_cloud()
+        self.cost_explorer = self._make_cost_explorer()
+        self.budget_ops = self._make_budget_ops(store, pending=open_store is not None and store is None)
         self.snapshot = self._compose()
 
     # ------------------------------------------------------------------ set-up
@@ -112,6 +125,56 @@ class Console:
     def _make_cloud(self) -> CloudOps:
         runner = self.hub.runners.get(SourceKind.CLOUD)
         return CloudOps(runner.source if runner else None, lambda: self.store, self.clock, self.actions)
+
+    def _make_cost_explorer(self) -> CostExplorer | None:
+        """Cost Explorer for a cloud that has it (each request is billed: calls are bounded)."""
+        runner = self.hub.runners.get(SourceKind.CLOUD)
+        source = runner.source if runner else None
+        if source is None or not hasattr(source, "cost_and_usage"):
+            return None
+        return CostExplorer(source, self.store, self.clock, key=f"cost_explorer:{source.name}")
+
+    def _watch_billing(self) -> None:
+        """Ask Cost Explorer when its answer is due (a few times a day), off every other path."""
+        while not self._stopping.wait(COST_EXPLORER_CHECK_S):
+            explorer = self.cost_explorer
+            if explorer is None:
+                continue
+            try:
+                if explorer.refresh():
+                    self._publish()
+            except Exception as exc:  # noqa: BLE001 - billing data is optional; say why it is missing
+                log.info("Cost Explorer: %s", exc)
+
+    def _make_budget_ops(self, store: Store | None, *, pending: bool) -> BudgetOps:
+        try:
+            config, error = load_config(self.options.config_path), None
+        except ConfigError as exc:
+            config, error = ConfigFile(None), str(exc)
+        sources = self.options.sources
+        demo_start = (sources.sim_start if sources.sim_start is not None else self.clock()) if sources.demo else None
+        return BudgetOps(
+            store=store,
+            store_pending=pending,
+            config=config,
+            config_error=error,
+            cloud=lambda: self.cloud,
+            jobs=self._job_backend,
+            log=self.actions,
+            clock=self.clock,
+            demo_start=demo_start,
+            act=self.options.act_on_budgets,
+            on_change=self.refresh,
+        )
+
+    def _job_backend(self) -> object | None:
+        runner = self.hub.runners.get(SourceKind.JOBS)
+        return runner.source if runner else None
+
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """Every budget the console evaluates (demo, configuration file, Store)."""
+        return self.budget_ops.budgets()
 
     def _seed_from_cache(self, hub: Hub) -> None:
         if self.store is None or not self.options.use_cache:
@@ -135,10 +198,14 @@ class Console:
             except Exception as exc:  # noqa: BLE001 - the console works without its cache
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 self._store_alerts.append(Alert(Severity.WARNING, "cache", f"no cache or history: {message}", self.clock()))
+                self.budget_ops.attach_store(None)
             else:
                 self._store_alerts.extend(Alert(Severity.WARNING, "cache", w, self.clock()) for w in store.warnings)
                 self.store = store
                 self._seed_from_cache(self.hub)
+                self.budget_ops.attach_store(store)
+                if self.cost_explorer is not None:
+                    self.cost_explorer.use_store(store)
             self._publish()
 
         threading.Thread(target=run, name="open-store", daemon=True).start()
@@ -165,12 +232,16 @@ class Console:
         self.hub.start()
         if open_store:
             self.open_store_in_background()
+        if self.cost_explorer is not None:
+            threading.Thread(target=self._watch_billing, name="cost-explorer", daemon=True).start()
 
     def stop(self) -> None:
+        self._stopping.set()
         self.hub.stop()
 
     def close(self) -> None:
         self.stop()
+        self.budget_ops.close()
         if self.store is not None:
             self.store.close()
 
@@ -181,9 +252,11 @@ class Console:
         """Replace every source with the simulated world (the user asked for the demo)."""
         old = self.hub
         self.options.sources = replace(self.options.sources, demo=True, gpus="auto")
-        self.budgets = budget_rules.DEMO_BUDGETS
         self.hub = self._make_hub(self.options.sources)
         self.cloud = self._make_cloud()
+        self.cost_explorer = None
+        self.idle_tracker = IdleTracker()
+        self.budget_ops.set_demo(self.clock())
         threading.Thread(target=old.stop, daemon=True).start()
         self.hub.start()
         self._publish()
@@ -248,8 +321,12 @@ class Console:
         nodes = jobs_reading.nodes if isinstance(jobs_reading, JobsReading) else ()
         instances = cloud_reading.instances if isinstance(cloud_reading, CloudReading) else ()
         instances = self.cloud.price_instances(instances, now)
+        idle = self.idle_tracker.update(gpus, instances, now)
         statuses = self.hub.statuses()
-        budget_states = budget_rules.evaluate_all(self.budgets, instances, now, jobs)
+        billed_month, billed_note = None, ""
+        if self.cost_explorer is not None:
+            billed_month = self.cost_explorer.total()
+            billed_note = f"Cost Explorer, {self.cost_explorer.age_text()}"
         spend_today = costs.spend(instances, costs.day_start(now), now)
         spend_month = costs.spend(instances, costs.month_start(now), now)
         if isinstance(cloud_reading, CloudReading):
@@ -262,29 +339,29 @@ class Console:
             cronjobs=cronjobs,
             nodes=nodes,
             instances=instances,
-            budgets=budget_states,
             sources=statuses,
             spend_today=spend_today,
             spend_month=spend_month,
             burn_per_hour=costs.burn_per_hour(instances),
+            idle=idle,
+            billed_month=billed_month,
+            billed_note=billed_note,
             demo=self.demo,
         )
-        return _with_alerts(snapshot, self._store_alerts)
+        budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
+        snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending)
+        return _with_alerts(snapshot, self._store_alerts, budget_alerts)
 
 
-def _with_alerts(snap: FleetSnapshot, extra: list[Alert]) -> FleetSnapshot:
-    """Derive the alerts the overview lists, most severe first."""
+def _with_alerts(snap: FleetSnapshot, extra: list[Alert], budget_alerts: tuple[Alert, ...] = ()) -> FleetSnapshot:
+    """Derive the alerts the overview lists, most severe first (the budget alerts come from
+    :meth:`BudgetOps.evaluate`)."""
     now = snap.taken_at
     alerts: list[Alert] = list(extra)
     for status in snap.sources:
         if status.state in (SourceState.ERROR, SourceState.STALE) and status.error != "cached":
             alerts.append(Alert(Severity.WARNING, status.name, f"{status.kind.value} source {status.describe(now)}", now))
-    for b in snap.budgets:
-        message = budget_rules.describe_crossing(b)
-        if message is not None:
-            over = b.percent >= 100 or any(t.basis.value == "forecast" for t in b.crossed)
-            alerts.append(Alert(Severity.CRITICAL if b.percent >= 100 else Severity.WARNING if over else Severity.INFO,
-                                "budget", message, now))
+    alerts.extend(budget_alerts)
     hot = [g for g in snap.gpus if g.temperature_c >= HOT_GPU_C]
     if hot:
         alerts.append(Alert(Severity.WARNING, "gpus", f"{len(hot)} GPU(s) at or above {HOT_GPU_C} °C", now))
@@ -293,7 +370,15 @@ def _with_alerts(snap: FleetSnapshot, extra: list[Alert]) -> FleetSnapshot:
         alerts.append(Alert(Severity.WARNING, "cloud", f"spot instance {inst.instance_id} ({inst.instance_type}) {inst.state.value}", now))
     prices = costs.gpu_price_per_hour(snap.instances)
     idle = [g for g in snap.gpus if not g.busy and g.node in prices]
-    if idle:
+    if snap.idle:
+        per_hour = sum(g.per_hour for g in snap.idle)
+        wasted = sum(g.wasted for g in snap.idle)
+        owners = by_owner(snap.idle)
+        top = f"; most: {owners[0].key} ${owners[0].amount:,.2f}" if owners else ""
+        alerts.append(Alert(Severity.WARNING, "costs",
+                            f"{len(snap.idle)} GPU(s) idle for 30+ min while billed: wasting ${per_hour:,.2f}/h, "
+                            f"${wasted:,.2f} so far{top}", now))
+    elif idle:
         per_hour = costs.idle_cost_per_hour(idle, prices)
         alerts.append(Alert(Severity.INFO, "costs", f"{len(idle)} billed GPU(s) idle, costing ${per_hour:,.2f}/h", now))
     waiting = [j for j in snap.jobs if j.state is JobState.PENDING and now - j.created > 600]

@@ -1,18 +1,51 @@
-"""What the fleet costs: spend in a period, burn rate, and the price of an idle GPU.
+"""What the fleet costs: billed spend, burn rate, who and what it is spent on, and where the month
+is heading.
 
-Instances report their hourly price and what they accrued since launch. From those this module
-derives spend within a calendar period (UTC day, UTC month) and the current burn rate. A billed
-instance is assumed to have run for the whole overlap of its life with the period; one that is
-no longer billed contributes what it accrued, if it was launched inside the period.
+Spend comes from an instance's billing spans (:class:`~gpuconsole.model.BillingSpan`) when its
+backend reports them, billed the way EC2 bills Linux instances (see :func:`billed_cost`).
+Where a backend has no spans (a real cloud's describe call does not say when an instance was
+stopped), a billed instance is assumed to have run for the whole overlap of its life with the
+period, and one that is no longer billed contributes what it accrued if launched in the period.
+
+Attribution splits that spend by GPU, MIG slice, job, namespace and tag. Every function here is
+pure: instances, GPUs and jobs in, :class:`~gpuconsole.model.CostLine` values out.
 """
 
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterable
+import math
+import re
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
+from operator import attrgetter
 
-from gpuconsole.model import Gpu, Instance
+from cronsim import CronSim, CronSimError
+
+from gpuconsole.model import (
+    BillingSpan,
+    Budget,
+    BudgetPeriod,
+    CostLine,
+    CronJob,
+    Gpu,
+    Instance,
+    Job,
+    JobState,
+    MigMode,
+)
+
+MIN_BILLED_S = 60.0  # EC2 Linux: per-second billing, at least a minute each time it starts
+MIG_COMPUTE_SLICES = 7  # an A100 / H100 splits into seven compute slices
+UNTAGGED = "(untagged)"
+FORECAST_HORIZON_S = 30 * 86400.0
+_MIG_PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
+_EPS = 1e-6  # float noise in timestamps: 61.0 s computed as 60.9999999 is still 61 s
+_START = attrgetter("start")
+
+
+# --------------------------------------------------------------------------- calendar
 
 
 def day_start(now: float) -> float:
@@ -32,8 +65,76 @@ def month_end(now: float) -> float:
     return datetime(d.year, d.month, last, tzinfo=UTC).timestamp() + 86400.0
 
 
+# --------------------------------------------------------------------------- billing
+
+
+def billed_cost(spans: Sequence[BillingSpan], start: float, end: float, *, per_ms: bool = False) -> float:
+    """Dollars billed for ``spans`` within the window ``[start, end)``.
+
+    Spans that touch (one's start is the previous one's end) form one *run*: an instance that
+    started and kept running, through state changes or spot price changes. Each run is billed
+    per second, partial seconds dropped (61.5 s bills 61 s), and never less than 60 seconds:
+    a stop and a start begin a new run and a new minimum. A span still open (``end`` None)
+    runs to the window's end.
+
+    Within a run each second costs the price of the span it falls in. The minimum belongs to
+    the run's first minute: a 30-second run is billed as ``[run start, run start + 60 s)`` at
+    its last price, and a window sees the part of that minute it contains. Dropped partial
+    seconds come off the run's end. So windows add up: the cost of ``[a, b)`` plus ``[b, c)`` is
+    the cost of ``[a, c)``.
+
+    Args:
+        spans: billed intervals, any order.
+        per_ms: bill per millisecond with no minimum (serverless GPU offers).
+    """
+    if end <= start or not spans:
+        return 0.0
+    ordered = spans
+    for k in range(1, len(spans)):
+        if spans[k].start < spans[k - 1].start:
+            ordered = sorted(spans, key=_START)
+            break
+    n = len(ordered)
+    # where each span ends: its end, else the next span's start, else the window's end
+    ends = [s.end if s.end is not None else (ordered[k + 1].start if k + 1 < n else max(s.start, end))
+            for k, s in enumerate(ordered)]
+    total = 0.0
+    k = 0
+    while k < n:
+        first = k
+        run_start = ordered[k].start
+        run_end = ends[k]
+        k += 1
+        while k < n and ordered[k].start <= run_end + _EPS:
+            run_end = max(run_end, ends[k])
+            k += 1
+        raw = max(0.0, run_end - run_start)
+        if per_ms:
+            billed_end = run_start + math.floor(raw * 1000.0 + _EPS) / 1000.0
+        else:
+            billed_end = run_start + max(MIN_BILLED_S, float(math.floor(raw + _EPS)))
+        if billed_end <= start or run_start >= end:
+            continue  # the run is outside the window
+        for m in range(first, k):
+            seconds = min(ends[m], billed_end, end) - max(ordered[m].start, start)
+            if seconds > 0:
+                total += ordered[m].price_per_hour * seconds / 3600.0
+        if billed_end > run_end:  # the rest of the first minute, at the run's last price
+            seconds = min(billed_end, end) - max(run_end, start)
+            if seconds > 0:
+                total += ordered[k - 1].price_per_hour * seconds / 3600.0
+    return total
+
+
+def _overlap(a: float, b: float, start: float, end: float) -> float:
+    """Seconds of ``[a, b)`` within ``[start, end)``."""
+    return max(0.0, min(b, end) - max(a, start))
+
+
 def instance_spend(instance: Instance, start: float, now: float) -> float:
     """Dollars an instance cost between ``start`` and ``now``."""
+    if instance.billing:
+        return billed_cost(instance.billing, start, now)
     overlap = max(0.0, now - max(start, instance.launch_time))
     at_price = instance.price_per_hour * overlap / 3600.0
     if instance.state.billed:
@@ -64,3 +165,260 @@ def gpu_price_per_hour(instances: Iterable[Instance]) -> dict[str, float]:
 def idle_cost_per_hour(gpus: Iterable[Gpu], node_gpu_price: dict[str, float]) -> float:
     """What the GPUs doing nothing cost per hour right now (billed, but not busy)."""
     return sum(node_gpu_price.get(g.node, 0.0) for g in gpus if not g.busy)
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def mig_share(profile: str | None) -> float:
+    """Share of a GPU's compute a MIG profile holds: ``"3g.40gb"`` → 3/7, a compute instance
+    ``"1c.3g.40gb"`` → 1/7. No profile, or one this does not know, counts as the whole GPU."""
+    if not profile:
+        return 1.0
+    match = _MIG_PROFILE.match(profile)
+    if match is None:
+        return 1.0
+    slices = int(match.group(1) or match.group(2))
+    return min(1.0, slices / MIG_COMPUTE_SLICES)
+
+
+def per_instance(instances: Iterable[Instance], start: float, now: float) -> list[CostLine]:
+    """Spend of each instance (key: instance id)."""
+    return _ranked(CostLine("instance", i.instance_id, instance_spend(i, start, now), _rate(i)) for i in instances)
+
+
+def per_gpu(instances: Iterable[Instance], gpus: Iterable[Gpu], start: float, now: float) -> list[CostLine]:
+    """Each GPU's share of its node's instance: instance cost / the GPUs reported on that node.
+
+    GPUs on a node no instance backs are left out, and so is an instance whose node reports
+    no GPUs (:func:`per_instance` lists it).
+    """
+    gpus = list(gpus)
+    counts: dict[str, int] = {}
+    for g in gpus:
+        counts[g.node] = counts.get(g.node, 0) + 1
+    shares: dict[str, tuple[float, float]] = {}
+    for inst in instances:
+        n = counts.get(inst.node or "", 0)
+        if n:
+            shares[inst.node or ""] = (instance_spend(inst, start, now) / n, _rate(inst) / n)
+    lines = []
+    for g in gpus:
+        share = shares.get(g.node)
+        if share is not None:
+            lines.append(CostLine("gpu", g.uuid, share[0], share[1]))
+    return _ranked(lines)
+
+
+def per_mig_slice(instances: Iterable[Instance], gpus: Iterable[Gpu], start: float, now: float) -> list[CostLine]:
+    """Each MIG device's part of its GPU's share, by compute share (``3g.40gb``: 3/7).
+
+    Compute slices no MIG device holds are not listed: their part stays with the GPU.
+    """
+    gpus = list(gpus)
+    by_gpu = {line.key: line for line in per_gpu(instances, gpus, start, now)}
+    lines = []
+    for g in gpus:
+        line = by_gpu.get(g.uuid)
+        if line is None or g.mig_mode is not MigMode.ENABLED:
+            continue
+        for s in g.mig_slices:
+            share = mig_share(s.profile)
+            lines.append(CostLine("mig", s.uuid, line.amount * share, line.per_hour * share))
+    return _ranked(lines)
+
+
+def per_job(jobs: Iterable[Job], instances: Iterable[Instance], start: float, now: float) -> list[CostLine]:
+    """What each job's GPUs cost while it ran within ``[start, now)`` (key: ``namespace/name``).
+
+    GPU-seconds of the job × the price of a GPU-hour on its node (instance price / GPUs); a MIG
+    job holds its profile's share of a GPU. ``per_hour`` is the rate of a job still running.
+    Jobs that never ran, or whose node no instance backs any more, are left out.
+    """
+    prices = _node_gpu_prices(instances)
+    lines = []
+    for job in jobs:
+        price = prices.get(job.node or "")
+        if price is None or job.started is None:
+            continue
+        devices = _job_gpus(job)
+        finished = job.finished if job.finished is not None else now
+        seconds = _overlap(job.started, finished, start, now)
+        running = job.state is JobState.RUNNING
+        lines.append(CostLine("job", f"{job.namespace}/{job.name}", devices * seconds * price / 3600.0,
+                              devices * price if running else 0.0))
+    return _ranked(lines)
+
+
+def per_namespace(jobs: Iterable[Job], instances: Iterable[Instance], start: float, now: float) -> list[CostLine]:
+    """Job costs (:func:`per_job`) summed by namespace."""
+    amounts: dict[str, list[float]] = {}
+    for line in per_job(jobs, instances, start, now):
+        acc = amounts.setdefault(line.key.split("/", 1)[0], [0.0, 0.0])
+        acc[0] += line.amount
+        acc[1] += line.per_hour
+    return _ranked(CostLine("namespace", ns, a, r) for ns, (a, r) in amounts.items())
+
+
+def per_tag(instances: Iterable[Instance], key: str, start: float, now: float) -> list[CostLine]:
+    """Instance spend summed by the value of tag ``key`` (Owner, Project, Budget…);
+    instances without it under ``(untagged)``."""
+    amounts: dict[str, list[float]] = {}
+    for inst in instances:
+        acc = amounts.setdefault(inst.tag(key) or UNTAGGED, [0.0, 0.0])
+        acc[0] += instance_spend(inst, start, now)
+        acc[1] += _rate(inst)
+    return _ranked(CostLine(f"tag:{key}", value, a, r) for value, (a, r) in amounts.items())
+
+
+def _rate(inst: Instance) -> float:
+    return inst.price_per_hour if inst.state.billed else 0.0
+
+
+def _node_gpu_prices(instances: Iterable[Instance]) -> dict[str, float]:
+    """GPU-hour price per node, billed or not: a finished job's node may be stopped by now."""
+    return {i.node: i.price_per_hour / i.gpus for i in instances if i.node and i.gpus}
+
+
+def _job_gpus(job: Job | CronJob) -> float:
+    """GPUs a job holds, a MIG device counting as its compute share."""
+    if job.mig_profile:
+        return max(job.gpus, 1) * mig_share(job.mig_profile)
+    return float(job.gpus)
+
+
+def _ranked(lines: Iterable[CostLine]) -> list[CostLine]:
+    return sorted(lines, key=lambda line: (-line.amount, -line.per_hour, line.key))
+
+
+# --------------------------------------------------------------------------- forecasts
+
+
+def month_end_forecast(spent_so_far: float, burn_per_hour: float, now: float,
+                       history: Sequence[tuple[float, float]] = ()) -> float:
+    """Spend at the end of the month: what is spent plus a rate × the hours left.
+
+    The rate is the current burn rate, blended with the average hourly spend of ``history``
+    (``(timestamp, cumulative spend)`` points of this month; other months' points are ignored)
+    when it covers some time. The burn rate says what runs now; the average remembers the jobs
+    and instances that come and go. The average weighs half the blend once the history covers
+    a day, and proportionally less for a shorter history: ``w = 0.5 × min(1, span / 24 h)``,
+    ``rate = (1 − w) × burn + w × average``.
+    """
+    left_h = max(0.0, month_end(now) - now) / 3600.0
+    rate = burn_per_hour
+    first = month_start(now)
+    points = sorted(p for p in history if first <= p[0] <= now)
+    if len(points) >= 2 and points[-1][0] > points[0][0]:
+        span = points[-1][0] - points[0][0]
+        average = max(0.0, points[-1][1] - points[0][1]) * 3600.0 / span
+        weight = 0.5 * min(1.0, span / 86400.0)
+        rate = (1.0 - weight) * burn_per_hour + weight * average
+    return spent_so_far + rate * left_h
+
+
+# Kubernetes accepts these shorthands; cronsim wants five fields.
+_CRON_MACROS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+
+
+def _cron_fields(schedule: str) -> str:
+    fields = schedule.split()
+    if fields and fields[0].startswith(("CRON_TZ=", "TZ=")):  # counted in UTC: over 30 days, ±1 run
+        fields = fields[1:]
+    text = " ".join(fields)
+    return _CRON_MACROS.get(text, text)
+
+
+def _next_run(schedule: str, after: float) -> float | None:
+    """The first run strictly after ``after``."""
+    when = next(CronSim(schedule, datetime.fromtimestamp(after, UTC)), None)
+    return when.timestamp() if when is not None else None
+
+
+def _count_runs(schedule: str, lo: float, hi: float) -> int:
+    """Runs in ``[lo, hi)``, one by one."""
+    runs = 0
+    for when in CronSim(schedule, datetime.fromtimestamp(lo - 1.0, UTC)):
+        if when.timestamp() >= hi:
+            break
+        runs += 1
+    return runs
+
+
+@lru_cache(maxsize=256)
+def _runs_between(schedule: str, start: float, end: float) -> int:
+    """Runs in ``(start, end]``, both on whole minutes, counted a UTC day at a time.
+
+    Hours and minutes do not depend on the day, so every day that has a run has as many as
+    the first full such day: a day after that costs one look-up, and an every-minute schedule
+    over 30 days is counted in two days' steps instead of 43,200.
+    """
+    lo, hi = start + 60.0, end + 60.0  # runs fall on whole minutes: (start, end] is [lo, hi)
+    runs = 0
+    per_day: int | None = None
+    day = lo
+    while day < hi:
+        stop = min(hi, (day // 86400.0 + 1.0) * 86400.0)
+        full = day % 86400.0 == 0.0 and stop - day == 86400.0
+        if full and per_day is not None:
+            first = _next_run(schedule, day - 1.0)
+            runs += per_day if first is not None and first < stop else 0
+        else:
+            n = _count_runs(schedule, day, stop)
+            if full and n:
+                per_day = n
+            runs += n
+        day = stop
+    return runs
+
+
+def cronjob_runs(cronjob: CronJob, start: float, end: float) -> int:
+    """Scheduled runs of ``cronjob`` in ``(start, end]`` (UTC); none while it is suspended.
+
+    Counted to the minute (cron's resolution), so repeated calls within a minute are cached.
+    Kubernetes' ``@daily``-style shorthands are understood; a ``CRON_TZ=`` prefix is dropped.
+
+    Raises:
+        ValueError: a schedule cron cannot read.
+    """
+    if cronjob.suspended or end <= start:
+        return 0
+    try:
+        return _runs_between(_cron_fields(cronjob.schedule), float(math.floor(start / 60.0) * 60),
+                             float(math.floor(end / 60.0) * 60))
+    except CronSimError as exc:
+        raise ValueError(f"CronJob {cronjob.namespace}/{cronjob.name}: bad schedule {cronjob.schedule!r}: {exc}") from exc
+
+
+def cronjob_cost(cronjob: CronJob, typical_runtime_s: float, price_per_gpu_hour: float,
+                 start: float, end: float) -> float:
+    """What the runs scheduled in ``(start, end]`` cost: runs × runtime × GPUs × price."""
+    runs = cronjob_runs(cronjob, start, end)
+    return runs * typical_runtime_s / 3600.0 * _job_gpus(cronjob) * price_per_gpu_hour
+
+
+def cronjob_monthly_cost(cronjob: CronJob, typical_runtime_s: float, price_per_gpu_hour: float, now: float) -> float:
+    """What the schedule costs over the next 30 days (a MIG profile counts as its share of a GPU)."""
+    return cronjob_cost(cronjob, typical_runtime_s, price_per_gpu_hour, now, now + FORECAST_HORIZON_S)
+
+
+def cronjob_breaks_budget(cronjob: CronJob, typical_runtime_s: float, price_per_gpu_hour: float,
+                          budget: Budget, now: float) -> str | None:
+    """One line when the CronJob's schedule alone would spend more than ``budget``'s amount over
+    one of its periods (the next 24 h for a daily budget, 30 days for a monthly one, the rest of
+    a custom one), else None."""
+    if budget.period is BudgetPeriod.DAILY:
+        end, period = now + 86400.0, "a day"
+    elif budget.period is BudgetPeriod.CUSTOM and budget.ends is not None:
+        end, period = budget.ends, "the budget's period"
+    else:
+        end, period = now + FORECAST_HORIZON_S, "30 days"
+    cost = cronjob_cost(cronjob, typical_runtime_s, price_per_gpu_hour, max(now, budget.starts or now), end)
+    if cost <= budget.amount:
+        return None
+    runs = cronjob_runs(cronjob, max(now, budget.starts or now), end)
+    return (f"CronJob {cronjob.namespace}/{cronjob.name} ({cronjob.schedule}) alone costs ${cost:,.0f} in {period} "
+            f"({runs} runs), over budget {budget.name}'s ${budget.amount:,.0f}")

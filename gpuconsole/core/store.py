@@ -15,6 +15,12 @@ Tables:
 * ``gpu_minutes(gpu, minute, …)`` — minute rollups (averages, and the peak utilization in
   ``utilization_max``), kept for 30 days.
 * ``settings(key, value)`` — small JSON values (the chosen theme and the like).
+* ``budgets(name, payload)`` — budgets added in the console or with ``gpuconsole budget add``,
+  as JSON text of :class:`~gpuconsole.model.Budget`. (Budgets that must survive a lost cache
+  belong in the configuration file.)
+* ``budget_fired(budget, threshold, action, period_start, fired_at)`` — which threshold action
+  of which budget has already run in which period, so a notification or an automatic stop
+  happens once per period and not on every poll.
 * ``store_meta(key, value)`` — the store's own bookkeeping (how far rollups have got).
 
 Raw samples are clustered by time (``WITHOUT ROWID``, key ``(ts, gpu)``): a poll of a thousand
@@ -52,7 +58,7 @@ from typing import Any, Self, TypeVar
 import sqlite_utils
 
 from gpuconsole.core.paths import StoreError
-from gpuconsole.model import Gpu, GpuSample, from_jsonable, to_jsonable
+from gpuconsole.model import Budget, Gpu, GpuSample, from_jsonable, to_jsonable
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION"]
 
@@ -73,7 +79,8 @@ WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
-_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
+_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta", "budgets",
+                     "budget_fired"})
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS readings (
@@ -112,6 +119,18 @@ CREATE TABLE IF NOT EXISTS store_meta (
     key TEXT PRIMARY KEY,
     value
 );
+CREATE TABLE IF NOT EXISTS budgets (
+    name TEXT PRIMARY KEY,
+    payload TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS budget_fired (
+    budget TEXT NOT NULL,
+    threshold TEXT NOT NULL,
+    action TEXT NOT NULL,
+    period_start REAL NOT NULL,
+    fired_at REAL NOT NULL,
+    PRIMARY KEY (budget, threshold, action, period_start)
+) WITHOUT ROWID;
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 
@@ -325,6 +344,70 @@ class Store:
                 db.conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, text))
 
         self._run("save a setting", save)
+
+    # ------------------------------------------------------------------ budgets
+
+    def budgets(self) -> list[Budget]:
+        """The saved budgets, by name; a row that no longer decodes is skipped."""
+        rows = self._run(
+            "read budgets", lambda db: db.execute("SELECT payload FROM budgets ORDER BY name").fetchall()
+        )
+        out: list[Budget] = []
+        for (payload,) in rows:
+            try:
+                budget = from_jsonable(Budget, json.loads(payload))
+            except (ValueError, TypeError, RecursionError):
+                continue
+            if isinstance(budget, Budget):
+                out.append(budget)
+        return out
+
+    def save_budget(self, budget: Budget, *, replace: bool = False) -> bool:
+        """Save ``budget``; False (and nothing written) when one of that name exists and not ``replace``."""
+        payload = json.dumps(to_jsonable(budget), separators=(",", ":"))
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+
+        def save(db: sqlite_utils.Database) -> bool:
+            with _writing(db):
+                cursor = db.conn.execute(f"{verb} INTO budgets (name, payload) VALUES (?, ?)", (budget.name, payload))
+                return cursor.rowcount > 0
+
+        return self._run("save a budget", save)
+
+    def delete_budget(self, name: str) -> bool:
+        """Delete a budget and what it has fired; False when there was none of that name."""
+
+        def delete(db: sqlite_utils.Database) -> bool:
+            with _writing(db):
+                cursor = db.conn.execute("DELETE FROM budgets WHERE name = ?", (name,))
+                db.conn.execute("DELETE FROM budget_fired WHERE budget = ?", (name,))
+                return cursor.rowcount > 0
+
+        return self._run("delete a budget", delete)
+
+    def budget_fired(self, since: float = 0.0) -> set[tuple[str, str, str, float]]:
+        """``(budget, threshold, action, period_start)`` of every action fired at or after ``since``."""
+        rows = self._run(
+            "read fired budget actions",
+            lambda db: db.execute(
+                "SELECT budget, threshold, action, period_start FROM budget_fired WHERE fired_at >= ?", (since,)
+            ).fetchall(),
+        )
+        return {(b, t, a, float(p)) for b, t, a, p in rows}
+
+    def mark_budget_fired(self, budget: str, threshold: str, action: str, period_start: float, at: float) -> bool:
+        """Record that an action fired; False when it was already recorded for that period."""
+
+        def mark(db: sqlite_utils.Database) -> bool:
+            with _writing(db):
+                cursor = db.conn.execute(
+                    "INSERT OR IGNORE INTO budget_fired (budget, threshold, action, period_start, fired_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (budget, threshold, action, period_start, at),
+                )
+                return cursor.rowcount > 0
+
+        return self._run("record a fired budget action", mark)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -10,6 +10,7 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 ``r``           poll every source now
 ``t``           next theme
 ``d``           switch to the demo (when a backend is not set up)
+``$``           cost comparison calculator
 ``?``           key bindings
 ``q``           quit
 ==============  ==================================================
@@ -78,6 +79,7 @@ class GpuConsoleApp(App[int]):
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
         "screens/confirm.tcss",
+        "screens/budget_form.tcss",
     ]
     COMMANDS = App.COMMANDS | {
         partial(_provider, name)
@@ -96,6 +98,7 @@ class GpuConsoleApp(App[int]):
         Binding("t", "next_theme", "Theme"),
         Binding("d", "demo", "Demo", show=False),
         Binding("question_mark", "help", "Keys"),
+        Binding("dollar_sign", "cost_calculator", "Costs", show=False),
         Binding("q", "quit_key", "Quit"),
     ]
 
@@ -175,6 +178,12 @@ class GpuConsoleApp(App[int]):
         pane = self.current_pane
         if pane is not None:
             pane.show(snapshot, self.palette)
+        if self.core.budget_ops.take_bell():
+            # A budget crossed a notify threshold: ring once, and say which where the user looks.
+            self.bell()
+            crossing = next((a for a in snapshot.alerts if a.source == "budget"), None)
+            if crossing is not None:
+                self.notify(crossing.message, title="Budget", severity="warning", timeout=10)
 
     def _render_top_bar(self) -> None:
         from rich.text import Text
@@ -283,6 +292,12 @@ class GpuConsoleApp(App[int]):
             return
         self.core.switch_to_demo()
         self.notify("Switched to the demo: everything you see now is simulated.", timeout=4)
+
+    def action_cost_calculator(self) -> None:
+        """``$``: the cost comparison calculator (own server vs cloud on-demand vs spot)."""
+        from gpuconsole.ui.screens.calculator import open_cost_calculator
+
+        open_cost_calculator(self)
 
     def action_help(self) -> None:
         from gpuconsole.ui.screens.help import HelpScreen

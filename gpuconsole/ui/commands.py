@@ -63,6 +63,7 @@ class ConsoleCommands(_ConsoleProvider):
             yield f"Theme: {short}", partial(app.set_theme, short), "colour theme from themes/"
         if not app.core.demo:
             yield "Switch to the demo (simulated GPU cloud)", app.action_demo, "key d"
+        yield "Cost comparison calculator", app.action_cost_calculator, "own server vs cloud on-demand vs spot · key $"
         yield "Key bindings", app.action_help, "key ?"
         yield "Quit gpuconsole", app.exit, "key q"
 

@@ -25,7 +25,7 @@ def instance_model(inst: SimInstance, now: float) -> Instance:
     """The frozen view of one instance at ``now``."""
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
-                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags)
+                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing)
 
 
 class Actions(Lifecycle):
@@ -143,6 +143,24 @@ class Actions(Lifecycle):
             inst.replace = False
             self._shut_down(inst, self._now)
         return instance_model(inst, self._now)
+
+    def set_spot_price(self, instance_type: str, availability_zone: str, price: float) -> None:
+        """Move the spot price of a type in a zone; the spot instances there are billed at the
+        new price from now on, as EC2 bills them.
+
+        Raises:
+            KeyError: a type or zone the catalog does not have.
+            ValueError: a price that is not positive.
+        """
+        if (instance_type, availability_zone) not in self._spot_prices:
+            raise KeyError(f"no spot market for {instance_type} in {availability_zone}")
+        if price <= 0:
+            raise ValueError("InvalidParameterValue: a spot price must be positive")
+        self._spot_prices[(instance_type, availability_zone)] = price
+        for inst in self._instances.values():
+            if (inst.market is Market.SPOT and inst.itype.name == instance_type and inst.az == availability_zone
+                    and inst.state is not InstanceState.TERMINATED):
+                inst.set_price(price, self._now)
 
     def _instance(self, instance_id: str) -> SimInstance:
         inst = self._instances.get(instance_id)

@@ -10,6 +10,7 @@ from array import array
 
 from gpuconsole.backends.sim.catalog import GpuModel
 from gpuconsole.model import (
+    BillingSpan,
     Gpu,
     GpuProcess,
     InstanceState,
@@ -83,14 +84,18 @@ class SimInstance:
     """An EC2 instance and, while it runs, the Kubernetes node it backs.
 
     Billing keeps the list of ``(ts, state)`` transitions EC2 would show plus a running total
-    of billed seconds up to the last transition, so the accrued cost at any moment is one
-    multiplication, however long the instance has lived.
+    of billed seconds at the current price up to the last change (and the dollars billed at
+    earlier prices), so the accrued cost at any moment is one multiplication, however long the
+    instance has lived. ``billing`` holds the same history as billing spans, one per billed
+    state or spot price, the open one last; it changes only when the state or the price does,
+    so a reading shares it instead of rebuilding it.
     """
 
     __slots__ = ("instance_id", "itype", "model", "region", "az", "market", "price",
                  "launch_time", "name", "tags", "node_name", "state", "transitions",
-                 "billed_closed", "state_since", "gpus", "whole", "slices", "free", "ready",
-                 "listed", "replace", "interrupt_at", "gone_at", "mig_gpu", "mig_capacity", "managed")
+                 "billed_closed", "cost_closed", "state_since", "mark", "billing", "gpus", "whole",
+                 "slices", "free", "ready", "listed", "replace", "interrupt_at", "gone_at", "mig_gpu",
+                 "mig_capacity", "managed")
 
     def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
                  market: Market, price: float, launch_time: float, name: str, tags: Tags,
@@ -108,8 +113,11 @@ class SimInstance:
         self.node_name = node_name
         self.state = InstanceState.PENDING
         self.transitions: list[tuple[float, InstanceState]] = [(launch_time, InstanceState.PENDING)]
-        self.billed_closed = 0.0
+        self.billed_closed = 0.0  # billed seconds at ``price`` up to ``mark``
+        self.cost_closed = 0.0  # dollars billed at earlier prices
         self.state_since = launch_time
+        self.mark = launch_time  # the last state or price change
+        self.billing: tuple[BillingSpan, ...] = (BillingSpan(launch_time, None, price),)
         self.gpus: list[SimGpu] = []
         self.whole: list[SimGpu] = []  # GPUs offered as nvidia.com/gpu
         self.slices: list[SimSlice] = []  # MIG devices offered as nvidia.com/mig-<profile>
@@ -125,18 +133,37 @@ class SimInstance:
 
     def set_state(self, state: InstanceState, ts: float) -> None:
         """Record a transition, closing the billed interval of the state being left."""
-        if self.state.billed:
-            self.billed_closed += max(0.0, ts - self.state_since)
+        self._close(ts)
         self.state = state
         self.state_since = ts
         self.transitions.append((ts, state))
+        if state.billed:
+            self.billing = (*self.billing, BillingSpan(ts, None, self.price))
+
+    def set_price(self, price: float, ts: float) -> None:
+        """Bill from ``ts`` on at ``price`` (a spot price change)."""
+        self._close(ts)
+        self.cost_closed += self.price * self.billed_closed / 3600.0
+        self.billed_closed = 0.0
+        self.price = price
+        if self.state.billed:
+            self.billing = (*self.billing, BillingSpan(ts, None, price))
+
+    def _close(self, ts: float) -> None:
+        """Count the billed time since the last change and close the open billing span."""
+        if self.state.billed:
+            self.billed_closed += max(0.0, ts - self.mark)
+            last = self.billing[-1]
+            self.billing = (*self.billing[:-1], BillingSpan(last.start, max(last.start, ts), last.price_per_hour))
+        self.mark = ts
 
     def billed_seconds(self, now: float) -> float:
-        open_part = max(0.0, now - self.state_since) if self.state.billed else 0.0
+        """Seconds billed at the current price."""
+        open_part = max(0.0, now - self.mark) if self.state.billed else 0.0
         return self.billed_closed + open_part
 
     def accrued(self, now: float) -> float:
-        return self.price * self.billed_seconds(now) / 3600.0
+        return self.cost_closed + self.price * self.billed_seconds(now) / 3600.0
 
 
 class SimJob:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from rich.text import Text
-from textual.app import ComposeResult
+from typing import ClassVar
 
-from gpuconsole.model import BudgetStatus, FleetSnapshot, SourceKind, ThresholdBasis
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+
+from gpuconsole.core.actions import ActionError
+from gpuconsole.model import Budget, BudgetStatus, FleetSnapshot, PendingAction, SourceKind, ThresholdBasis
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
+from gpuconsole.ui.screens.budget_form import BudgetForm
+from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 
 COLUMNS = [
@@ -21,6 +28,18 @@ COLUMNS = [
     ("THRESHOLDS", "thresholds", 20),
     ("SCOPE", "scope", 22),
 ]
+
+
+PENDING_COLUMNS = [
+    ("BUDGET", "budget", 14),
+    ("AT", "at", 6),
+    ("ACTION", "action", 16),
+    ("WHAT", "what", 60),
+]
+
+
+def pending_key(p: PendingAction) -> str:
+    return f"{p.budget}|{p.basis.value}|{p.percent:g}|{p.action.value}"
 
 
 def used_style(percent: float, palette: Palette):  # noqa: ANN201 - rich Style
@@ -63,12 +82,26 @@ def budget_cells(status: BudgetStatus, palette: Palette) -> tuple[object, ...]:
 
 
 class BudgetsPane(Pane):
-    """Budgets, evaluated against the live spend of the cloud source."""
+    """Budgets, evaluated against the live spend of the cloud source, and the actions they call for.
+
+    | key | does |
+    |---|---|
+    | a | add a budget (f2 in the form: alert and pause instances at $1,000) |
+    | x | remove the selected budget (asks y/n) |
+    | g | run the selected pending action (shows exactly what it stops; asks y/n) |
+    """
 
     kind = SourceKind.CLOUD
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "add_budget", "Add budget"),
+        Binding("x", "remove_budget", "Remove"),
+        Binding("g", "run_pending", "Run action"),
+    ]
+
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="budget-table")
+        yield LiveTable(PENDING_COLUMNS, id="pending-table")
 
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.budgets:
@@ -82,9 +115,27 @@ class BudgetsPane(Pane):
             for status in snapshot.budgets
             if self.matches(status.budget.name, status.budget.scope, status.budget.period.value)
         ]
-        self.query_one(LiveTable).sync(rows)
+        self.query_one("#budget-table", LiveTable).sync(rows)
+        pending = self.query_one("#pending-table", LiveTable)
+        pending.display = bool(snapshot.pending_actions)
+        pending.sync([
+            (pending_key(p), (
+                text(p.budget),
+                text(f"{'f' if p.basis is ThresholdBasis.FORECAST else ''}{p.percent:g}%"),
+                text(p.action.value + (" (auto)" if p.automatic else ""), palette.warn),
+                text(p.detail or ", ".join(p.targets) or "nothing in scope"),
+            ))
+            for p in snapshot.pending_actions
+        ])
 
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        if table_id == "pending-table":
+            action = next((p for p in snapshot.pending_actions if pending_key(p) == key), None)
+            if action is None:
+                return None
+            line = Text(f"{action.budget} at {action.percent:g}%: {action.action.value}  ", style=palette.strong)
+            line.append(action.detail or ", ".join(action.targets) or "nothing in scope")
+            return line
         status = next((b for b in snapshot.budgets if b.budget.name == key), None)
         if status is None:
             return None
@@ -93,3 +144,55 @@ class BudgetsPane(Pane):
         line.append(f"{money(status.spent)} of {money(b.amount)} this {'day' if b.period.value == 'daily' else 'period'}, "
                     f"burning {money(status.burn_per_hour)}/h, forecast {money(status.forecast)}; scope {b.scope}")
         return line
+
+    # ------------------------------------------------------------------ actions
+    def action_add_budget(self) -> None:
+        core = self.app.core  # type: ignore[attr-defined]
+
+        def added(budget: Budget | None) -> None:
+            if budget is not None:
+                self._budget_call(lambda: core.budget_ops.add(budget))
+
+        self.app.push_screen(BudgetForm(clock=core.clock), added)
+
+    def action_remove_budget(self) -> None:
+        key = self.query_one("#budget-table", LiveTable).selected_key
+        if key is None:
+            self.app.notify("select a budget first", severity="warning")
+            return
+        core = self.app.core  # type: ignore[attr-defined]
+
+        def answered(answer: str | None) -> None:
+            if answer is not None:
+                self._budget_call(lambda: core.budget_ops.remove(key))
+
+        self.app.push_screen(ConfirmScreen("Remove budget", f"Remove budget {key}? (y/n)"), answered)
+
+    def action_run_pending(self) -> None:
+        snap = self.snapshot
+        key = self.query_one("#pending-table", LiveTable).selected_key
+        action = next((p for p in snap.pending_actions if pending_key(p) == key), None) if snap else None
+        if action is None:
+            self.app.notify("no budget action is waiting" if not (snap and snap.pending_actions)
+                            else "select an action in the lower table first", severity="warning")
+            return
+        core = self.app.core  # type: ignore[attr-defined]
+        what = action.detail or ", ".join(action.targets) or "nothing in scope"
+
+        def answered(answer: str | None) -> None:
+            if answer is not None:
+                self._budget_call(lambda: core.budget_ops.run(action, answer))
+
+        self.app.push_screen(
+            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", f"Run it now? (y/n)", what), answered)
+
+    @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
+    def _budget_call(self, call) -> None:  # noqa: ANN001 - a callable returning an ActionResult
+        core = self.app.core  # type: ignore[attr-defined]
+        try:
+            result = call()
+        except (ActionError, ValueError) as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self.app.notify, result.message)
+        core.refresh()

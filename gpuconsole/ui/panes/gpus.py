@@ -132,5 +132,9 @@ class GpusPane(Pane):
         if price is not None:
             idle = not gpu.busy and not mig_uuid
             line.append(f" · {money(price)}/h" + (" while IDLE" if idle else ""), palette.bad if idle else None)
+        waste = next((w for w in snapshot.idle if w.uuid == gpu.uuid), None)
+        if waste is not None and not mig_uuid:
+            minutes = (snapshot.taken_at - waste.idle_since) / 60.0
+            line.append(f" · idle {minutes:.0f} min, {money(waste.wasted)} wasted", palette.bad)
         line.append(f" · {mig_uuid or gpu.uuid}", palette.dim)
         return line

@@ -43,9 +43,20 @@ def gpu_card(snap: FleetSnapshot, palette: Palette) -> Text:
         _line((f"{busy}", palette.ok), " busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle / {len(gpus)}"),
         _line(f"MIG slices {used}/{len(slices)} in use"),
         _line((bar(mean, 6), palette.accent), f" {mean:.0f}% mean util"),
-        _line("idle & billed ", (f"{money(idle)}/h", palette.bad if idle else palette.dim)),
+        idle_waste_line(snap, idle, palette),
     ]
     return _lines(lines)
+
+
+def idle_waste_line(snap: FleetSnapshot, idle_now: float, palette: Palette) -> Text:
+    """What idle billed GPUs cost: the waste of those idle for 30 min or more when there are any
+    (per hour and lost so far), else what the GPUs idle at this moment cost per hour."""
+    if snap.idle:
+        per_hour = sum(g.per_hour for g in snap.idle)
+        wasted = sum(g.wasted for g in snap.idle)
+        return _line((f"{len(snap.idle)} idle≥30m ", palette.bad), (f"{money(per_hour)}/h", palette.bad),
+                     " · ", (f"{money(wasted)} lost", palette.bad))
+    return _line("idle & billed ", (f"{money(idle_now)}/h", palette.bad if idle_now else palette.dim))
 
 
 def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
@@ -87,6 +98,8 @@ def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
         lines.append(_line("month-end forecast ", (money(b.forecast), palette.bad if forecast >= 100 else palette.strong), f" ({forecast:.0f}%)"))
     else:
         lines.append(_line(("no fleet budget defined", palette.dim)))
+    if snap.billed_month is not None:
+        lines.append(_line("billed ", (money(snap.billed_month), palette.strong), (f" ({snap.billed_note})", palette.dim)))
     return _lines(lines)
 
 

@@ -18,6 +18,8 @@ KEYS: list[tuple[str, str]] = [
     ("c", "Jobs pane: move between jobs and CronJobs"),
     ("n", "Instances pane: launch a GPU instance (wizard)"),
     ("s S b x", "Instances pane: stop, start, reboot, terminate the selected one"),
+    ("a x g", "Budgets pane: add a budget, remove one, run a waiting budget action"),
+    ("$", "cost comparison: own server vs on-demand vs spot"),
     ("r", "poll every source now"),
     ("t", "next theme (dark, light, contrast)"),
     ("d", "switch to the demo when a backend is not set up"),

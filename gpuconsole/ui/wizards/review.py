@@ -77,7 +77,18 @@ class ReviewStep(Step):
                     palette.strong)
         if spec.market is Market.SPOT:
             line.append("  at today's spot price", palette.dim)
+        impact = self._budget_impact(spec, cost.per_hour)
+        if impact:
+            line.append("\n")
+            line.append(impact, palette.warn if "over" in impact or "(1" in impact else None)
         return line
+
+    def _budget_impact(self, spec: LaunchSpec, per_hour: float) -> str | None:
+        """What the launch does to the budget its Budget tag names (or the fleet budget)."""
+        try:
+            return self.app.core.budget_ops.launch_impact(spec.tag("Budget") or "", per_hour)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - an estimate must never stop a review
+            return f"budget impact unknown ({failure(exc)})"
 
     # ------------------------------------------------------------------ request views
     def toggle_view(self) -> None:
