@@ -114,6 +114,7 @@ def _common_options() -> _Parser:
     cloud.add_argument("--cloud", choices=CLOUD_SOURCES, default=argparse.SUPPRESS, help="cloud instances source (default auto: AWS when credentials or a region are configured)")
     cloud.add_argument("--region", dest="regions", action="append", type=_region, default=argparse.SUPPRESS, metavar="R", help="AWS region to watch and launch in; repeat for several (default: the profile's region)")
     cloud.add_argument("--profile", default=argparse.SUPPRESS, metavar="NAME", help="AWS profile from ~/.aws/config (default $AWS_PROFILE)")
+    cloud.add_argument("--billing-calls", type=_non_negative_int, default=argparse.SUPPRESS, metavar="N", help="Cost Explorer requests a day at most, for the billed spend shown beside the estimate (each costs $0.01; default 4, 0 turns it off)")
     cloud.add_argument("--all-instance-types", action="store_true", default=argparse.SUPPRESS, help="list every instance, not only GPU instance types")
     group.add_argument("--interval", type=_positive_float, default=argparse.SUPPRESS, metavar="S", help="seconds between polls (default 1)")
     group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
@@ -132,6 +133,7 @@ DEFAULTS = {
     "regions": (),
     "profile": None,
     "all_instance_types": False,
+    "billing_calls": 4,
     "interval": 1.0,
     "db": None,
     "no_db": False,
@@ -238,7 +240,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         profile=args.profile,
         all_instance_types=args.all_instance_types,
     )
-    options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config,
+    options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
                              act_on_budgets=act_on_budgets)
     path = _db_path(args)
     if path is None:
@@ -283,8 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.budget_cmd import run_budget
 
             _setup_logging(tui=False)
-            return run_budget(args, make_console=make_console,
-                              open_store=lambda: None if args.no_db else _open_store(_db_path(args)))
+            def open_budget_store():  # noqa: ANN202 - Store | None, imported lazily
+                path = _db_path(args)
+                return None if path is None else _open_store(path)
+
+            return run_budget(args, make_console=make_console, open_store=open_budget_store)
         # Only the full-screen console acts on budgets by itself; scripts use budget check --enforce.
         console = make_console(args, background_store=args.command is None, act_on_budgets=args.command is None)
     except ArgumentError as exc:

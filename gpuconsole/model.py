@@ -572,6 +572,7 @@ class FleetSnapshot:
     burn_per_hour: float = 0.0
     idle: tuple[IdleGpu, ...] = ()
     pending_actions: tuple[PendingAction, ...] = ()
+    cronjob_costs: tuple[CostLine, ...] = ()  # key: CronJob uid; amount: its next 30 days
     billed_month: float | None = None  # month to date as the cloud's billing (Cost Explorer) says
     billed_note: str = ""  # where that figure comes from and how old it is
     demo: bool = False

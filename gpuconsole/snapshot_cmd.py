@@ -37,7 +37,29 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
             {**to_jsonable(s), "status": s.describe(snap.taken_at)} for s in snap.sources
         ],
         "alerts": to_jsonable(snap.alerts),
-        "spend": {"today": snap.spend_today, "month": snap.spend_month, "burn_per_hour": snap.burn_per_hour},
+        "spend": {"today": snap.spend_today, "month": snap.spend_month, "burn_per_hour": snap.burn_per_hour,
+                  "billed_month": snap.billed_month, "billed_note": snap.billed_note},
+        "pending_actions": to_jsonable(snap.pending_actions),
+        "costs": cost_section(snap),
+    }
+
+
+def cost_section(snap: FleetSnapshot) -> dict[str, Any]:
+    """Month-to-date spend attributed down the chain, idle waste, and what schedules will cost."""
+    from gpuconsole.core import costs
+    from gpuconsole.core.idle import by_owner
+
+    now = snap.taken_at
+    start = costs.month_start(now)
+    return {
+        "month_start": start,
+        "by_namespace": to_jsonable(costs.per_namespace(snap.jobs, snap.instances, start, now)),
+        "by_job": to_jsonable(costs.per_job(snap.jobs, snap.instances, start, now)),
+        **{f"by_tag_{key.lower()}": to_jsonable(costs.per_tag(snap.instances, key, start, now))
+           for key in ("Owner", "Project", "Budget")},
+        "idle_gpus": to_jsonable(snap.idle),
+        "idle_by_owner": to_jsonable(by_owner(snap.idle)),
+        "cronjobs_next_30_days": to_jsonable(snap.cronjob_costs),
     }
 
 

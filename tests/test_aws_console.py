@@ -271,3 +271,22 @@ async def test_no_secret_in_the_database_the_log_or_the_screen(aws_peer: AwsPeer
     for path in files:
         assert secret not in path.read_bytes(), f"the secret key reached {path.name}"
     assert TEST_SECRET_ACCESS_KEY not in screen
+
+
+def test_billed_spend_from_cost_explorer_shows_with_its_age_and_respects_the_bound(aws_peer: AwsPeer) -> None:
+    from tests.test_cost_explorer import _canned, _day
+
+    _canned(aws_peer, {"ResultsByTime": [_day("2026-11-01", "2026-11-02", "120.50"), _day("2026-11-02", "2026-11-03", "79.50")]})
+    off = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(EAST,)), cost_explorer_calls=0))
+    assert off.cost_explorer is None
+    off.close()
+    console = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(EAST,)), cost_explorer_calls=1))
+    try:
+        assert console.cost_explorer is not None and console.cost_explorer.refresh(max_age_s=0)
+        console.start(open_store=False)
+        wait_for(lambda: console.snapshot.billed_month == pytest.approx(200.0), timeout=20)
+        assert console.snapshot.billed_note.startswith("Cost Explorer, ")
+        assert not console.cost_explorer.refresh(max_age_s=0), "one call a day: the second is not made"
+        assert len(aws_peer.proxy.sent("GetCostAndUsage")) == 1
+    finally:
+        console.close()

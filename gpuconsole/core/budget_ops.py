@@ -26,13 +26,13 @@ Every change goes through :func:`gpuconsole.core.actions.run_action`: instance s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import queue
 import threading
 import time
-import urllib.parse
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
@@ -183,8 +183,9 @@ def post_webhook(url: str, crossing: Crossing, timeout: float = NOTIFY_TIMEOUT_S
     Raises:
         BackendError: no answer within ``timeout``, or an answer other than 2xx (one line).
     """
-    import ssl
+    import ssl  # imported here: most sessions never post a webhook
     import urllib.error
+    import urllib.parse
     import urllib.request
 
     host = urllib.parse.urlsplit(url).hostname or "the webhook"
@@ -278,7 +279,7 @@ class BudgetOps:
         self._events: deque[Alert] = deque(maxlen=50)
         self._bell = 0
         self._bell_seen = 0
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._queue: queue.Queue[Callable[[], object] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._busy = 0
         self._idle = threading.Condition()
@@ -437,7 +438,7 @@ class BudgetOps:
             if self.act and self._ready and due:
                 self._claim(due)
                 for item in due:
-                    self._submit(lambda item=item: self._fire(item))  # type: ignore[misc]
+                    self._submit(functools.partial(self._fire, item))
         return statuses, pending, alerts
 
     def _plan(self, statuses: Sequence[BudgetStatus], snap: FleetSnapshot,
@@ -703,7 +704,7 @@ class BudgetOps:
         return rules.impact_line(status, hourly, now)
 
     # ------------------------------------------------------------------ the background thread
-    def _submit(self, task: Callable[[], None]) -> None:
+    def _submit(self, task: Callable[[], object]) -> None:
         with self._idle:
             self._busy += 1
             if self._worker is None or not self._worker.is_alive():

@@ -22,20 +22,25 @@ from typing import TYPE_CHECKING
 from gpuconsole.core import costs
 from gpuconsole.core.actions import ActionLog
 from gpuconsole.core.budget_ops import BudgetOps
-from gpuconsole.core.cost_explorer import CostExplorer
-from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.cloud_ops import CloudOps
 from gpuconsole.core.config import ConfigError, ConfigFile, load_config
+from gpuconsole.core.cost_explorer import CostExplorer
+from gpuconsole.core.cron_costs import cronjob_costs
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
+from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.sources import SourceOptions, build_sources
 from gpuconsole.model import (
     Alert,
     Budget,
     CloudReading,
+    CostLine,
+    CronJob,
     FleetSnapshot,
     GpuReading,
     GpuSample,
+    Instance,
     InstanceState,
+    Job,
     JobsReading,
     JobState,
     Market,
@@ -68,6 +73,7 @@ class ConsoleOptions:
     clock: Callable[[], float] = time.time
     use_cache: bool = True
     config_path: Path | None = None  # --config; None: $GPUCONSOLE_CONFIG or the user config dir
+    cost_explorer_calls: int = 4  # Cost Explorer requests a day at most (each is billed); 0: none
     act_on_budgets: bool = True  # notify and run automatic budget actions as snapshots show them due
 
 
@@ -100,6 +106,7 @@ class Console:
         self._last_maintain = 0.0
         self.actions = ActionLog()
         self.idle_tracker = IdleTracker()
+        self._cron_memo: tuple[object, tuple[CostLine, ...], tuple[str, ...]] = (None, (), ())
         self._stopping = threading.Event()
         self.hub = self._make_hub(options.sources)
         self.cloud = self._make_cloud()
@@ -130,9 +137,10 @@ class Console:
         """Cost Explorer for a cloud that has it (each request is billed: calls are bounded)."""
         runner = self.hub.runners.get(SourceKind.CLOUD)
         source = runner.source if runner else None
-        if source is None or not hasattr(source, "cost_and_usage"):
+        calls = self.options.cost_explorer_calls
+        if source is None or not hasattr(source, "cost_and_usage") or calls <= 0:
             return None
-        return CostExplorer(source, self.store, self.clock, key=f"cost_explorer:{source.name}")
+        return CostExplorer(source, self.store, self.clock, max_calls_per_day=calls, key=f"cost_explorer:{source.name}")
 
     def _watch_billing(self) -> None:
         """Ask Cost Explorer when its answer is due (a few times a day), off every other path."""
@@ -349,8 +357,21 @@ class Console:
             demo=self.demo,
         )
         budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
-        snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending)
-        return _with_alerts(snapshot, self._store_alerts, budget_alerts)
+        cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, now)
+        snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
+        cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
+        return _with_alerts(snapshot, self._store_alerts, budget_alerts + cron_alerts)
+
+    def _cron_costs(self, jobs_reading: object, cloud_reading: object, cronjobs: tuple[CronJob, ...],
+                    jobs: tuple[Job, ...], instances: tuple[Instance, ...],
+                    now: float) -> tuple[tuple[CostLine, ...], tuple[str, ...]]:
+        """Schedules' monthly costs, recomputed when a new jobs or cloud reading arrives or a
+        minute has passed (a tick that changed neither reuses the last answer)."""
+        key = (id(jobs_reading), id(cloud_reading), int(now // 60), len(self.budget_ops.budgets()))
+        if self._cron_memo[0] != key:
+            lines, warnings = cronjob_costs(cronjobs, jobs, instances, self.budget_ops.budgets(), now)
+            self._cron_memo = (key, lines, warnings)
+        return self._cron_memo[1], self._cron_memo[2]
 
 
 def _with_alerts(snap: FleetSnapshot, extra: list[Alert], budget_alerts: tuple[Alert, ...] = ()) -> FleetSnapshot:

@@ -20,22 +20,20 @@ from __future__ import annotations
 
 import time
 from functools import partial
-
-from rich.style import Style
 from typing import ClassVar
 
+from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.lazy import Lazy
 from textual.timer import Timer
-from textual.containers import Container
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from gpuconsole.core.console import Console
 from gpuconsole.model import FleetSnapshot, SourceState
-from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import Palette
@@ -45,9 +43,17 @@ from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
 from gpuconsole.ui.panes.jobs import JobsPane
 from gpuconsole.ui.panes.overview import OverviewPane
+from gpuconsole.ui.panes.registry import PANES
+from gpuconsole.ui.themes import (
+    DEFAULT_THEME,
+    PLAIN_THEME,
+    load_themes,
+    short_name,
+    textual_name,
+    theme_names,
+)
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from gpuconsole.ui.widgets.text_view import TextView
-from gpuconsole.ui.themes import DEFAULT_THEME, PLAIN_THEME, load_themes, short_name, textual_name, theme_names
 
 PANE_CLASSES: dict[str, type[Pane]] = {
     "overview": OverviewPane,

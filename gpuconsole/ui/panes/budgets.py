@@ -10,7 +10,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
 from gpuconsole.core.actions import ActionError
-from gpuconsole.model import Budget, BudgetStatus, FleetSnapshot, PendingAction, SourceKind, ThresholdBasis
+from gpuconsole.model import (
+    Budget,
+    BudgetStatus,
+    FleetSnapshot,
+    PendingAction,
+    SourceKind,
+    ThresholdBasis,
+)
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
@@ -184,7 +191,7 @@ class BudgetsPane(Pane):
                 self._budget_call(lambda: core.budget_ops.run(action, answer))
 
         self.app.push_screen(
-            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", f"Run it now? (y/n)", what), answered)
+            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", "Run it now? (y/n)", what), answered)
 
     @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
     def _budget_call(self, call) -> None:  # noqa: ANN001 - a callable returning an ActionResult

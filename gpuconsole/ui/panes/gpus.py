@@ -9,10 +9,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.message import Message
 
-from gpuconsole.model import FleetSnapshot, Gpu, MigMode, MigSlice, SourceKind
 from gpuconsole.core.costs import gpu_price_per_hour
+from gpuconsole.model import FleetSnapshot, Gpu, MigMode, MigSlice, SourceKind
 from gpuconsole.ui.format import bar, money, short_node
-from gpuconsole.ui.palette import MEMORY_THRESHOLDS, TEMPERATURE_THRESHOLDS, UTIL_THRESHOLDS, Palette
+from gpuconsole.ui.palette import (
+    MEMORY_THRESHOLDS,
+    TEMPERATURE_THRESHOLDS,
+    UTIL_THRESHOLDS,
+    Palette,
+)
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 

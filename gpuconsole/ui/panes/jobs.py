@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, SourceKind
-from gpuconsole.ui.format import age, short_node
+from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
@@ -34,6 +34,7 @@ CRON_COLUMNS = [
     ("LAST", "last", 6),
     ("NEXT", "next", 11),
     ("ACTIVE", "active", 6),
+    ("$/30D", "monthly", 8),
 ]
 
 
@@ -110,8 +111,9 @@ class JobsPane(Pane):
         ]
         self.query_one("#job-table", LiveTable).sync(rows)
         crons = sorted(snapshot.cronjobs, key=lambda c: (c.namespace, c.name))
+        monthly = {line.key: line.amount for line in snapshot.cronjob_costs}
         cron_rows: list[Row] = [
-            (cron.uid, cron_cells(cron, now, palette))
+            (cron.uid, (*cron_cells(cron, now, palette), right(money(monthly[cron.uid]) if cron.uid in monthly else "-")))
             for cron in crons
             if self.matches(cron.name, cron.namespace, cron.schedule)
         ]
@@ -129,6 +131,11 @@ class JobsPane(Pane):
             if cron.next_schedule and not cron.suspended:
                 line.append(f", next run in {age(cron.next_schedule - now)}")
             line.append(f", {cron.active} active" + (", suspended" if cron.suspended else ""))
+            cost = next((c for c in snapshot.cronjob_costs if c.key == cron.uid), None)
+            if cost is not None:
+                line.append(f" · schedule costs {money(cost.amount)} over 30 days")
+            elif not cron.suspended:
+                line.append(" · no run seen yet to price the schedule", palette.dim)
             return line
         job = next((j for j in snapshot.jobs if j.uid == key), None)
         if job is None:

@@ -31,7 +31,7 @@ from gpuconsole.ui.wizards.workload import WorkloadStep
 if TYPE_CHECKING:
     from gpuconsole.core.catalog import Catalog
     from gpuconsole.core.cloud_ops import CloudOps
-    from gpuconsole.core.provision import LaunchResult
+    from gpuconsole.core.provision import LaunchResult  # noqa: F401 - named in a string annotation
     from gpuconsole.ui.app import GpuConsoleApp
 
 STEPS = ("Workload", "Price", "Details", "Review", "Launch")
