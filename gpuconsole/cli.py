@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpuconsole import __version__
-from gpuconsole.core.sources import CLOUD_SOURCES, GPU_SOURCES, check_region
+from gpuconsole.core.sources import CLOUD_SOURCES, GPU_SOURCES, JOB_SOURCES, check_region
 
 EPILOG = """\
 keys in the console:
@@ -33,11 +33,13 @@ examples:
   gpuconsole budget check --enforce        for cron: exit 1 past a threshold, run automatic actions
   gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
   gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
+  gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
   GPUCONSOLE_CONFIG   configuration file with [[budgets]] (default: the user config directory)
   AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
+  KUBECONFIG      kubeconfig file(s), ':'-separated (default ~/.kube/config)
   NO_COLOR        disable colour
 """
 
@@ -110,6 +112,12 @@ def _common_options() -> _Parser:
     group.add_argument("--demo-nodes", type=_demo_nodes, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
     group.add_argument("--demo-faults", default=argparse.SUPPRESS, metavar="SPEC", help="inject faults, e.g. gpus:error,jobs:hang,cloud:slow=3 (modes: error, hang, slow[=S], flaky)")
     group.add_argument("--gpus", choices=GPU_SOURCES, default=argparse.SUPPRESS, help="GPU telemetry source (default auto)")
+    kube = common.add_argument_group("Kubernetes (the kubeconfig, as kubectl finds it)")
+    kube.add_argument("--jobs", choices=JOB_SOURCES, default=argparse.SUPPRESS, help="job queue source (default auto: Kubernetes when a kubeconfig or an in-cluster account is found)")
+    kube.add_argument("--kubeconfig", default=argparse.SUPPRESS, metavar="PATH", help="kubeconfig file(s), ':'-separated (default $KUBECONFIG or ~/.kube/config)")
+    kube.add_argument("--context", default=argparse.SUPPRESS, metavar="NAME", help="kubeconfig context (default its current context)")
+    kube.add_argument("--namespace", dest="namespaces", action="append", default=argparse.SUPPRESS, metavar="NS", help="namespace to watch; repeat for several (default: all namespaces)")
+    kube.add_argument("--all-namespaces", dest="namespaces", action="store_const", const=[], default=argparse.SUPPRESS, help="watch every namespace (the default)")
     cloud = common.add_argument_group("cloud (AWS: the standard credential chain, as the aws CLI uses)")
     cloud.add_argument("--cloud", choices=CLOUD_SOURCES, default=argparse.SUPPRESS, help="cloud instances source (default auto: AWS when credentials or a region are configured)")
     cloud.add_argument("--region", dest="regions", action="append", type=_region, default=argparse.SUPPRESS, metavar="R", help="AWS region to watch and launch in; repeat for several (default: the profile's region)")
@@ -133,6 +141,10 @@ DEFAULTS = {
     "regions": (),
     "profile": None,
     "all_instance_types": False,
+    "jobs": "auto",
+    "kubeconfig": None,
+    "context": None,
+    "namespaces": (),
     "billing_calls": 4,
     "interval": 1.0,
     "db": None,
@@ -239,6 +251,11 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         regions=tuple(dict.fromkeys(args.regions)),
         profile=args.profile,
         all_instance_types=args.all_instance_types,
+        jobs=args.jobs,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespaces=tuple(dict.fromkeys(args.namespaces)),
+        watch_jobs=args.command is None,  # commands read once: a list, no watch threads
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
                              act_on_budgets=act_on_budgets)

@@ -192,6 +192,7 @@ class Node:
     mig_strategy: str | None = None  # "single" / "mixed"
     mig_capacity: tuple[tuple[str, int], ...] = ()  # (profile, count)
     ready: bool = True
+    mig_allocated: tuple[tuple[str, int], ...] = ()  # (profile, count) held by running pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +214,7 @@ class Job:
     image: str = ""
     owner: str | None = None
     pod_uid: str | None = None
+    pod: str | None = None  # the pod's name (of index 0 for an Indexed Job), what logs are read from
 
     @property
     def gpu_request(self) -> str:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 # The moto server, the fault-injecting proxy and the AWS environment for tests that use them.
-pytest_plugins = ["tests.aws_peer"]
+pytest_plugins = ["tests.aws_peer", "tests.kube_server"]
 
 # boto3 would otherwise probe the instance-metadata address when it finds no credentials.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
@@ -27,5 +27,6 @@ def _isolated_home(tmp_path, monkeypatch):
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                 "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "NO_COLOR"):
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "NO_COLOR", "KUBERNETES_SERVICE_HOST",
+                "KUBERNETES_SERVICE_PORT"):
         monkeypatch.delenv(var, raising=False)

@@ -22,6 +22,7 @@ from gpuconsole.model import SourceKind
 
 GPU_SOURCES = ("auto", "sim", "off")
 CLOUD_SOURCES = ("auto", "aws", "off")
+JOB_SOURCES = ("auto", "kube", "off")
 
 REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
 
@@ -44,6 +45,11 @@ class SourceOptions:
     regions: tuple[str, ...] = ()
     profile: str | None = None
     all_instance_types: bool = False
+    jobs: str = "auto"
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
+    watch_jobs: bool = True  # a watch-fed cache (the console); False: each poll lists (snapshot)
 
 
 def check_region(name: str) -> str:
@@ -69,6 +75,20 @@ def aws_configured(options: SourceOptions, env: Mapping[str, str] = os.environ) 
     return any(Path(f).is_file() for f in files)
 
 
+def kube_configured(options: SourceOptions, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether a Kubernetes cluster is set up, judged from files and variables only.
+
+    True with ``--kubeconfig``, when a file of ``$KUBECONFIG`` (``:``-separated) exists, or,
+    without ``$KUBECONFIG``, ``~/.kube/config``; or inside a pod (``KUBERNETES_SERVICE_HOST``).
+    """
+    if options.kubeconfig:
+        return True
+    spec = env.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    if any(Path(p).expanduser().is_file() for p in spec.split(os.pathsep) if p):
+        return True
+    return bool(env.get("KUBERNETES_SERVICE_HOST"))
+
+
 def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time) -> dict[SourceKind, Any]:
     """One backend per kind, following ``options``.
 
@@ -79,6 +99,8 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
         raise ValueError(f"unknown GPU source {options.gpus!r}: choose one of {', '.join(GPU_SOURCES)}")
     if options.cloud not in CLOUD_SOURCES:
         raise ValueError(f"unknown cloud {options.cloud!r}: choose one of {', '.join(CLOUD_SOURCES)}")
+    if options.jobs not in JOB_SOURCES:
+        raise ValueError(f"unknown job source {options.jobs!r}: choose one of {', '.join(JOB_SOURCES)}")
     for region in options.regions:
         check_region(region)
     faults = FaultPlan.parse(options.demo_faults) if options.demo_faults else None
@@ -106,13 +128,25 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
         sources[SourceKind.JOBS] = sim[1]
         sources[SourceKind.CLOUD] = sim[2]
     else:
-        sources[SourceKind.JOBS] = Unconfigured(
-            "none",
-            "no Kubernetes cluster configured",
-            "point KUBECONFIG at a kubeconfig, or create ~/.kube/config",
-        )
+        sources[SourceKind.JOBS] = _jobs(options)
         sources[SourceKind.CLOUD] = _cloud(options)
     return sources
+
+
+def _jobs(options: SourceOptions) -> Any:
+    if options.jobs == "off":
+        return Unconfigured("off", "Kubernetes jobs are turned off (--jobs off)", "start without --jobs off")
+    if options.jobs == "kube" or kube_configured(options):
+        from gpuconsole.backends.kube import (
+            KubeJobs,  # the kubernetes client is imported only when it is used
+        )
+
+        return KubeJobs(options.kubeconfig, options.context, options.namespaces, watch=options.watch_jobs)
+    return Unconfigured(
+        "none",
+        "no Kubernetes cluster configured",
+        "point KUBECONFIG at a kubeconfig, or create ~/.kube/config (or pass --kubeconfig)",
+    )
 
 
 def _cloud(options: SourceOptions) -> Any:
