@@ -158,3 +158,17 @@ def test_throttling_keeps_the_data_marks_it_stale_and_recovers(hub_and_source):
     assert hub.reading(SourceKind.GPUS) is not None  # the last answer stays on screen
     source.mode = "ok"
     wait_for(lambda: state(hub) is SourceState.LIVE)
+
+
+def test_replacing_a_source_polls_the_new_one_and_closes_the_old(hub_and_source):
+    hub, source = hub_and_source
+    hub.start()
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+    source.mode = "hang"  # even a hung source is let go without holding the caller
+    newer = ScriptedSource()
+    newer.name = "newer"
+    hub.replace(SourceKind.GPUS, newer)
+    wait_for(lambda: newer.calls > 0 and state(hub) is SourceState.LIVE)
+    assert hub.statuses()[0].name == "newer"
+    wait_for(lambda: source.release.is_set(), timeout=5)  # close() was called on the old one
+    newer.release.set()

@@ -115,6 +115,23 @@ def config_paths(kubeconfig: str | None = None, env: Mapping[str, str] = os.envi
     return [str(p) for p in paths if p.is_file()]
 
 
+def contexts(kubeconfig: str | None = None) -> tuple[tuple[str, ...], str | None]:
+    """The context names of the kubeconfig files and the current one (reads files only).
+
+    Raises:
+        BackendUnavailable: no kubeconfig, or one that cannot be read.
+    """
+    paths = config_paths(kubeconfig)
+    if not paths:
+        raise BackendUnavailable("no kubeconfig found", hint=SETUP_HINT)
+    try:
+        found, current = _kubernetes().config.list_kube_config_contexts(os.pathsep.join(paths))
+    except Exception as exc:  # noqa: BLE001 - YAML or config errors: one line for the user
+        raise BackendUnavailable(f"the kubeconfig cannot be read: {one_line(str(exc))}", hint=SETUP_HINT) from exc
+    names = tuple(str(c.get("name")) for c in found or () if c.get("name"))
+    return names, (str(current.get("name")) if current and current.get("name") else None)
+
+
 def _http_status(error: BackendError) -> int | None:
     return getattr(error, "status", None)
 

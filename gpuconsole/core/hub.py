@@ -242,6 +242,20 @@ class Hub:
             closer.start()
             closer.join(timeout)
 
+    def replace(self, kind: SourceKind, source: Any, policy: PollPolicy | None = None) -> None:
+        """Put ``source`` behind ``kind`` (another Kubernetes context, say). The old source is
+        stopped and closed in the background, so a hung one never holds the caller."""
+        old = self.runners.get(kind)
+        runner = _Runner(kind, source, policy or (old.policy if old else PollPolicy()), old.clock if old else time.time,
+                         self._result)
+        self.runners[kind] = runner
+        if old is not None:
+            old.stop()
+            threading.Thread(target=_close_quietly, args=(old.source,), daemon=True).start()
+        if self._started:
+            runner.start()
+        self._on_update(kind)
+
     def reading(self, kind: SourceKind) -> Reading | None:
         runner = self.runners.get(kind)
         return runner.reading if runner else None
