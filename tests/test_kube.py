@@ -584,3 +584,26 @@ def test_the_test_server_creates_patches_deletes_and_streams_logs_for_the_offici
         assert "".join(lines) == "epoch 1 loss 2.31\nepoch 2 loss 1.87\n"
     finally:
         api.close()
+
+
+def test_the_console_submits_to_the_cluster_it_watches(kube: KubeCluster, monkeypatch) -> None:
+    """The jobs the console watches and the ones it submits go through one context's client."""
+    from gpuconsole.core.manifests import JobRequest
+
+    monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
+    options = ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off", namespaces=("ml",)),
+                             interval=0.2, timeout=3)
+    console = Console(options)
+    console.start(open_store=False)
+    try:
+        assert console.jobs.available
+        request = JobRequest(name="bert-ft", namespace="ml", command="python train.py", gpus=2, owner="ana")
+        console.jobs.submit(request, dry_run=True)
+        assert not any(r.method == "POST" and "dryRun" not in r.query for r in kube.server.requests)
+        console.jobs.submit(request)
+        wait_until(lambda: any(j.name == "bert-ft" for j in console.snapshot.jobs), timeout=10)
+        job = next(j for j in console.snapshot.jobs if j.name == "bert-ft")
+        assert job.gpus == 2 and job.namespace == "ml"
+        assert console.actions.recent()[-1].ok
+    finally:
+        console.close()

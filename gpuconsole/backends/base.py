@@ -9,7 +9,9 @@ than anything protocol-specific.
 from __future__ import annotations
 
 import enum
-from typing import Protocol, runtime_checkable
+import threading
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
 
 from gpuconsole.model import (
     CloudReading,
@@ -187,4 +189,46 @@ class Provisioner(Protocol):
         ...
 
     def terminate(self, region: str, instance_id: str) -> None:
+        ...
+
+
+@runtime_checkable
+class JobControl(Protocol):
+    """Changes to Kubernetes-style jobs: create from manifests, delete, suspend, trigger, read logs.
+
+    Manifests are plain ``dict`` objects as ``kubectl apply`` would send them (``batch/v1`` Job and
+    CronJob, ``v1`` Service). ``kind`` is ``"Job"`` or ``"CronJob"``. Every method may block and
+    raises :class:`BackendError` subclasses only, with the API server's message in one line
+    (:class:`BackendPermissionDenied` for 401/403, :class:`BackendTimeout` for no answer).
+    """
+
+    def submit(self, manifests: list[dict[str, Any]], *, dry_run: bool = False) -> list[str]:
+        """Create each object in order; ``"Kind namespace/name"`` per object created.
+
+        With ``dry_run`` the server checks every object (``dryRun=All``) and stores nothing.
+        A Service that follows a Job or CronJob of the same name is owned by it, so deleting
+        the workload removes the Service too.
+        """
+        ...
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete a Job or CronJob and what it owns (``propagationPolicy: Background``)."""
+        ...
+
+    def suspend(self, kind: str, namespace: str, name: str, suspended: bool) -> None:
+        """Set ``spec.suspend`` (a merge patch). A suspended Job's pods are stopped."""
+        ...
+
+    def trigger(self, namespace: str, cronjob: str) -> str:
+        """Run a CronJob now (``kubectl create job --from=cronjob/…``); the new Job's name."""
+        ...
+
+    def logs(self, namespace: str, pod: str, *, tail_lines: int = 1000, follow: bool = False,
+             stop: threading.Event | None = None) -> Iterator[str]:
+        """The last ``tail_lines`` lines of a pod's log; with ``follow``, then each new line until
+        the container exits or ``stop`` is set."""
+        ...
+
+    def describe(self, kind: str, namespace: str, name: str) -> str:
+        """The object as YAML, then its recent events (for a Job, its pods' too)."""
         ...

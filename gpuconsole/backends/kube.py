@@ -346,8 +346,20 @@ class KubeJobs:
         self._generation = 0
         self._last: tuple[int, JobsReading, float | None] | None = None
         self._skipped: dict[tuple[str, str], str] = {}  # (kind, uid) → resourceVersion logged
+        self._control: Any = None
 
     # ----------------------------------------------------------------- configuration and client
+
+    @property
+    def job_control(self) -> Any:
+        """Submit, delete, suspend, trigger, logs and describe in this context (same ApiClient)."""
+        with self._client_lock:
+            control = getattr(self, "_control", None)
+            if control is None:
+                from gpuconsole.backends.kube_control import KubeJobControl
+
+                control = self._control = KubeJobControl(self._client, self.request_timeout)
+            return control
 
     def _client(self) -> Any:
         """The ApiClient of this context, created on first use (reads the kubeconfig)."""

@@ -33,13 +33,19 @@ class ActionKind(str, enum.Enum):
     REBOOT = "reboot"
     TERMINATE = "terminate"
     SUSPEND_CRONJOB = "suspend-cronjob"
+    SUBMIT_JOB = "submit-job"
+    DELETE_JOB = "delete-job"
+    SUSPEND_JOB = "suspend-job"
+    RESUME_JOB = "resume-job"
+    TRIGGER_CRONJOB = "trigger-cronjob"
     BUDGET_ADD = "budget-add"
     BUDGET_REMOVE = "budget-remove"
     NOTIFY = "notify"
 
     @property
     def destructive(self) -> bool:
-        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB)
+        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB,
+                        ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB)
 
 
 # Actions whose confirmation is the target itself, typed by the user (an accidental Enter must

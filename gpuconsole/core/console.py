@@ -28,6 +28,7 @@ from gpuconsole.core.cost_explorer import CostExplorer
 from gpuconsole.core.cron_costs import cronjob_costs
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.idle import IdleTracker, by_owner
+from gpuconsole.core.job_ops import JobOps
 from gpuconsole.core.sources import SourceOptions, build_sources
 from gpuconsole.model import (
     Alert,
@@ -110,6 +111,7 @@ class Console:
         self._stopping = threading.Event()
         self.hub = self._make_hub(options.sources)
         self.cloud = self._make_cloud()
+        self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
         self.cost_explorer = self._make_cost_explorer()
         self.budget_ops = self._make_budget_ops(store, pending=open_store is not None and store is None)
         self.snapshot = self._compose()
@@ -262,6 +264,7 @@ class Console:
         self.options.sources = replace(self.options.sources, demo=True, gpus="auto")
         self.hub = self._make_hub(self.options.sources)
         self.cloud = self._make_cloud()
+        self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
         self.cost_explorer = None
         self.idle_tracker = IdleTracker()
         self.budget_ops.set_demo(self.clock())

@@ -82,10 +82,20 @@ class GpuCommands(_SearchedProvider):
 
 
 class JobCommands(_SearchedProvider):
-    """Find a job or CronJob: shows the Jobs pane filtered to it."""
+    """Submit a GPU job; find a job or CronJob: shows the Jobs pane filtered to it."""
+
+    def submit_command(self) -> tuple[str, Callable[[], object], str]:
+        from gpuconsole.ui.wizards.submit import open_submit_wizard
+
+        return "Submit a GPU job…", partial(open_submit_wizard, self.console_app), "key N in the Jobs pane"
+
+    async def discover(self) -> Hits:
+        name, callback, help_text = self.submit_command()
+        yield DiscoveryHit(name, callback, help=help_text)
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.console_app
+        yield self.submit_command()
         for job in app.snapshot.jobs:
             yield f"Job {job.namespace}/{job.name}", partial(app.find_in_pane, "jobs", job.name), job.state.value
         for cron in app.snapshot.cronjobs:

@@ -36,14 +36,19 @@ EVICTED_FAIL_P = 0.3  # share of evicted pods whose Job has no retries left
 HISTORY_LEN = 120
 
 
+# The macros a CronJob's schedule may use, as the CronJob controller reads them.
+CRON_MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+               "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+
+
 def cron_next(schedule: str, ts: float) -> float:
     """First schedule time strictly after ``ts`` (UTC, as the CronJob controller runs)."""
-    return next(CronSim(schedule, datetime.fromtimestamp(ts, UTC))).timestamp()
+    return next(CronSim(CRON_MACROS.get(schedule, schedule), datetime.fromtimestamp(ts, UTC))).timestamp()
 
 
 def cron_prev(schedule: str, ts: float) -> float:
     """Last schedule time strictly before ``ts``."""
-    return next(CronSim(schedule, datetime.fromtimestamp(ts, UTC), reverse=True)).timestamp()
+    return next(CronSim(CRON_MACROS.get(schedule, schedule), datetime.fromtimestamp(ts, UTC), reverse=True)).timestamp()
 
 
 def poisson(rng: random.Random, lam: float) -> int:
@@ -286,6 +291,19 @@ class Lifecycle:
         for cj in self._cronjobs:
             due = cj.next
             if due is not None and due <= now and not cj.suspended:
-                cj.last = due
                 cj.next = cron_next(cj.schedule, now)
-                self._add_job(self._cron_job(cj, due))
+                if cj.policy != "Allow":
+                    active = [j for j in self._jobs.values() if j.cronjob == cj.name and j.namespace == cj.namespace
+                              and j.state in (JobState.PENDING, JobState.RUNNING)]
+                    if active and cj.policy == "Forbid":
+                        continue  # the run is skipped while the last one is still going
+                    for job in active:  # Replace: the running one makes way for the new one
+                        self._jobs.pop(job.uid, None)
+                        self._pending.pop(job.uid, None)
+                        if job.state is JobState.RUNNING:
+                            self._scheduler.release(job)
+                        job.run = -1
+                cj.last = due
+                job = self._cron_job(cj, due)
+                job.workers = cj.workers
+                self._add_job(job)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from gpuconsole.backends.base import BackendError, Capability
 from gpuconsole.backends.sim import catalog
@@ -39,6 +39,8 @@ from gpuconsole.model import (
 )
 
 T = TypeVar("T")
+
+FOLLOW_EVERY_S = 0.5  # how often a followed log looks for new lines
 
 
 class SimCloud:
@@ -96,7 +98,13 @@ class SimGpuSource:
 
 
 class SimJobBackend:
-    """The simulated Kubernetes cluster's Jobs, CronJobs and GPU nodes."""
+    """The simulated Kubernetes cluster's Jobs, CronJobs and GPU nodes.
+
+    It is also a :class:`~gpuconsole.backends.base.JobControl`, so demo mode offers the whole
+    Jobs pane: submit from manifests (with dry runs), delete, suspend and resume, trigger a
+    CronJob, follow a pod's synthetic training log, describe with events
+    (see :mod:`gpuconsole.backends.sim.job_api`).
+    """
 
     name: str = "sim"
     capabilities: frozenset[Capability] = frozenset(
@@ -120,6 +128,45 @@ class SimJobBackend:
 
     def suspend_cronjob(self, uid: str, suspended: bool = True) -> CronJob:
         return self.sim.act(lambda w: w.set_cronjob_suspended(uid, suspended))
+
+    # ------------------------------------------------------------------ JobControl
+    def submit(self, manifests: list[dict[str, Any]], *, dry_run: bool = False) -> list[str]:
+        return self.sim.act(lambda w: w.apply_manifests(manifests, dry_run))
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        self.sim.act(lambda w: w.delete_object(kind, namespace, name))
+
+    def suspend(self, kind: str, namespace: str, name: str, suspended: bool) -> None:
+        self.sim.act(lambda w: w.suspend_object(kind, namespace, name, suspended))
+
+    def trigger(self, namespace: str, cronjob: str) -> str:
+        return self.sim.act(lambda w: w.trigger_cronjob(namespace, cronjob))
+
+    def logs(self, namespace: str, pod: str, *, tail_lines: int = 1000, follow: bool = False,
+             stop: threading.Event | None = None) -> Iterator[str]:
+        """A training pod's log; following it, new lines appear as the world's clock moves, and
+        the stream ends when the container exits, the pod is deleted or ``stop`` is set."""
+        lines, count, done = self.sim.act(lambda w: w.pod_log(namespace, pod, None, max(0, tail_lines)))
+        yield from lines
+        while follow and not done:
+            if stop is not None:
+                if stop.wait(FOLLOW_EVERY_S):
+                    return
+            else:
+                time.sleep(FOLLOW_EVERY_S)
+            start = count
+
+            def more(world: SimWorld, start: int = start) -> tuple[list[str], int, bool]:
+                return world.pod_log(namespace, pod, start)
+
+            try:
+                lines, count, done = self.sim.act(more)
+            except BackendError:
+                return  # the pod went away (deleted, suspended, evicted): its log ends
+            yield from lines
+
+    def describe(self, kind: str, namespace: str, name: str) -> str:
+        return self.sim.act(lambda w: w.describe_object(kind, namespace, name))
 
     def close(self) -> None:
         self.sim.close(SourceKind.JOBS)

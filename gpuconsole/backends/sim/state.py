@@ -6,7 +6,9 @@ step over thousands of GPUs touches a few attributes per GPU and allocates nothi
 
 from __future__ import annotations
 
+import zlib
 from array import array
+from typing import Any
 
 from gpuconsole.backends.sim.catalog import GpuModel
 from gpuconsole.model import (
@@ -20,6 +22,20 @@ from gpuconsole.model import (
     Market,
     Tags,
 )
+
+# The alphabet Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def pod_suffix(pod_uid: str, index: int) -> str:
+    """A pod's five-letter name suffix, derived from its UID: the same pod keeps its name, and
+    naming a pod draws nothing from the world's generators."""
+    value = zlib.crc32(f"{pod_uid}:{index}".encode())
+    out = []
+    for _ in range(5):
+        value, digit = divmod(value, len(_SUFFIX_ALPHABET))
+        out.append(_SUFFIX_ALPHABET[digit])
+    return "".join(out)
 
 
 class SimSlice:
@@ -176,7 +192,7 @@ class SimJob:
     __slots__ = ("uid", "name", "namespace", "state", "created", "gpus", "mig_profile",
                  "product", "node", "devices", "slice", "started", "finished", "end_at", "duration",
                  "fails", "stalled", "util_base", "mem_frac", "pending_reason", "cronjob",
-                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view")
+                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view", "workers", "manifest")
 
     def __init__(self, uid: str, name: str, namespace: str, created: float, gpus: int,
                  mig_profile: str | None, product: str | None, duration: float, image: str,
@@ -209,6 +225,17 @@ class SimJob:
         self.give_up_at = created + 4 * 3600.0  # the owner deletes it if still pending then
         self.run = 0
         self.view: Job | None = None
+        self.workers = 1  # pods of an Indexed Job; the sim places them together, holding ``gpus`` in all
+        self.manifest: dict[str, Any] | None = None  # what was submitted, for a describe
+
+    def pod_names(self) -> list[str]:
+        """Its pods' names, ``<job>-<suffix>`` (``<job>-<index>-<suffix>`` for an Indexed Job);
+        none while suspended."""
+        if self.state is JobState.SUSPENDED:
+            return []
+        if self.workers <= 1:
+            return [f"{self.name}-{pod_suffix(self.pod_uid, 0)}"]
+        return [f"{self.name}-{i}-{pod_suffix(self.pod_uid, i)}" for i in range(self.workers)]
 
     def to_model(self) -> Job:
         if self.view is None:
@@ -219,6 +246,7 @@ class SimJob:
                 started=self.started, finished=self.finished,
                 pending_reason=self.pending_reason if self.state is JobState.PENDING else None,
                 cronjob=self.cronjob, image=self.image, owner=self.owner, pod_uid=self.pod_uid,
+                pod=next(iter(self.pod_names()), None),
             )
         return self.view
 
@@ -227,7 +255,7 @@ class SimCronJob:
     """A CronJob and the template of the Jobs it creates."""
 
     __slots__ = ("uid", "name", "namespace", "schedule", "created", "suspended", "last", "next",
-                 "gpus", "mig_profile", "product", "minutes", "image", "owner")
+                 "gpus", "mig_profile", "product", "minutes", "image", "owner", "policy", "workers", "manifest")
 
     def __init__(self, uid: str, name: str, namespace: str, schedule: str, created: float,
                  gpus: int, mig_profile: str | None, product: str | None,
@@ -247,3 +275,6 @@ class SimCronJob:
         self.minutes = minutes
         self.image = image
         self.owner = owner
+        self.policy = "Allow"  # concurrencyPolicy: Allow, Forbid or Replace
+        self.workers = 1
+        self.manifest: dict[str, Any] | None = None

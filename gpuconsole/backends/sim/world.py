@@ -23,10 +23,12 @@ from gpuconsole.backends.sim.fleet import (
     scaled_fleet,
 )
 from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.job_api import JobApi
 from gpuconsole.backends.sim.lifecycle import HISTORY_LEN
 from gpuconsole.backends.sim.provisioning import Provisioning
 from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.seeding import Seeding
+from gpuconsole.backends.sim.state import SimInstance
 from gpuconsole.backends.sim.workload import (
     MEAN_GPUS_PER_JOB,
     MEAN_JOB_SECONDS,
@@ -48,7 +50,7 @@ from gpuconsole.model import (
 HISTORY_EVERY_S = 5  # with HISTORY_LEN samples: ten minutes of history
 
 
-class SimWorld(Provisioning, Seeding):
+class SimWorld(Provisioning, JobApi, Seeding):
     """A deterministic GPU cloud.
 
     Args:
@@ -162,7 +164,8 @@ class SimWorld(Provisioning, Seeding):
         )
         nodes = tuple(
             Node(i.node_name, i.model.label, len(i.whole), len(i.whole), len(i.whole) - i.free,
-                 i.instance_id, "mixed" if i.slices else None, i.mig_capacity, i.ready)
+                 i.instance_id, "mixed" if i.slices else None, i.mig_capacity, i.ready,
+                 mig_allocated=_mig_held(i) if i.slices else ())
             for i in self._scheduler.nodes
         )
         jobs = tuple([j.to_model() for j in self._jobs.values()])
@@ -233,3 +236,12 @@ class SimWorld(Provisioning, Seeding):
             inst.set_state(InstanceState.RUNNING, running)
         self._instances[inst.instance_id] = inst
         self._join(inst, running)
+
+
+def _mig_held(inst: SimInstance) -> tuple[tuple[str, int], ...]:
+    """MIG devices held by jobs on a node, per profile, in the order of its capacity."""
+    held: dict[str, int] = {}
+    for sl in inst.slices:
+        if sl.job is not None:
+            held[sl.profile] = held.get(sl.profile, 0) + 1
+    return tuple((profile, held.get(profile, 0)) for profile, _count in inst.mig_capacity)

@@ -1,16 +1,22 @@
-"""The Jobs pane: the GPU job queue grouped by state, and the CronJobs that feed it.
+"""The Jobs pane: the GPU job queue grouped by state, the CronJobs that feed it, the nodes' GPUs.
 
-Keys: ``c`` moves between the jobs table and the CronJobs table.
+Every change (submit, delete, suspend, resume, trigger) goes through ``console.jobs`` in a
+thread worker; a delete or a suspend asks y/n first, and the core checks that answer again.
 """
 
 from __future__ import annotations
 
-from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
+from collections.abc import Callable
+from typing import ClassVar
 
-from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, SourceKind
-from gpuconsole.ui.format import age, money, short_node
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+
+from gpuconsole.core.actions import ActionError, ActionResult
+from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, Node, SourceKind
+from gpuconsole.ui.format import age, bar, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
@@ -19,10 +25,11 @@ STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, 
 
 JOB_COLUMNS = [
     ("STATE", "state", 9),
-    ("NAME", "name", 24),
+    ("NAME", "name", 22),
     ("GPUS", "gpus", 9),
     ("NODE", "node", 14),
     ("AGE", "age", 5),
+    ("DURATION", "duration", 8),
     ("NAMESPACE", "namespace", 11),
     ("REASON", "reason", None),
 ]
@@ -36,6 +43,17 @@ CRON_COLUMNS = [
     ("ACTIVE", "active", 6),
     ("$/30D", "monthly", 8),
 ]
+NODE_COLUMNS = [
+    ("NODE", "node", 15),
+    ("GPU", "product", 14),
+    ("USED", "used", 5),
+    ("LOAD", "load", 8),
+    ("FREE", "free", 4),
+    ("MIG", "mig", 5),
+    ("STATUS", "status", 9),
+    ("INSTANCE", "instance", None),
+]
+TABLES = ("job-table", "cron-table", "node-table")
 
 
 def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
@@ -48,6 +66,13 @@ def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
     }[state]
 
 
+def duration(job: Job, now: float) -> str:
+    """How long it has run (until it finished); ``-`` before it started."""
+    if job.started is None:
+        return "-"
+    return age((job.finished if job.finished is not None else now) - job.started)
+
+
 def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
     return (
         text(job.state.value, state_style(job.state, palette)),
@@ -55,6 +80,7 @@ def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
         right(job.gpu_request),
         text(short_node(job.node) if job.node else "-"),
         right(age(now - job.created)),
+        right(duration(job, now)),
         text(job.namespace),
         text(job.pending_reason or "", palette.warn if job.pending_reason else None),
     )
@@ -79,21 +105,112 @@ def cron_cells(cron: CronJob, now: float, palette: Palette) -> tuple[object, ...
     )
 
 
+def short_product(product: str) -> str:
+    """``NVIDIA-A100-SXM4-80GB`` → ``A100-SXM4-80GB``: the vendor adds nothing in a GPU column."""
+    for prefix in ("NVIDIA-", "Tesla-"):
+        if product.startswith(prefix):
+            return product[len(prefix):]
+    return product or "-"
+
+
+def mig_text(node: Node) -> str:
+    """``1g.10gb 1/2 · 3g.40gb 0/1``: MIG devices held / offered, per profile."""
+    held = dict(node.mig_allocated)
+    return " · ".join(f"{profile} {held.get(profile, 0)}/{count}" for profile, count in node.mig_capacity)
+
+
+def node_cells(node: Node, palette: Palette) -> tuple[object, ...]:
+    allocatable = node.gpu_allocatable
+    used = node.gpu_allocated
+    free = max(0, allocatable - used)
+    share = 100.0 * used / allocatable if allocatable else 0.0
+    load_style = palette.bad if allocatable and free == 0 else palette.warn if share >= 75 else palette.ok
+    mig_total = sum(count for _profile, count in node.mig_capacity)
+    mig_used = sum(count for _profile, count in node.mig_allocated)
+    return (
+        text(short_node(node.name)),
+        text(short_product(node.gpu_product)),
+        right(f"{used}/{allocatable}"),
+        text(bar(share, 8), load_style),
+        right(free, palette.ok if free else palette.dim),
+        right(f"{mig_used}/{mig_total}" if mig_total else "-", None if mig_total else palette.dim),
+        text("ready" if node.ready else "not ready", None if node.ready else palette.bad),
+        text(node.instance_id or "-", palette.dim),
+    )
+
+
 class JobsPane(Pane):
-    """Jobs and CronJobs, live."""
+    """Jobs, CronJobs and the nodes' GPUs, live; the place to run GPU training.
+
+    | key | does |
+    |---|---|
+    | c | move between the jobs and the CronJobs |
+    | n | switch between the job queue and the Nodes view (GPU capacity per node) |
+    | N | submit a new job (the submit wizard) |
+    | enter | describe the selected job or CronJob (YAML and events) |
+    | l | the selected job's log (follows while it runs; / searches, n/N next/previous) |
+    | s | suspend the selected job or CronJob (asks y/n), or resume it |
+    | T | run the selected CronJob now |
+    | ctrl+d | delete the selected job or CronJob (asks y/n) |
+    """
 
     kind = SourceKind.JOBS
-    BINDINGS = [Binding("c", "toggle_table", "Jobs/CronJobs")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "toggle_table", "CronJobs"),
+        Binding("n", "toggle_nodes", "Nodes"),
+        Binding("N", "submit", "New job"),
+        Binding("l", "logs", "Logs"),
+        Binding("s", "suspend", "Suspend/resume", show=False),
+        Binding("T", "trigger", "Run now", show=False),
+        Binding("ctrl+d", "delete", "Delete"),
+    ]
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.mode = "jobs"
 
     def compose_body(self) -> ComposeResult:
         yield LiveTable(JOB_COLUMNS, id="job-table")
         yield LiveTable(CRON_COLUMNS, id="cron-table")
+        yield LiveTable(NODE_COLUMNS, id="node-table")
 
+    # ------------------------------------------------------------------ views
     def action_toggle_table(self) -> None:
+        if self.mode == "nodes":
+            self.show_view("jobs")
         jobs = self.query_one("#job-table", LiveTable)
         (self.query_one("#cron-table", LiveTable) if jobs.has_focus else jobs).focus()
 
+    def action_toggle_nodes(self) -> None:
+        self.show_view("jobs" if self.mode == "nodes" else "nodes")
+
+    def show_view(self, view: str) -> None:
+        """``jobs`` (the queue and the CronJobs) or ``nodes`` (GPU capacity per node)."""
+        self.mode = view
+        self.set_class(view == "nodes", "-nodes")
+        self.focus_body()
+        self.redraw()
+
+    def focus_body(self) -> None:
+        self.query_one("#node-table" if self.mode == "nodes" else "#job-table", LiveTable).focus()
+
+    def current_table(self) -> LiveTable:
+        focused = self.app.focused
+        if isinstance(focused, LiveTable) and focused.id in TABLES and focused in self.query(LiveTable):
+            return focused
+        return self.query_one("#node-table" if self.mode == "nodes" else "#job-table", LiveTable)
+
+    # ------------------------------------------------------------------ rendering
     def summary(self, snapshot: FleetSnapshot) -> str:
+        if self.mode == "nodes":
+            if not snapshot.nodes:
+                return ""
+            total = sum(n.gpu_allocatable for n in snapshot.nodes)
+            used = sum(n.gpu_allocated for n in snapshot.nodes)
+            mig_total = sum(c for n in snapshot.nodes for _p, c in n.mig_capacity)
+            mig_used = sum(c for n in snapshot.nodes for _p, c in n.mig_allocated)
+            mig = f" · MIG {mig_used}/{mig_total}" if mig_total else ""
+            return f"{len(snapshot.nodes)} nodes · {used}/{total} GPUs allocated · {total - used} free{mig}"
         if not snapshot.jobs and not snapshot.cronjobs:
             return ""
         counts = {state: 0 for state in JobState}
@@ -118,10 +235,28 @@ class JobsPane(Pane):
             if self.matches(cron.name, cron.namespace, cron.schedule)
         ]
         self.query_one("#cron-table", LiveTable).sync(cron_rows)
-
+        node_rows: list[Row] = [
+            (node.name, node_cells(node, palette))
+            for node in sorted(snapshot.nodes, key=lambda n: n.name)
+            if self.matches(node.name, node.gpu_product, node.instance_id, *(p for p, _c in node.mig_capacity))
+        ]
+        self.query_one("#node-table", LiveTable).sync(node_rows)
 
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
         now = snapshot.taken_at
+        if table_id == "node-table":
+            node = next((n for n in snapshot.nodes if n.name == key), None)
+            if node is None:
+                return None
+            line = Text(f"{short_node(node.name)}  ", style=palette.strong)
+            line.append(f"{short_product(node.gpu_product)} · {node.gpu_allocated}/{node.gpu_allocatable} GPUs allocated")
+            if node.gpu_capacity != node.gpu_allocatable:
+                line.append(f" ({node.gpu_capacity} on the node)")
+            if node.mig_capacity:
+                line.append(f" · MIG {mig_text(node)}")
+            if not node.ready:
+                line.append(" · not ready", palette.bad)
+            return line
         if table_id == "cron-table":
             cron = next((c for c in snapshot.cronjobs if c.uid == key), None)
             if cron is None:
@@ -153,3 +288,155 @@ class JobsPane(Pane):
         if job.owner:
             line.append(f" · owner {job.owner}")
         return line
+
+    # ------------------------------------------------------------------ selection
+    def selected(self) -> tuple[str, Job | CronJob] | None:
+        """``("Job", job)`` or ``("CronJob", cron)`` under the cursor of the current table."""
+        snap = self.snapshot
+        table = self.current_table()
+        key = table.selected_key
+        if snap is None or key is None:
+            return None
+        if table.id == "cron-table":
+            cron = next((c for c in snap.cronjobs if c.uid == key), None)
+            return ("CronJob", cron) if cron is not None else None
+        if table.id == "job-table":
+            job = next((j for j in snap.jobs if j.uid == key), None)
+            return ("Job", job) if job is not None else None
+        return None
+
+    def _target(self, verb: str) -> tuple[str, Job | CronJob] | None:
+        """The selection an action applies to, or None after saying why there is none."""
+        if not self.app.core.jobs.available:  # type: ignore[attr-defined]
+            self.app.notify("This job source cannot change jobs: run with --demo, or point KUBECONFIG at a cluster.",
+                            severity="warning", timeout=5)
+            return None
+        chosen = self.selected()
+        if chosen is None:
+            where = "a job or CronJob" if self.mode == "jobs" else "a job (n: back to the queue)"
+            self.app.notify(f"Select {where} to {verb}.", severity="warning")
+        return chosen
+
+    # ------------------------------------------------------------------ actions
+    def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
+        """``enter``: describe the job or CronJob (YAML and events)."""
+        if event.data_table.id not in ("job-table", "cron-table"):
+            return
+        event.stop()
+        chosen = self._target("describe")
+        if chosen is None:
+            return
+        from gpuconsole.ui.screens.describe import DescribeScreen
+
+        kind, item = chosen
+        self.app.push_screen(DescribeScreen(self.app.core.jobs, kind, item.namespace, item.name))  # type: ignore[attr-defined]
+
+    def action_submit(self) -> None:
+        """``N``: the submit wizard, in the namespace of the selected row."""
+        from gpuconsole.ui.wizards.submit import open_submit_wizard
+
+        chosen = self.selected()
+        open_submit_wizard(self.app, namespace=chosen[1].namespace if chosen else None)  # type: ignore[arg-type]
+
+    def action_logs(self) -> None:
+        chosen = self._target("read the log of")
+        if chosen is None:
+            return
+        kind, item = chosen
+        if kind == "CronJob":
+            self.app.notify("A CronJob has no log of its own: select one of its jobs (c: the job queue).",
+                            severity="warning")
+            return
+        assert isinstance(item, Job)
+        where = f"{item.namespace}/{item.name}"
+        if item.state is JobState.SUSPENDED:
+            self.app.notify(f"{where} is suspended: it has no pod, so no log.", severity="warning")
+            return
+        if item.state is JobState.PENDING:
+            self.app.notify(f"{where} is pending: its log starts when its pod does.", severity="warning")
+            return
+        if not item.pod:
+            self.app.notify(f"{where}: the cluster did not say which pod it runs in.", severity="warning")
+            return
+        from gpuconsole.ui.screens.logs import LogScreen
+
+        title = f"{where} · pod {item.pod}"
+        self.app.push_screen(LogScreen(self.app.core.jobs, item.namespace, item.pod,  # type: ignore[attr-defined]
+                                       follow=item.state is JobState.RUNNING, title=title))
+
+    def action_delete(self) -> None:
+        chosen = self._target("delete")
+        if chosen is None:
+            return
+        kind, item = chosen
+        jobs = self.app.core.jobs  # type: ignore[attr-defined]
+        what = f"{kind} {item.namespace}/{item.name}"
+        goes = ("its pods stop and it leaves the queue" if kind == "Job"
+                else "its schedule and the jobs it started go too")
+        self._confirm(f"Delete {kind}", f"Delete {what}? (y/n)", f"{self._facts(kind, item)}\nDeleting it: {goes}.",
+                      what, lambda answer: jobs.delete(kind, item.namespace, item.name, answer))
+
+    def action_suspend(self) -> None:
+        chosen = self._target("suspend or resume")
+        if chosen is None:
+            return
+        kind, item = chosen
+        jobs = self.app.core.jobs  # type: ignore[attr-defined]
+        what = f"{kind} {item.namespace}/{item.name}"
+        suspended = item.suspended if isinstance(item, CronJob) else item.state is JobState.SUSPENDED
+        if suspended:
+            self._perform(f"resume {what}", lambda: jobs.resume(kind, item.namespace, item.name))
+            return
+        if isinstance(item, Job) and item.state in (JobState.SUCCEEDED, JobState.FAILED):
+            self.app.notify(f"{what} has {item.state.value}: there is nothing to suspend.", severity="warning")
+            return
+        effect = ("its pods are stopped (progress since the last checkpoint is lost) until it is resumed"
+                  if kind == "Job" else "no new run starts until it is resumed; a running one goes on")
+        self._confirm(f"Suspend {kind}", f"Suspend {what}? (y/n)", f"{self._facts(kind, item)}\nSuspended: {effect}.",
+                      what, lambda answer: jobs.suspend(kind, item.namespace, item.name, answer))
+
+    def action_trigger(self) -> None:
+        chosen = self._target("run now")
+        if chosen is None:
+            return
+        kind, item = chosen
+        name = item.name if kind == "CronJob" else getattr(item, "cronjob", None)
+        if not name:
+            self.app.notify("Select a CronJob to run it now (c: the CronJobs).", severity="warning")
+            return
+        jobs = self.app.core.jobs  # type: ignore[attr-defined]
+        self._perform(f"run CronJob {item.namespace}/{name}", lambda: jobs.trigger(item.namespace, name))
+
+    @staticmethod
+    def _facts(kind: str, item: Job | CronJob) -> str:
+        if isinstance(item, CronJob):
+            gpus = f"{max(item.gpus, 1)}×{item.mig_profile}" if item.mig_profile else f"{item.gpus} GPU(s)"
+            return f"{item.namespace}/{item.name}\nschedule {item.schedule} · {gpus} a run · {item.active} active"
+        node = f" on {short_node(item.node)}" if item.node else ""
+        return (f"{item.namespace}/{item.name}\n{item.state.value}{node} · {item.gpu_request} GPU(s)"
+                f" · owner {item.owner or '-'}")
+
+    def _confirm(self, title: str, prompt: str, details: str, what: str,
+                 call: Callable[[str], ActionResult]) -> None:
+        from gpuconsole.ui.screens.confirm import ConfirmScreen
+
+        verb = title.split()[0].lower()
+
+        def answered(answer: str | None) -> None:
+            if answer is None:
+                self.app.notify(f"{verb} cancelled")
+                return
+            self._perform(f"{verb} {what}", lambda: call(answer))
+
+        self.app.push_screen(ConfirmScreen(title, prompt, details), answered)
+
+    @work(thread=True, group="job-action", exit_on_error=False, description="job action")
+    def _perform(self, what: str, call: Callable[[], ActionResult]) -> None:
+        core = self.app.core  # type: ignore[attr-defined]
+        try:
+            result = call()
+        except ActionError as exc:
+            self.app.call_from_thread(self.app.notify, f"{what}: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self.app.notify, result.message)
+        core.refresh()

@@ -1,0 +1,416 @@
+"""The submit wizard (``N`` on the Jobs pane): a GPU training job, checked as it is typed.
+
+Three steps: the job (name, image, command, GPUs or a MIG profile, workers, schedule, limits),
+its environment (the NVIDIA and NCCL presets, anything else), and a review of the exact YAML
+the cluster receives. Submit stays off until a server-side dry run (``dryRun=All``) has passed
+for exactly the request on screen; any change sends the review back to a new dry run. Every
+field is read and checked by :mod:`gpuconsole.core.manifests`, the message going under the
+field; the cluster is asked only through ``console.jobs``, in thread workers.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Button, ContentSwitcher, Footer, Input, Select, Static
+
+from gpuconsole.core.actions import ActionError, ActionResult
+from gpuconsole.core.job_ops import JobOps
+from gpuconsole.core.manifests import CONCURRENCY_POLICIES, DEFAULT_IMAGE, PRESETS, JobRequest, from_form, validate
+from gpuconsole.ui.wizards.details import os_user
+from gpuconsole.ui.wizards.fields import Field
+
+if TYPE_CHECKING:
+    from gpuconsole.ui.app import GpuConsoleApp
+
+STEPS = ("Job", "Environment", "Review")
+JOB, ENVIRONMENT, REVIEW = range(3)
+PRESET_DEFAULTS = {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
+PRESET_HINTS = {
+    "NVIDIA_VISIBLE_DEVICES": "empty: the device plugin sets it",
+    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility[,video]",
+    "CUDA_VISIBLE_DEVICES": "e.g. 0,1 (a subset of the pod's GPUs)",
+    "NCCL_DEBUG": "VERSION, WARN, INFO or TRACE",
+    "NCCL_SOCKET_IFNAME": "e.g. eth0 or ^lo,docker0",
+    "NCCL_IB_DISABLE": "1: sockets only, no InfiniBand",
+}
+ENV_INTRO = ("Environment of every pod; empty fields are left out. Leave NVIDIA_VISIBLE_DEVICES empty on "
+             "Kubernetes: the device plugin sets it to the GPUs the pod was given.")
+
+
+def _input(value: str = "", placeholder: str = "", widget_id: str = "") -> Input:
+    return Input(value, placeholder=placeholder, id=widget_id, compact=True)
+
+
+def run_times(stamps: list[float]) -> str:
+    """``Tue 17 Nov 02:00 · Wed 18 Nov 02:00 · …`` (UTC)."""
+    return " · ".join(datetime.fromtimestamp(t, UTC).strftime("%a %d %b %H:%M") for t in stamps)
+
+
+class SubmitWizard(ModalScreen["ActionResult | None"]):
+    """Submit a Job or CronJob. Returns the submit's :class:`ActionResult`, or None if cancelled.
+
+    ==============  ==============================================================
+    ``ctrl+n``      next step; on Review: submit (once the dry run has passed)
+    ``esc``         previous step; cancels on the first
+    ``tab``         next field (``shift+tab`` previous); ``enter`` in a field too
+    ``ctrl+r``      Review: dry run again
+    ==============  ==============================================================
+    """
+
+    CSS_PATH = "submit.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("escape", "back", "Back"),
+        Binding("ctrl+n", "next", "Next"),
+        Binding("ctrl+n", "submit", "Submit"),
+        Binding("ctrl+r", "dry_run", "Dry run again"),
+    ]
+
+    def __init__(self, jobs: JobOps, namespace: str = "default", owner: str = "") -> None:
+        super().__init__()
+        self.jobs = jobs
+        self.namespace = namespace
+        self.owner = owner
+        self.step = JOB
+        self.touched: set[str] = set()
+        self.request: JobRequest | None = None
+        self.checked: JobRequest | None = None  # the request of the last dry run started
+        self.passed: JobRequest | None = None  # the request the dry run passed for
+        self.dry_run_message = ""
+        self.submitting = False
+        self.result: ActionResult | None = None
+        self.next_runs_text: str | None = None
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        with Vertical(id="submit-wizard"):
+            yield Static(id="submit-steps", markup=False)
+            with ContentSwitcher(initial="submit-step-0", id="submit-body"):
+                with VerticalScroll(id="submit-step-0", classes="step"):
+                    with Horizontal(classes="pair"):
+                        yield Field("Name", _input(placeholder="e.g. bert-finetune", widget_id="job-name"), "name")
+                        yield Field("Namespace", _input(self.namespace, widget_id="job-namespace"), "namespace")
+                    yield Field("Image", _input(DEFAULT_IMAGE, widget_id="job-image"), "image")
+                    yield Field("Command", _input(placeholder='python train.py  or  ["python", "train.py"]',
+                                                  widget_id="job-command"), "command")
+                    with Horizontal(classes="pair"):
+                        yield Field("Workers", _input("1", "pods (>1: distributed)", "job-workers"), "workers")
+                        yield Field("GPUs/pod", _input("1", widget_id="job-gpus"), "gpus")
+                    with Horizontal(classes="pair"):
+                        yield Field("MIG profile", _input(placeholder="whole GPUs, or 1g.10gb…", widget_id="job-mig"),
+                                    "mig_profile")
+                        yield Field("CPU", _input(placeholder="e.g. 8 or 500m", widget_id="job-cpu"), "cpu")
+                    with Horizontal(classes="pair"):
+                        yield Field("Memory", _input(placeholder="e.g. 64Gi", widget_id="job-memory"), "memory")
+                        yield Field("Owner", _input(self.owner, widget_id="job-owner"), "owner")
+                    yield Field("Schedule", _input(placeholder="cron, e.g. 0 2 * * *; empty: run once now",
+                                                   widget_id="job-schedule"), "schedule")
+                    yield Static("", id="next-runs", markup=False)
+                    with Horizontal(classes="pair"):
+                        yield Field("Concurrency", Select([(p, p) for p in CONCURRENCY_POLICIES], value="Forbid",
+                                                          allow_blank=False, compact=True, id="job-concurrency"),
+                                    "concurrency_policy")
+                        yield Field("Retries", _input("2", widget_id="job-backoff"), "backoff_limit")
+                    with Horizontal(classes="pair"):
+                        yield Field("Deadline s", _input(placeholder="none", widget_id="job-deadline"),
+                                    "active_deadline_seconds")
+                        yield Field("Keep s", _input(placeholder="keep finished jobs", widget_id="job-ttl"),
+                                    "ttl_seconds_after_finished")
+                with VerticalScroll(id="submit-step-1", classes="step"):
+                    yield Static(ENV_INTRO, classes="context", markup=False)
+                    for preset in PRESETS:
+                        yield Field(preset, _input(PRESET_DEFAULTS.get(preset, ""), PRESET_HINTS[preset],
+                                                   f"env-{preset}"), f"env:{preset}")
+                    yield Field("Other", _input(placeholder="KEY=VALUE KEY2='with spaces'", widget_id="job-env"), "env")
+                with Vertical(id="submit-step-2", classes="step"):
+                    yield Static("", id="review-context", markup=False)
+                    with VerticalScroll(id="review-yaml-box", can_focus=True):
+                        yield Static("", id="review-yaml", markup=False)
+                    with Horizontal(id="review-actions"):
+                        yield Static("", id="dry-run", markup=False)
+                        yield Button("Submit", id="submit-button", variant="success", disabled=True, compact=True)
+            yield Static("", id="submit-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._draw_steps()
+        self.say("Each field is checked as you type · tab: next field · ctrl+n: next step · esc: cancel")
+        self.check()
+        self.query_one("#job-name", Input).focus()
+
+    @property
+    def console_app(self) -> GpuConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    def _draw_steps(self) -> None:
+        palette = self.console_app.palette
+        line = Text(" New GPU job  ", style=palette.strong, no_wrap=True, overflow="ellipsis")
+        for index, name in enumerate(STEPS):
+            if index:
+                line.append(" › ", palette.dim)
+            label = f"{index + 1} {name}"
+            if index == self.step:
+                line.append(f" {label} ", palette.accent + palette.strong + Style(reverse=True))
+            else:
+                line.append(label, None if index < self.step else palette.dim)
+        self.query_one("#submit-steps", Static).update(line)
+
+    def say(self, message: str, *, error: bool = False) -> None:
+        status = self.query_one("#submit-status", Static)
+        status.update(message)
+        status.set_class(error and bool(message), "-error")
+
+    # ------------------------------------------------------------------ the form
+    def fields(self, step: int | None = None) -> list[Field]:
+        root: Widget = self if step is None else self.query_one(f"#submit-step-{step}")
+        return list(root.query(Field))
+
+    def values(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in self.fields():
+            widget = item.widget
+            if isinstance(widget, Input):
+                out[item.field_name] = widget.value
+            elif isinstance(widget, Select):
+                out[item.field_name] = str(widget.value)
+        return out
+
+    def build(self) -> tuple[JobRequest, dict[str, str]]:
+        """The request the fields spell, and what is wrong with it (field → message)."""
+        req, problems = from_form(self.values())
+        try:
+            found = validate(req)
+        except Exception as exc:  # noqa: BLE001 - a checker failure must not stop the form
+            found = {"name": str(exc)}
+        for name, message in found.items():
+            problems.setdefault(name, message)
+        return req, problems
+
+    def show_problems(self, problems: dict[str, str], step: int, *, everything: bool = False) -> str | None:
+        """Messages under the fields of ``step`` (edited ones only unless ``everything``); the
+        first, as ``Label: message``, or None."""
+        first: str | None = None
+        for item in self.fields(step):
+            message = problems.get(item.field_name)
+            item.set_message(message if everything or item.field_name in self.touched else None)
+            if message and first is None:
+                first = f"{item.label}: {message}"
+                if everything:
+                    item.widget.focus()
+        return first
+
+    def check(self) -> None:
+        req, problems = self.build()
+        self.request = None if problems else req
+        for step in (JOB, ENVIRONMENT):
+            self.show_problems(problems, step)
+        self._show_next_runs(req.schedule, "schedule" in problems)
+
+    def _show_next_runs(self, schedule: str, invalid: bool) -> None:
+        words = ""
+        if not schedule:
+            words = "No schedule: a Job that runs once, now."
+        elif not invalid:
+            try:
+                words = f"Next runs (UTC): {run_times(self.jobs.next_runs(schedule, 3))}"
+            except ValueError:
+                words = ""
+        if words != self.next_runs_text:  # an unchanged line asks for no new layout
+            self.next_runs_text = words
+            self.query_one("#next-runs", Static).update(words)
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _edited(self, event: Input.Changed | Select.Changed) -> None:
+        field = next((a for a in event.control.ancestors if isinstance(a, Field)), None)
+        if field is None:
+            return
+        self.touched.add(field.field_name)
+        self.check()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        # Enter in a text field moves on to the next field, as in a paper form.
+        event.stop()
+        self.focus_next()
+
+    # ------------------------------------------------------------------ steps
+    def go(self, index: int) -> None:
+        self.step = index
+        self.query_one(ContentSwitcher).current = f"submit-step-{index}"
+        self._draw_steps()
+        self.refresh_bindings()
+        if index == REVIEW:
+            self._enter_review()
+        else:
+            fields = self.fields(index)
+            if fields:
+                fields[0].widget.focus()
+            self.say("tab: next field · ctrl+n: next step · esc: back")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return self.step == JOB
+        if action == "back":
+            return self.step > JOB
+        if action == "next":
+            return self.step < REVIEW
+        if action == "submit":
+            if self.step != REVIEW:
+                return False
+            return True if self.can_submit else None
+        if action == "dry_run":
+            return self.step == REVIEW
+        return True
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_back(self) -> None:
+        if self.step > JOB and not self.submitting:
+            self.go(self.step - 1)
+
+    def action_next(self) -> None:
+        if self.step >= REVIEW:
+            return
+        _req, problems = self.build()
+        first = self.show_problems(problems, self.step, everything=True)
+        if first:
+            self.say(f"Can't go on: {first}", error=True)
+            return
+        self.go(self.step + 1)
+
+    # ------------------------------------------------------------------ review and submit
+    @property
+    def can_submit(self) -> bool:
+        return (not self.submitting and self.request is not None and self.passed is not None
+                and self.passed == self.request)
+
+    def _enter_review(self) -> None:
+        req, problems = self.build()
+        if problems:  # a field of an earlier step: show it there
+            step = JOB if any(item.field_name in problems for item in self.fields(JOB)) else ENVIRONMENT
+            self.go(step)
+            self.say(f"Can't go on: {self.show_problems(problems, step, everything=True)}", error=True)
+            return
+        self.request = req
+        gpus = f"{req.gpus}× MIG {req.mig_profile}" if req.mig_profile else f"{req.gpus} GPU(s)"
+        size = f"{req.workers} pods × {gpus} = {req.total_gpus}" if req.distributed else gpus
+        runs = f" · {req.schedule}" if req.schedule else ""
+        self.query_one("#review-context", Static).update(f"{req.kind} {req.namespace}/{req.name} · {size}{runs}")
+        box = self.query_one("#review-yaml-box", VerticalScroll)
+        box.border_title = "What the cluster receives (YAML)"
+        box.border_subtitle = "↑ ↓ scroll"
+        self.query_one("#review-yaml", Static).update(self.jobs.preview(req))
+        box.scroll_home(animate=False)
+        box.focus()
+        self.say("ctrl+n or Submit creates it once the dry run passes · ctrl+r: dry run again · esc: back")
+        if req != self.checked:
+            self.start_dry_run()
+        else:
+            self._show_dry_run()
+
+    def start_dry_run(self) -> None:
+        req = self.request
+        if req is None:
+            return
+        self.checked, self.passed = req, None
+        self.dry_run_message = "Dry run: asking the cluster whether it would accept this…"
+        self._show_dry_run()
+        self._dry_run(req)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="submit-dry-run", description="dry run")
+    def _dry_run(self, req: JobRequest) -> None:
+        try:
+            result = self.jobs.submit(req, dry_run=True)
+            message, error = result.message, ""
+        except ActionError as exc:
+            message, error = "", str(exc)
+        except Exception as exc:  # noqa: BLE001 - shown as one line, never raised into the app
+            message, error = "", str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        self.app.call_from_thread(self._dry_run_done, req, message, error)
+
+    def _dry_run_done(self, req: JobRequest, message: str, error: str) -> None:
+        if not self.is_attached or req != self.checked:
+            return
+        self.passed = None if error else req
+        if error:
+            self.dry_run_message = f"Dry run failed: {error}"
+        else:
+            self.dry_run_message = "Dry run passed: " + message.removeprefix("dry run passed: ") + " · ctrl+n submits"
+        self._show_dry_run()
+
+    def _show_dry_run(self) -> None:
+        line = self.query_one("#dry-run", Static)
+        line.update(self.dry_run_message)
+        line.set_class(self.can_submit, "-ok")
+        line.set_class(self.dry_run_message.startswith(("Dry run failed", "Submit failed")), "-error")
+        self.query_one("#submit-button", Button).disabled = not self.can_submit
+        self.refresh_bindings()
+
+    def action_dry_run(self) -> None:
+        if self.step == REVIEW and not self.submitting:
+            self.start_dry_run()
+
+    def action_submit(self) -> None:
+        req = self.request
+        if self.step != REVIEW or req is None or not self.can_submit:
+            self.say("Submit waits for a passing dry run of this exact request.", error=True)
+            return
+        self.submitting = True
+        self.dry_run_message = f"Submitting {req.kind} {req.namespace}/{req.name}…"
+        self._show_dry_run()
+        self._create(req)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="submit-create", description="submit job")
+    def _create(self, req: JobRequest) -> None:
+        try:
+            result: ActionResult | None = self.jobs.submit(req)
+            error = ""
+        except ActionError as exc:
+            result, error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001
+            result, error = None, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        self.app.call_from_thread(self._created, result, error)
+
+    def _created(self, result: ActionResult | None, error: str) -> None:
+        self.submitting = False
+        self.result = result
+        if result is not None:
+            self.dismiss(result)
+            return
+        if not self.is_attached:
+            return
+        self.passed = None  # the cluster changed its mind: check again before another try
+        self.dry_run_message = f"Submit failed: {error}"
+        self._show_dry_run()
+        self.say("Fix the request (esc: back) or ctrl+r to dry run again.", error=True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_submit()
+
+
+def open_submit_wizard(app: GpuConsoleApp, namespace: str | None = None) -> None:
+    """Open the wizard, or say in one line why no job can be submitted from this console."""
+    jobs = app.core.jobs
+    if not jobs.available:
+        app.notify("No cluster that can run jobs is connected: run with --demo, or point KUBECONFIG at a cluster.",
+                   severity="warning", timeout=5)
+        return
+
+    def done(result: ActionResult | None) -> None:
+        if result is not None:
+            app.notify(result.message)
+            app.core.refresh()
+
+    app.push_screen(SubmitWizard(jobs, namespace or "default", os_user()), done)
