@@ -607,3 +607,34 @@ def test_the_console_submits_to_the_cluster_it_watches(kube: KubeCluster, monkey
         assert console.actions.recent()[-1].ok
     finally:
         console.close()
+
+
+async def test_the_palette_switches_the_kubernetes_context_like_ctx(kube: KubeCluster, tmp_path: Path, monkeypatch) -> None:
+    """ctrl+p, "Kubernetes context: second": the jobs now come as the second context's user."""
+    from tests.helpers import wait_until as wait_in_app
+    from tests.test_app import running
+
+    monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
+    running_job(kube, "train-a")
+    two = ks.write_kubeconfig(tmp_path / "two", kube.server.url,
+                              {"first": {"token": TEST_TOKEN}, "second": {"token": OTHER_TOKEN, "namespace": "ml"}})
+    monkeypatch.setenv("KUBECONFIG", str(two))
+    options = ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off"), interval=0.2, timeout=3)
+    console = Console(options)
+    assert console.kube_contexts() == (("first", "second"), "first")
+    async with running(console, live=False) as (app, pilot):
+        await wait_in_app(lambda: any(j.name == "train-a" for j in app.snapshot.jobs))
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"context: second")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_in_app(lambda: app.snapshot.source(SourceKind.JOBS).name == "kube:second", timeout=10)
+        kube.server.requests.clear()
+        await wait_in_app(lambda: any(j.name == "train-a" for j in app.snapshot.jobs)
+                          and any(r.token == OTHER_TOKEN for r in kube.server.requests), timeout=10)
+        assert console.kube_contexts()[1] == "second"
+    from gpuconsole.core.actions import ActionError
+
+    with pytest.raises(ActionError, match="no context 'third'"):
+        console.switch_context("third")

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpuconsole.backends.base import BackendError
 from gpuconsole.core import costs
-from gpuconsole.core.actions import ActionLog
+from gpuconsole.core.actions import ActionError, ActionLog, one_line
 from gpuconsole.core.budget_ops import BudgetOps
 from gpuconsole.core.cloud_ops import CloudOps
 from gpuconsole.core.config import ConfigError, ConfigFile, load_config
@@ -270,6 +271,39 @@ class Console:
         self.budget_ops.set_demo(self.clock())
         threading.Thread(target=old.stop, daemon=True).start()
         self.hub.start()
+        self._publish()
+
+    # ------------------------------------------------------------------ Kubernetes contexts
+    def kube_contexts(self) -> tuple[tuple[str, ...], str | None]:
+        """The kubeconfig's contexts and the one in use (reads files: call from a worker).
+
+        Raises:
+            ActionError: no Kubernetes source, or a kubeconfig that cannot be read.
+        """
+        runner = self.hub.runners.get(SourceKind.JOBS)
+        source = runner.source if runner else None
+        if source is None or not source.name.startswith("kube"):
+            raise ActionError("the jobs source is not a Kubernetes cluster")
+        from gpuconsole.backends import kube
+
+        try:
+            names, current = kube.contexts(source.kubeconfig)
+        except BackendError as exc:
+            raise ActionError(one_line(exc)) from exc
+        return names, source.context or current
+
+    def switch_context(self, name: str) -> None:
+        """Watch the jobs of kubeconfig context ``name`` instead (like k9s ``:ctx``); the other
+        sources keep running. Raises :class:`ActionError` for a context the kubeconfig lacks."""
+        names, _ = self.kube_contexts()
+        if name not in names:
+            raise ActionError(f"no context {name!r} in the kubeconfig: {', '.join(names) or 'none'}")
+        from gpuconsole.backends.kube import KubeJobs
+
+        sources = self.options.sources = replace(self.options.sources, context=name)
+        source = KubeJobs(sources.kubeconfig, name, sources.namespaces, watch=sources.watch_jobs)
+        self.hub.replace(SourceKind.JOBS, source, self._policy(source))
+        self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
         self._publish()
 
     def wait_for_first_answers(self, timeout: float) -> None:

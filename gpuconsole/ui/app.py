@@ -23,6 +23,7 @@ from functools import partial
 from typing import ClassVar
 
 from rich.style import Style
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
@@ -89,7 +90,8 @@ class GpuConsoleApp(App[int]):
     ]
     COMMANDS = App.COMMANDS | {
         partial(_provider, name)
-        for name in ("ConsoleCommands", "GpuCommands", "JobCommands", "InstanceCommands", "BudgetCommands")
+        for name in ("ConsoleCommands", "GpuCommands", "JobCommands", "InstanceCommands", "BudgetCommands",
+                     "ContextCommands")
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "show_pane('overview')", "Overview", show=False),
@@ -318,6 +320,18 @@ class GpuConsoleApp(App[int]):
         from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
 
         self.push_screen(GpuDetailScreen(uuid))
+
+    @work(thread=True, exclusive=True, group="kube-context", exit_on_error=False, description="switch context")
+    def switch_context(self, name: str) -> None:
+        """Watch another kubeconfig context's jobs (from the palette); failures are one line."""
+        from gpuconsole.core.actions import ActionError
+
+        try:
+            self.core.switch_context(name)
+        except ActionError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.call_from_thread(self.notify, f"Kubernetes context: {name}")
 
     def toggle_job_tables(self) -> None:
         """Show the Jobs pane and move between its jobs and CronJobs tables."""

@@ -130,3 +130,41 @@ class BudgetCommands(_SearchedProvider):
         for status in app.snapshot.budgets:
             yield f"Budget {status.budget.name}", partial(app.find_in_pane, "budgets", status.budget.name), status.budget.scope
 
+
+
+class ContextCommands(Provider):
+    """``Kubernetes context: NAME`` for each context of the kubeconfig (like k9s ``:ctx``).
+
+    The kubeconfig is read off the event loop when the palette opens; nothing is listed when
+    the jobs source is not a Kubernetes cluster.
+    """
+
+    async def _contexts(self) -> tuple[tuple[str, ...], str | None]:
+        import asyncio
+
+        from gpuconsole.core.actions import ActionError
+
+        app = cast("GpuConsoleApp", self.app)
+        try:
+            return await asyncio.to_thread(app.core.kube_contexts)
+        except ActionError:
+            return (), None
+
+    def _entries(self, names: tuple[str, ...], current: str | None) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = cast("GpuConsoleApp", self.app)
+        for name in names:
+            if name != current:
+                yield f"Kubernetes context: {name}", partial(app.switch_context, name), f"now {current or 'default'}"
+
+    async def discover(self) -> Hits:
+        names, current = await self._contexts()
+        for title, callback, help_text in self._entries(names, current):
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        names, current = await self._contexts()
+        matcher = self.matcher(query)
+        for title, callback, help_text in self._entries(names, current):
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)
