@@ -27,7 +27,12 @@ from typing import Any
 
 import urllib3
 
-from gpuconsole.backends.base import BackendError, BackendPermissionDenied, BackendTimeout
+from gpuconsole.backends import kube_mapping
+from gpuconsole.backends.base import (
+    BackendError,
+    BackendPermissionDenied,
+    BackendTimeout,
+)
 from gpuconsole.backends.describe import EventLine, describe_text
 
 BATCH = "/apis/batch/v1/namespaces/{namespace}"
@@ -46,24 +51,12 @@ DESCRIBED_PODS = 5  # a Job's pods whose events a describe shows (the newest)
 
 
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    line = lines[0] if lines else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return kube_mapping.one_line(text, limit)
 
 
 def status_message(body: Any) -> str:
     """The ``message`` of a Kubernetes ``Status`` answer, else its first line."""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if not body:
-        return ""
-    try:
-        doc = json.loads(body)
-    except (TypeError, ValueError):
-        return one_line(str(body))
-    if isinstance(doc, Mapping) and doc.get("message"):
-        return one_line(str(doc["message"]))
-    return one_line(str(body))
+    return kube_mapping.status_message(body, MESSAGE_LIMIT)
 
 
 def api_error(status: int, body: Any, where: str) -> BackendError:

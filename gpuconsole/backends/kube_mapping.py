@@ -642,7 +642,7 @@ def next_cron_change(reading: JobsReading) -> float | None:
 # --------------------------------------------------------------------------- errors
 
 
-def status_message(body: Any) -> str:
+def status_message(body: Any, limit: int = 200) -> str:
     """The ``message`` of a Kubernetes ``Status`` body, else the body's first line."""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
@@ -651,14 +651,14 @@ def status_message(body: Any) -> str:
     try:
         doc = json.loads(body)
     except (TypeError, ValueError):
-        return one_line(str(body))
+        return one_line(str(body), limit)
     if isinstance(doc, Mapping) and doc.get("message"):
-        return one_line(str(doc["message"]))
-    return one_line(str(body))
+        return one_line(str(doc["message"]), limit)
+    return one_line(str(body), limit)
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     line = lines[0] if lines else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
