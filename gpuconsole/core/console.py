@@ -394,21 +394,42 @@ class Console:
             demo=self.demo,
         )
         budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
-        cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, now)
+        budgets = tuple(status.budget for status in budget_states)
+        cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
         snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
         cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
         return _with_alerts(snapshot, self._store_alerts, budget_alerts + cron_alerts)
 
     def _cron_costs(self, jobs_reading: object, cloud_reading: object, cronjobs: tuple[CronJob, ...],
-                    jobs: tuple[Job, ...], instances: tuple[Instance, ...],
+                    jobs: tuple[Job, ...], instances: tuple[Instance, ...], budgets: tuple[Budget, ...],
                     now: float) -> tuple[tuple[CostLine, ...], tuple[str, ...]]:
-        """Schedules' monthly costs, recomputed when a new jobs or cloud reading arrives or a
-        minute has passed (a tick that changed neither reuses the last answer)."""
-        key = (id(jobs_reading), id(cloud_reading), int(now // 60), len(self.budget_ops.budgets()))
+        """Schedules' monthly costs, recomputed when a new jobs or cloud reading arrives, the
+        budgets change or a minute has passed (a tick that changed none reuses the last answer)."""
+        key = (id(jobs_reading), id(cloud_reading), int(now // 60), budgets)
         if self._cron_memo[0] != key:
-            lines, warnings = cronjob_costs(cronjobs, jobs, instances, self.budget_ops.budgets(), now)
+            lines, warnings = cronjob_costs(cronjobs, jobs, instances, budgets, now)
             self._cron_memo = (key, lines, warnings)
         return self._cron_memo[1], self._cron_memo[2]
+
+
+def _idle_alert(snap: FleetSnapshot) -> Alert | None:
+    """The waste of GPUs idle for 30+ min while billed when there are any; else what the GPUs
+    idle at this moment cost (the per-GPU scan runs only in that second case)."""
+    now = snap.taken_at
+    if snap.idle:
+        per_hour = sum(g.per_hour for g in snap.idle)
+        wasted = sum(g.wasted for g in snap.idle)
+        owners = by_owner(snap.idle)
+        top = f"; most: {owners[0].key} ${owners[0].amount:,.2f}" if owners else ""
+        return Alert(Severity.WARNING, "costs",
+                     f"{len(snap.idle)} GPU(s) idle for 30+ min while billed: wasting ${per_hour:,.2f}/h, "
+                     f"${wasted:,.2f} so far{top}", now)
+    prices = costs.gpu_price_per_hour(snap.instances)
+    idle = [g for g in snap.gpus if not g.busy and g.node in prices]
+    if not idle:
+        return None
+    per_hour = costs.idle_cost_per_hour(idle, prices)
+    return Alert(Severity.INFO, "costs", f"{len(idle)} billed GPU(s) idle, costing ${per_hour:,.2f}/h", now)
 
 
 def _with_alerts(snap: FleetSnapshot, extra: list[Alert], budget_alerts: tuple[Alert, ...] = ()) -> FleetSnapshot:
@@ -426,19 +447,9 @@ def _with_alerts(snap: FleetSnapshot, extra: list[Alert], budget_alerts: tuple[A
     gone = [i for i in snap.instances if i.state in (InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED) and i.market is Market.SPOT]
     for inst in gone:
         alerts.append(Alert(Severity.WARNING, "cloud", f"spot instance {inst.instance_id} ({inst.instance_type}) {inst.state.value}", now))
-    prices = costs.gpu_price_per_hour(snap.instances)
-    idle = [g for g in snap.gpus if not g.busy and g.node in prices]
-    if snap.idle:
-        per_hour = sum(g.per_hour for g in snap.idle)
-        wasted = sum(g.wasted for g in snap.idle)
-        owners = by_owner(snap.idle)
-        top = f"; most: {owners[0].key} ${owners[0].amount:,.2f}" if owners else ""
-        alerts.append(Alert(Severity.WARNING, "costs",
-                            f"{len(snap.idle)} GPU(s) idle for 30+ min while billed: wasting ${per_hour:,.2f}/h, "
-                            f"${wasted:,.2f} so far{top}", now))
-    elif idle:
-        per_hour = costs.idle_cost_per_hour(idle, prices)
-        alerts.append(Alert(Severity.INFO, "costs", f"{len(idle)} billed GPU(s) idle, costing ${per_hour:,.2f}/h", now))
+    idle_alert = _idle_alert(snap)
+    if idle_alert is not None:
+        alerts.append(idle_alert)
     waiting = [j for j in snap.jobs if j.state is JobState.PENDING and now - j.created > 600]
     if waiting:
         alerts.append(Alert(Severity.INFO, "jobs", f"{len(waiting)} job(s) pending for over 10 min", now))
