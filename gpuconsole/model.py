@@ -120,6 +120,8 @@ class MigSlice:
     memory_used_mib: int = 0
     utilization: float | None = None  # percent; None where the driver cannot say
     pod_uid: str | None = None
+    pod: str | None = None  # the pod's name, where a metrics exporter maps it
+    namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,22 @@ class GpuProcess:
     mig_uuid: str | None = None
     user: str | None = None
     pod_uid: str | None = None
+    kind: str = "compute"  # "compute" or "graphics"
+    command: str = ""
+    cpu_percent: float | None = None
+    sm_utilization: float | None = None  # percent of the GPU's SMs this process kept busy
+    container_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuInstance:
+    """An active vGPU on a host GPU (what a vGPU host's driver reports)."""
+
+    vgpu_id: int
+    type_name: str
+    vm_id: str = ""
+    memory_used_mib: int | None = None
+    utilization: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +170,25 @@ class Gpu:
     mig_mode: MigMode = MigMode.DISABLED
     mig_slices: tuple[MigSlice, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
+    # Telemetry a real source may add; None means "N/A" (the driver or exporter cannot say).
+    pci_bus_id: str = ""
+    memory_utilization: float | None = None  # percent of time memory was read or written
+    sm_clock_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    fan_percent: int | None = None
+    pcie_rx_kbps: int | None = None
+    pcie_tx_kbps: int | None = None
+    ecc_volatile_errors: int | None = None
+    persistence_mode: bool | None = None
+    compute_mode: str | None = None  # "default", "exclusive_process", "prohibited"
+    throttle_reasons: tuple[str, ...] = ()
+    mig_pending: MigMode | None = None  # the mode after the next reset, where it differs
+    virtualization: str | None = None  # "none", "passthrough", "vgpu" (guest), "host_vgpu", "host_vsga"
+    vgpu_instances: tuple[VgpuInstance, ...] = ()
+    xid_errors: int | None = None  # the last XID error reported (0: none)
+    gr_engine_active: float | None = None  # percent, DCGM's profiling counter
+    pod: str | None = None  # the pod using the whole GPU, where a metrics exporter maps it
+    namespace: str | None = None
 
     @property
     def memory_percent(self) -> float:
@@ -538,6 +575,7 @@ class GpuReading:
 
     gpus: tuple[Gpu, ...]
     taken_at: float
+    versions: tuple[tuple[str, str], ...] = ()  # e.g. ("driver", "550.54.15"), ("cuda", "12.4"), ("nvml", "12.550.54.15")
 
 
 @dataclass(frozen=True, slots=True)
