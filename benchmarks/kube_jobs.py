@@ -2,21 +2,24 @@
 
     .venv/bin/python benchmarks/kube_jobs.py [--jobs N] [--runs K]
 
-A Kubernetes API test server (the one the tests use, on 127.0.0.1) holds N Jobs with a Pod
-each in one namespace. Each run starts a fresh process-local console watching that namespace,
-runs the app headless at 120×36 on the Jobs pane and measures:
+A Kubernetes API test server (the one the tests use, on 127.0.0.1, in a process of its own as a
+real API server would be) holds N Jobs with a Pod each in one namespace. Each run starts a
+fresh console watching that namespace, runs the app headless at 120×36 on the Jobs pane and
+measures:
 
 - list + first render: from building the Console to the first painted frame whose Jobs table
   holds every job (the lists, the watch set-up, mapping, composing and drawing);
 - filter keystroke: from a key press in the filter field to the frame with the narrowed table
   (median of several keys);
-- peak RSS of the process (the server included, which holds the objects as JSON too).
+- a key that changes nothing (Pilot's own cost per key, included in the figure above);
+- peak RSS of the console's process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import resource
 import statistics
 import sys
@@ -36,6 +39,16 @@ def fill(server: ks.KubeApiServer, count: int) -> None:
         server.add(ks.pod_for(job, node=f"gpu-node-{n % 64}"))
 
 
+def serve(count: int, conn) -> None:  # noqa: ANN001 - a multiprocessing Connection
+    """The API server's process: fill it, hand back its URL, serve until told to stop."""
+    server = ks.KubeApiServer().start()
+    t0 = time.perf_counter()
+    fill(server, count)
+    conn.send((server.url, time.perf_counter() - t0))
+    conn.recv()
+    server.stop()
+
+
 async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
     import os
 
@@ -44,7 +57,7 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
     from gpuconsole.core.sources import SourceOptions
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.panes.base import FilterInput
-    from gpuconsole.ui.widgets.live_table import LiveTable
+    from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
     t0 = time.perf_counter()
     console = Console(ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off", namespaces=("ml",)),
@@ -56,14 +69,14 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
             table = None
             while True:
                 await asyncio.sleep(0.01)
-                try:
-                    table = app.query_one("#job-table", LiveTable)
-                except Exception:  # noqa: BLE001 - the pane mounts lazily
-                    continue
-                if len(table.shown_keys) >= count:
-                    break
                 if time.perf_counter() - t0 > 120:
                     raise RuntimeError("the jobs did not all show within 2 minutes")
+                try:
+                    table = app.query_one("#job-table", VirtualTable)
+                except Exception:  # noqa: BLE001 - the pane mounts lazily
+                    continue
+                if table.row_count >= count:
+                    break
             await pilot.pause()
             first = time.perf_counter() - t0
             await pilot.press("slash")
@@ -73,14 +86,20 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
             for text in ("train-0001", "train-0002", "train-0003", "train-000", "train-001"):
                 field.value = text[:-1]
                 await pilot.pause()
-                before = len(table.shown_keys)
+                before = table.row_count
                 k0 = time.perf_counter()
                 await pilot.press(text[-1])
-                while len(table.shown_keys) == before:
+                while table.row_count == before:
                     await asyncio.sleep(0.001)
                 await pilot.pause()
                 keys.append(time.perf_counter() - k0)
-            return {"first": first, "key": statistics.median(keys)}
+            idle = []
+            for _ in range(5):
+                k0 = time.perf_counter()
+                await pilot.press("right")  # moves the caret in the field: nothing to filter
+                await pilot.pause()
+                idle.append(time.perf_counter() - k0)
+            return {"first": first, "key": statistics.median(keys), "idle": statistics.median(idle)}
     finally:
         console.close()
 
@@ -90,23 +109,27 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    server = ks.KubeApiServer().start()
+    ours, theirs = multiprocessing.Pipe()
+    server = multiprocessing.get_context("spawn").Process(target=serve, args=(args.jobs, theirs), daemon=True)
+    server.start()
     try:
-        t0 = time.perf_counter()
-        fill(server, args.jobs)
-        print(f"server holds {args.jobs:,} jobs and pods ({time.perf_counter() - t0:.1f} s to create)")
+        url, took = ours.recv()
+        print(f"server holds {args.jobs:,} jobs and pods ({took:.1f} s to create)")
         with tempfile.TemporaryDirectory() as tmp:
-            kubeconfig = ks.write_kubeconfig(Path(tmp) / "config", server.url)
+            kubeconfig = ks.write_kubeconfig(Path(tmp) / "config", url)
             runs = [asyncio.run(one_run(kubeconfig, args.jobs)) for _ in range(args.runs)]
     finally:
-        server.stop()
+        ours.send("stop")
+        server.join(10)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     first = statistics.median(r["first"] for r in runs)
     key = statistics.median(r["key"] for r in runs)
+    idle = statistics.median(r["idle"] for r in runs)
     print(f"{'figure':<34}{'median':>10}   target")
     print(f"{'list + first render':<34}{first:>9.2f}s   <= 2 s")
     print(f"{'filter keystroke':<34}{key * 1000:>8.0f}ms   <= 100 ms")
-    print(f"{'peak RSS (console + test server)':<34}{peak_mb:>8.0f}MB   <= 250 MB")
+    print(f"{'  of which Pilot per key':<34}{idle * 1000:>8.0f}ms")
+    print(f"{'peak RSS of the console':<34}{peak_mb:>8.0f}MB   <= 250 MB")
     return 0
 
 

@@ -13,6 +13,7 @@ from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
 from gpuconsole.ui.screens.help import HelpScreen
 from gpuconsole.ui.widgets.live_table import LiveTable
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from tests.helpers import FrozenClock, all_live, demo_console, record_history, wait_until
 
 SIZE = (80, 24)
@@ -28,8 +29,10 @@ def pane_text(app: GpuConsoleApp, pane_id: str) -> str:
     return "\n".join(shown(s) for s in pane.query(Static) if not isinstance(s, LiveTable) and s.display)
 
 
-def table(app: GpuConsoleApp, table_id: str) -> LiveTable:
-    return app.query_one(f"#{table_id}", LiveTable)
+def table(app: GpuConsoleApp, table_id: str) -> LiveTable | VirtualTable:
+    found = app.query_one(f"#{table_id}")
+    assert isinstance(found, LiveTable | VirtualTable)
+    return found
 
 
 def column(app: GpuConsoleApp, table_id: str, column_key: str) -> list[str]:

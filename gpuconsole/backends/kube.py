@@ -34,9 +34,11 @@ import copy
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -62,6 +64,10 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 PAGE_SIZE = 500  # objects per list request (the API server's own default page is unbounded)
+# A list's own metadata (resourceVersion, continue) comes before its items; reading the token
+# from there lets the next page be fetched while this one is parsed.
+_LIST_META = re.compile(rb'^\s*\{(?:\s*"(?:kind|apiVersion)"\s*:\s*"[^"\\]*"\s*,)*\s*"metadata"\s*:\s*\{([^{}]*)\}')
+_CONTINUE = re.compile(rb'"continue"\s*:\s*"([^"\\]*)"')
 LIST_RESTARTS = 3  # a list whose continue token keeps expiring gives up after this many restarts
 WATCH_TIMEOUT_S = 60  # the server ends each watch after this; it is resumed from where it was
 BACKOFF_MIN_S = 0.25  # first wait after a failure; doubles up to BACKOFF_MAX_S
@@ -459,18 +465,36 @@ class KubeJobs:
         with self._errors(where, timeout[1]):
             return getattr(api, method)(*args, _preload_content=False, _request_timeout=timeout, **params)
 
-    def _page(self, kind: _Kind, namespace: str | None, where: str, token: str | None) -> Mapping[str, Any]:
+    def _fetch(self, kind: _Kind, namespace: str | None, where: str, token: str | None) -> bytes:
+        """One page of a list, as the bytes the API server sent."""
         response = self._request(kind, namespace, where, (self.request_timeout, self.request_timeout),
                                  limit=self.page_size, _continue=token)
         try:
             with self._errors(where):
-                data = response.data
+                return bytes(response.data)
         finally:
             response.release_conn()
-        page = _json(data, where)
-        if not isinstance(page, Mapping) or not isinstance(page.get("items", []), list):
-            raise BackendError(f"unreadable answer {where}: not a list")
-        return page
+
+    def _pages(self, kind: _Kind, namespace: str | None, where: str) -> Iterator[Mapping[str, Any]]:
+        """The pages of one list, each next page requested while the one before is parsed.
+
+        The continue token is read from the page's leading metadata without parsing the rest; when
+        it cannot be read that way (or differs from the parsed one) the next page waits instead.
+        """
+        with ThreadPoolExecutor(1, thread_name_prefix="kube-page") as pool:
+            data, token = self._fetch(kind, namespace, where, None), None
+            while True:
+                ahead = _peek_continue(data)
+                coming = pool.submit(self._fetch, kind, namespace, where, ahead) if ahead else None
+                page = _json(data, where)
+                if not isinstance(page, Mapping) or not isinstance(page.get("items", []), list):
+                    raise BackendError(f"unreadable answer {where}: not a list")
+                yield page
+                meta = page.get("metadata")
+                token = (meta if isinstance(meta, Mapping) else {}).get("continue") or None
+                if token is None:
+                    return
+                data = coming.result() if coming is not None and token == ahead else self._fetch(kind, namespace, where, token)
 
     def _list(self, kind: _Kind, namespace: str | None) -> tuple[dict[str, Any], str]:
         """Every object of ``kind`` as records by uid, and the list's resourceVersion.
@@ -481,21 +505,20 @@ class KubeJobs:
         where = f"listing {kind.name}" + (f" in {namespace}" if namespace else "")
         for _attempt in range(LIST_RESTARTS + 1):
             records: dict[str, Any] = {}
-            token: str | None = None
+            first = True
             try:
-                while True:
-                    page = self._page(kind, namespace, where, token)
+                for page in self._pages(kind, namespace, where):
+                    first = False
                     for obj in page.get("items") or ():
                         record = self._read(kind, obj)
                         if record is not None:
                             records[obj["metadata"]["uid"]] = record
                     meta = page.get("metadata")
                     meta = meta if isinstance(meta, Mapping) else {}
-                    token = meta.get("continue") or None
-                    if token is None:
+                    if not meta.get("continue"):
                         return records, str(meta.get("resourceVersion") or "")
             except _Gone:
-                if token is None:
+                if first:
                     raise
                 log.info("the continue token expired %s; listing again from the start", where)
         raise BackendError(f"the list kept expiring {where} ({LIST_RESTARTS} restarts)")
@@ -630,6 +653,15 @@ class KubeJobs:
                 api.close()
             except Exception:  # noqa: BLE001 - closing a pool must never fail an exit
                 log.debug("closing the Kubernetes client failed", exc_info=True)
+
+
+def _peek_continue(data: bytes) -> str | None:
+    """The continue token in a list's leading metadata, read without parsing the list."""
+    head = _LIST_META.match(data[:4096])
+    if head is None:
+        return None
+    token = _CONTINUE.search(head.group(1))
+    return token.group(1).decode() if token else None
 
 
 def _fresh(error: BackendError) -> BackendError:

@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -157,9 +158,12 @@ def parse_time(text: Any) -> float | None:
     return when.timestamp()
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj["metadata"]
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         raise ValueError("metadata is not an object")
     if not isinstance(meta.get("uid"), str) or not isinstance(meta.get("name"), str):
         raise ValueError("metadata without uid or name")
@@ -167,14 +171,18 @@ def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if type(value) is dict:  # what JSON gives: skip the (slow) abstract-class check
+        return value
     if value is None:
-        return {}
+        return _EMPTY
     if not isinstance(value, Mapping):
         raise ValueError(f"{what} is not an object")
     return value
 
 
 def _items(value: Any, what: str) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -184,6 +192,8 @@ def _items(value: Any, what: str) -> list[Any]:
 
 def _count(value: Any) -> int:
     """A device count: extended resources are whole numbers (``"2"`` or ``2``)."""
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         raise ValueError(f"not a device count: {value!r}")
     if isinstance(value, int):
@@ -197,7 +207,7 @@ def _count(value: Any) -> int:
 def owner_of(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The owner reference of ``kind`` (the controller one first)."""
     refs = [r for r in _items(_mapping(obj.get("metadata"), "metadata").get("ownerReferences"), "ownerReferences")
-            if isinstance(r, Mapping) and r.get("kind") == kind]
+            if (type(r) is dict or isinstance(r, Mapping)) and r.get("kind") == kind]
     refs.sort(key=lambda r: not r.get("controller"))
     return refs[0] if refs else None
 
@@ -299,7 +309,7 @@ def job_record(obj: Mapping[str, Any]) -> JobRecord:
     meta = _metadata(obj)
     spec = _mapping(obj.get("spec"), "spec")
     status = _mapping(obj.get("status"), "status")
-    conditions = {c.get("type"): c for c in _items(status.get("conditions"), "conditions") if isinstance(c, Mapping)}
+    conditions = {c.get("type"): c for c in _items(status.get("conditions"), "conditions") if type(c) is dict or isinstance(c, Mapping)}
 
     def holds(kind: str) -> Mapping[str, Any] | None:
         condition = conditions.get(kind)
@@ -354,7 +364,7 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         (labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
     unschedulable = None
     for condition in _items(status.get("conditions"), "conditions"):
-        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+        if (type(condition) is dict or isinstance(condition, Mapping)) and condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             unschedulable = str(condition.get("message") or condition.get("reason") or "") or None
     waiting = None
     for cs in _items(status.get("containerStatuses"), "containerStatuses"):

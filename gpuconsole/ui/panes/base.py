@@ -17,7 +17,11 @@ from textual.widgets import Input
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.live_table import LiveTable
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from gpuconsole.ui.widgets.text_view import TextView
+
+TABLES = "LiveTable, VirtualTable"  # the selector of every table a pane may hold
+Table = LiveTable | VirtualTable
 
 SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
 
@@ -124,7 +128,7 @@ class Pane(Vertical):
 
     def focus_body(self) -> None:
         """Give focus to the pane's main widget: its first table, where it has one."""
-        tables = self.query(LiveTable)
+        tables = self.query(TABLES)
         if tables:
             tables.first().focus()
 
@@ -159,14 +163,17 @@ class Pane(Vertical):
     def on_data_table_row_highlighted(self, event: object) -> None:
         self.update_detail()
 
+    def on_virtual_table_row_highlighted(self, event: object) -> None:
+        self.update_detail()
+
     def update_detail(self) -> None:
         """Refresh the line under the table that spells out the selected row."""
         snap, palette = self.snapshot, self.palette
         line = self.query_one(".row-detail", TextView)
         focused = self.app.focused
-        table = focused if isinstance(focused, LiveTable) and focused in self.query(LiveTable) else None
+        tables = list(self.query(TABLES))
+        table = focused if isinstance(focused, (LiveTable, VirtualTable)) and focused in tables else None
         if table is None:
-            tables = list(self.query(LiveTable))
             table = tables[0] if tables else None
         key = table.selected_key if table is not None else None
         content = self.detail(table.id or "", key, snap, palette) if key and snap and palette and table else None

@@ -19,7 +19,8 @@ from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, Node, Source
 from gpuconsole.ui.format import age, bar, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+from gpuconsole.ui.widgets.live_table import right, text
+from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
 
 STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
 
@@ -168,18 +169,24 @@ class JobsPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.mode = "jobs"
+        # The queue can hold 100,000 jobs: the tables draw only the rows on screen, from these.
+        self.jobs = RowIndex(lambda j: j.uid, lambda j: (STATE_ORDER[j.state], -j.created, j.name),
+                             lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
+        self.crons = RowIndex(lambda c: c.uid, lambda c: (c.namespace, c.name), lambda c: (c.name, c.namespace, c.schedule))
+        self.nodes = RowIndex(lambda n: n.name, lambda n: n.name,
+                              lambda n: (n.name, n.gpu_product, n.instance_id, *(p for p, _c in n.mig_capacity)))
 
     def compose_body(self) -> ComposeResult:
-        yield LiveTable(JOB_COLUMNS, id="job-table")
-        yield LiveTable(CRON_COLUMNS, id="cron-table")
-        yield LiveTable(NODE_COLUMNS, id="node-table")
+        yield VirtualTable(JOB_COLUMNS, id="job-table")
+        yield VirtualTable(CRON_COLUMNS, id="cron-table")
+        yield VirtualTable(NODE_COLUMNS, id="node-table")
 
     # ------------------------------------------------------------------ views
     def action_toggle_table(self) -> None:
         if self.mode == "nodes":
             self.show_view("jobs")
-        jobs = self.query_one("#job-table", LiveTable)
-        (self.query_one("#cron-table", LiveTable) if jobs.has_focus else jobs).focus()
+        jobs = self.query_one("#job-table", VirtualTable)
+        (self.query_one("#cron-table", VirtualTable) if jobs.has_focus else jobs).focus()
 
     def action_toggle_nodes(self) -> None:
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
@@ -192,13 +199,13 @@ class JobsPane(Pane):
         self.redraw()
 
     def focus_body(self) -> None:
-        self.query_one("#node-table" if self.mode == "nodes" else "#job-table", LiveTable).focus()
+        self.query_one("#node-table" if self.mode == "nodes" else "#job-table", VirtualTable).focus()
 
-    def current_table(self) -> LiveTable:
+    def current_table(self) -> VirtualTable:
         focused = self.app.focused
-        if isinstance(focused, LiveTable) and focused.id in TABLES and focused in self.query(LiveTable):
+        if isinstance(focused, VirtualTable) and focused.id in TABLES and focused in self.query(VirtualTable):
             return focused
-        return self.query_one("#node-table" if self.mode == "nodes" else "#job-table", LiveTable)
+        return self.query_one("#node-table" if self.mode == "nodes" else "#job-table", VirtualTable)
 
     # ------------------------------------------------------------------ rendering
     def summary(self, snapshot: FleetSnapshot) -> str:
@@ -220,32 +227,25 @@ class JobsPane(Pane):
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         now = snapshot.taken_at
-        jobs = sorted(snapshot.jobs, key=lambda j: (STATE_ORDER[j.state], -j.created, j.name))
-        rows: list[Row] = [
-            (job.uid, job_cells(job, now, palette))
-            for job in jobs
-            if self.matches(job.name, job.namespace, job.state.value, job.node, job.pending_reason, job.cronjob, job.mig_profile)
-        ]
-        self.query_one("#job-table", LiveTable).sync(rows)
-        crons = sorted(snapshot.cronjobs, key=lambda c: (c.namespace, c.name))
+        jobs, crons, nodes = self.jobs, self.crons, self.nodes
+        jobs.update(snapshot.jobs)
+        crons.update(snapshot.cronjobs)
+        nodes.update(snapshot.nodes)
+        self.query_one("#job-table", VirtualTable).show_rows(
+            jobs.keys(self.filter_text), lambda uid: job_cells(jobs.by_key[uid], now, palette))
         monthly = {line.key: line.amount for line in snapshot.cronjob_costs}
-        cron_rows: list[Row] = [
-            (cron.uid, (*cron_cells(cron, now, palette), right(money(monthly[cron.uid]) if cron.uid in monthly else "-")))
-            for cron in crons
-            if self.matches(cron.name, cron.namespace, cron.schedule)
-        ]
-        self.query_one("#cron-table", LiveTable).sync(cron_rows)
-        node_rows: list[Row] = [
-            (node.name, node_cells(node, palette))
-            for node in sorted(snapshot.nodes, key=lambda n: n.name)
-            if self.matches(node.name, node.gpu_product, node.instance_id, *(p for p, _c in node.mig_capacity))
-        ]
-        self.query_one("#node-table", LiveTable).sync(node_rows)
+
+        def cron_row(uid: str) -> tuple[object, ...]:
+            return (*cron_cells(crons.by_key[uid], now, palette), right(money(monthly[uid]) if uid in monthly else "-"))
+
+        self.query_one("#cron-table", VirtualTable).show_rows(crons.keys(self.filter_text), cron_row)
+        self.query_one("#node-table", VirtualTable).show_rows(
+            nodes.keys(self.filter_text), lambda name: node_cells(nodes.by_key[name], palette))
 
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
         now = snapshot.taken_at
         if table_id == "node-table":
-            node = next((n for n in snapshot.nodes if n.name == key), None)
+            node = self.nodes.by_key.get(key)
             if node is None:
                 return None
             line = Text(f"{short_node(node.name)}  ", style=palette.strong)
@@ -258,7 +258,7 @@ class JobsPane(Pane):
                 line.append(" · not ready", palette.bad)
             return line
         if table_id == "cron-table":
-            cron = next((c for c in snapshot.cronjobs if c.uid == key), None)
+            cron = self.crons.by_key.get(key)
             if cron is None:
                 return None
             line = Text(f"{cron.namespace}/{cron.name}  ", style=palette.strong)
@@ -272,7 +272,7 @@ class JobsPane(Pane):
             elif not cron.suspended:
                 line.append(" · no run seen yet to price the schedule", palette.dim)
             return line
-        job = next((j for j in snapshot.jobs if j.uid == key), None)
+        job = self.jobs.by_key.get(key)
         if job is None:
             return None
         line = Text(f"{job.namespace}/{job.name}  ", style=palette.strong)
@@ -298,10 +298,10 @@ class JobsPane(Pane):
         if snap is None or key is None:
             return None
         if table.id == "cron-table":
-            cron = next((c for c in snap.cronjobs if c.uid == key), None)
+            cron = self.crons.by_key.get(key)
             return ("CronJob", cron) if cron is not None else None
         if table.id == "job-table":
-            job = next((j for j in snap.jobs if j.uid == key), None)
+            job = self.jobs.by_key.get(key)
             return ("Job", job) if job is not None else None
         return None
 
@@ -318,7 +318,7 @@ class JobsPane(Pane):
         return chosen
 
     # ------------------------------------------------------------------ actions
-    def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         """``enter``: describe the job or CronJob (YAML and events)."""
         if event.data_table.id not in ("job-table", "cron-table"):
             return
