@@ -203,6 +203,18 @@ def test_history_of_a_span_comes_at_its_resolution(month: tuple[Path, list[str]]
             assert sample.temperature_c == pytest.approx(sum(h[3] for h in hour) / 60, abs=0.06)
 
 
+def test_hours_written_directly_equal_hours_rolled_up_by_the_store(tmp_path: Path) -> None:
+    tables = ("gpu_samples", "gpu_minutes", "gpu_hours", "store_meta")
+    contents = []
+    for direct in (True, False):
+        path = tmp_path / f"direct-{direct}.db"
+        with Store(path) as store:
+            fill_history(store, gpus=3, days=4, end=END, direct_hours=direct)
+        contents.append({t: rows(path, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables})
+    assert contents[0] == contents[1]
+    assert len(contents[0]["gpu_hours"]) == 3 * (4 * 24 - 1)
+
+
 def test_a_chart_can_ask_for_finer_points(month: tuple[Path, list[str]]) -> None:
     path, uuids = month
     with Store(path) as store:

@@ -48,7 +48,7 @@ __all__ = [
     "apply_retention",
     "read",
     "roll_up",
-    "write_minutes",
+    "write_rollups",
 ]
 
 RAW_RETENTION_S = 3600
@@ -97,7 +97,6 @@ CREATE TABLE IF NOT EXISTS gpu_hours (
 TABLES = frozenset({"gpu_samples", "gpu_minutes", "gpu_hours"})
 
 INSERT_SAMPLE = "INSERT OR REPLACE INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?)"
-_INSERT_MINUTE = "INSERT OR REPLACE INTO gpu_minutes VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _COLUMNS = "gpu, ts, samples, utilization, utilization_max, memory_used_mib, temperature_c, power_w"
 
 # Raw samples are clustered by time, so rolling a minute up is a range scan.
@@ -161,21 +160,28 @@ LEVELS: tuple[_Level, ...] = (_RAW, _MINUTES, _HOURS)
 # --------------------------------------------------------------------------- writing
 
 
-def write_minutes(conn: sqlite3.Connection, rows: Iterable[Sequence[Any]], rolled_until: int) -> None:
-    """Write minute rollups as live ingest would have, and mark minutes before ``rolled_until`` done.
+def write_rollups(
+    conn: sqlite3.Connection, table: str, ids: dict[str, int], rows: Iterable[Sequence[Any]], rolled_until: int
+) -> None:
+    """Write rollups (``table`` is gpu_minutes or gpu_hours) as live ingest would have, and mark
+    the time before ``rolled_until`` rolled up in that table.
 
-    Rows are ``(gpu id, minute start, samples, utilization, peak utilization, memory MiB,
-    temperature °C, power W)`` in natural units. Call inside a write transaction.
+    Rows are ``(uuid, period start, samples, utilization, peak utilization, memory MiB,
+    temperature °C, power W)`` in natural units; ``ids`` maps the UUIDs to GPU ids. Call inside
+    a write transaction.
     """
+    key = {"gpu_minutes": "rolled_until", "gpu_hours": "hours_rolled_until"}[table]
     conn.executemany(
-        _INSERT_MINUTE,
-        (
-            (g, ts, n, _tenths(u), _tenths(umax), _whole(mem), _tenths(temp), _tenths(power))
-            for g, ts, n, u, umax, mem, temp, power in rows
-        ),
+        f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [  # written out rather than through helpers: this runs for millions of rows in a bulk fill
+            (ids[uuid], ts, n, None if u is None else round(u * 10), None if peak is None else round(peak * 10),
+             None if mem is None else round(mem), None if temp is None else round(temp * 10),
+             None if power is None else round(power * 10))
+            for uuid, ts, n, u, peak, mem, temp, power in rows
+        ],
     )
-    rolled = _meta(conn, "rolled_until")
-    _set_meta(conn, "rolled_until", rolled_until if rolled is None else max(rolled, rolled_until))
+    rolled = _meta(conn, key)
+    _set_meta(conn, key, rolled_until if rolled is None else max(rolled, rolled_until))
 
 
 def roll_up(conn: sqlite3.Connection, now: float) -> None:
@@ -365,14 +371,6 @@ def _bound(value: float, rounding: Callable[[float], int]) -> int:
     if value <= -_FAR:
         return -_FAR
     return rounding(value)
-
-
-def _tenths(value: float | None) -> int | None:
-    return None if value is None else round(value * 10)
-
-
-def _whole(value: float | None) -> int | None:
-    return None if value is None else round(value)
 
 
 def _from_tenths(value: int | None) -> float:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gpuconsole.core.history import RAW_RETENTION_S
+from gpuconsole.core.history import MINUTE_RETENTION_S, RAW_RETENTION_S
 from gpuconsole.model import Gpu
 
 if TYPE_CHECKING:
@@ -78,6 +78,35 @@ def _day_of_minutes(uuids: list[str], start: int, end: int) -> list[tuple[str, i
     return rows
 
 
+def _hours_of(minutes: list[tuple[str, int, int, float, float, float, float, float]]) -> list[tuple]:
+    """Hour rollups of whole hours of minute rollups, as the Store's SQL computes them.
+
+    Minutes are stored in tenths (whole MiB for memory); an hour is the sample-weighted mean of
+    its minutes, rounded half away from zero as SQLite's ``round`` does.
+    """
+    sums: dict[tuple[str, int], list[float]] = {}
+    for uuid, minute, n, util, peak, mem, temp, power in minutes:
+        key = (uuid, minute - minute % 3600)
+        acc = sums.get(key)
+        if acc is None:
+            acc = sums[key] = [0, 0, 0, 0, 0, 0]
+        acc[0] += n
+        acc[1] += round(util * 10) * n
+        acc[2] = max(acc[2], round(peak * 10))
+        acc[3] += round(mem) * n
+        acc[4] += round(temp * 10) * n
+        acc[5] += round(power * 10) * n
+    return [
+        (uuid, hour, n, _sql_round(u * 1.0 / n) / 10, peak / 10, float(_sql_round(m * 1.0 / n)),
+         _sql_round(t * 1.0 / n) / 10, _sql_round(p * 1.0 / n) / 10)
+        for (uuid, hour), (n, u, peak, m, t, p) in sums.items()
+    ]
+
+
+def _sql_round(value: float) -> int:
+    return math.floor(value + 0.5)
+
+
 def second_values(g: int, ts: int) -> tuple[float, int, int, float]:
     """(utilization, memory MiB, temperature °C, power W) of a GPU at a whole second."""
     base, climb = _base(g, ts - ts % 60)
@@ -91,9 +120,15 @@ def fill_history(
     gpus: int = 64,
     days: float = 30,
     end: int,
+    direct_hours: bool = True,
     on_day: Callable[[int], None] | None = None,
 ) -> list[str]:
-    """Write ``days`` of history of ``gpus`` GPUs ending at ``end`` (rounded down to the hour).
+    """Write ``days`` of history of ``gpus`` GPUs ending at ``end`` (both rounded down to hours).
+
+    With ``direct_hours`` (the default) the days older than minute retention are written as
+    hour rollups computed in Python exactly as :meth:`Store.maintain` computes them from minutes
+    (same rounding), which is three times faster than writing, rolling up and deleting their
+    minutes; without it every minute goes through the Store. The result is the same.
 
     Returns:
         The GPUs' UUIDs, GPU ``g`` at index ``g``.
@@ -101,9 +136,19 @@ def fill_history(
     end -= end % 3600
     uuids = fleet_uuids(gpus)
     start = end - int(days * DAY)
-    start -= start % 60
+    start -= start % 3600
     raw_from = end - RAW_RETENTION_S
+    # Minutes older than this would be rolled into hours and deleted by the end: write the
+    # hours straight away, as the rollup would have computed them.
+    minutes_from = max(start, end - MINUTE_RETENTION_S if direct_hours else start)
+    minutes_from -= minutes_from % 3600
     t = start
+    while t < minutes_from:
+        chunk_end = min(t - t % DAY + DAY, minutes_from)
+        store.record_hours(_hours_of(_day_of_minutes(uuids, t, chunk_end)), rolled_until=chunk_end)
+        if on_day is not None:
+            on_day(chunk_end)
+        t = chunk_end
     while t < raw_from:
         chunk_end = min(t - t % DAY + DAY, raw_from)
         store.record_minutes(_day_of_minutes(uuids, t, chunk_end), rolled_until=chunk_end)

@@ -227,16 +227,25 @@ class Store:
         rolled up, so :meth:`maintain` goes on from there, rolling hours and applying retention
         as it does for live samples.
         """
+        self._record_rollups("gpu_minutes", rows, rolled_until)
+
+    def record_hours(self, rows: Iterable[tuple[str, int, int, float, float, float, float, float]], *,
+                     rolled_until: int) -> None:
+        """Write hour rollups directly, like :meth:`record_minutes` (rows start at whole hours)."""
+        self._record_rollups("gpu_hours", rows, rolled_until)
+
+    def _record_rollups(self, table: str, rows: Iterable[tuple[str, int, int, float, float, float, float, float]],
+                        rolled_until: int) -> None:
         rows = list(rows)
 
         def record(db: sqlite_utils.Database) -> None:
             with _writing(db):
                 ids = self._gpu_ids(db, list(dict.fromkeys(r[0] for r in rows)))
-                history.write_minutes(db.conn, ((ids[r[0]], *r[1:]) for r in rows), rolled_until)
+                history.write_rollups(db.conn, table, ids, rows, rolled_until)
             with self._ids_lock:
                 self._ids.update(ids)
 
-        self._run("record GPU minutes", record)
+        self._run(f"record GPU history in {table}", record)
 
     def maintain(self, now: float) -> None:
         """Roll complete minutes and hours up and apply retention; cheap enough to call once a minute.
