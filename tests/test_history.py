@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -150,7 +151,7 @@ def month(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 
 
 def steps(samples: list) -> Counter[float]:
-    return Counter(b.ts - a.ts for a, b in zip(samples, samples[1:], strict=False))
+    return Counter(b.ts - a.ts for a, b in pairwise(samples))
 
 
 def test_thirty_days_of_64_gpus_fill_the_expected_rows_within_200_mb(month: tuple[Path, list[str]]) -> None:
@@ -185,7 +186,7 @@ def test_history_of_a_span_comes_at_its_resolution(month: tuple[Path, list[str]]
     assert len(samples) == count
     assert samples[0].ts == END - span and samples[-1].ts == END - 1
     assert steps(samples).most_common(1)[0][0] == step
-    assert all(a.ts < b.ts for a, b in zip(samples, samples[1:], strict=False))
+    assert all(a.ts < b.ts for a, b in pairwise(samples))
     for sample in samples[:: max(1, count // 50)]:
         ts = int(sample.ts)
         if step == 1 or ts >= END - 60:
@@ -193,7 +194,7 @@ def test_history_of_a_span_comes_at_its_resolution(month: tuple[Path, list[str]]
             assert (sample.utilization, sample.memory_used_mib, sample.temperature_c) == (util, memory, temp)
             assert sample.power_w == pytest.approx(power)
         elif step == 60 or ts >= END - 3600:
-            util, peak, memory, temp, power = minute_values(g, ts)
+            util, _peak, memory, _temp, power = minute_values(g, ts)
             assert sample.utilization == pytest.approx(util, abs=0.05)
             assert sample.memory_used_mib == memory
             assert sample.power_w == pytest.approx(power, abs=0.3)
@@ -270,3 +271,23 @@ def test_a_schema_1_file_keeps_its_settings_budgets_and_history(db_path: Path) -
         assert [s.ts for s in store.gpu_history("GPU-A", H0 - 7 * DAY, H0 + 3 * 3600)][:1] == [H0]
     assert rows(db_path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert not [p for p in db_path.parent.iterdir() if ".schema" in p.name]
+
+
+def test_a_schema_1_file_that_cannot_be_converted_is_set_aside(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path)
+    conn.executescript(V1_SCHEMA.replace("utilization_max REAL,", ""))
+    conn.execute("INSERT INTO settings VALUES ('theme', '\"nord\"')")
+    conn.commit()
+    conn.close()
+    seen: list[str] = []
+
+    with Store(db_path, on_warning=seen.append) as store:
+        assert len(seen) == 1 and "schema version 1" in seen[0] and "rebuilt" in seen[0]
+        assert store.get_setting("theme") is None
+        store.record_gpus([gpu("GPU-A", 10.0)], H0)
+        assert len(store.gpu_history("GPU-A", H0, H0 + 1)) == 1
+    aside = [p for p in db_path.parent.iterdir() if ".schema1-" in p.name]
+    assert len(aside) == 1
+    conn = sqlite3.connect(aside[0])
+    assert conn.execute("SELECT value FROM settings").fetchall() == [('"nord"',)]  # kept untouched
+    conn.close()

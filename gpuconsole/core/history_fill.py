@@ -70,7 +70,7 @@ def _day_of_minutes(uuids: list[str], start: int, end: int) -> list[tuple[str, i
         for g, uuid in enumerate(uuids):
             sin_p, cos_p = phases[g]
             base = 45.0 + 35.0 * (sin_a * cos_p + cos_a * sin_p) + (g * 7919 + jitter_k) % 17 - 8
-            base = 90.0 if base > 90.0 else 0.0 if base < 0.0 else base
+            base = min(90.0, max(0.0, base))
             climb = (climb_k + g) % 5
             mean = base + climb / 2
             append((uuid, minute, 60, mean, base + climb, 20000.0 + 600 * ((g + hour) % 100), 35.0 + 0.45 * mean,

@@ -60,7 +60,12 @@ from typing import Any, Self, TypeVar
 import sqlite_utils
 
 from gpuconsole.core import history
-from gpuconsole.core.history import HOUR_RETENTION_S, MINUTE_RETENTION_S, RAW_RETENTION_S, ROLLUP_GRACE_S
+from gpuconsole.core.history import (
+    HOUR_RETENTION_S,
+    MINUTE_RETENTION_S,
+    RAW_RETENTION_S,
+    ROLLUP_GRACE_S,
+)
 from gpuconsole.core.paths import StoreError
 from gpuconsole.model import Budget, Gpu, GpuSample, from_jsonable, to_jsonable
 
@@ -517,10 +522,12 @@ class Store:
                     if statement.strip():
                         db.conn.execute(statement)
                 db.conn.execute("COMMIT")
-            except BaseException:
+            except sqlite3.Error as exc:
                 if db.conn.in_transaction:
                     db.conn.execute("ROLLBACK")
-                raise
+                if isinstance(exc, sqlite3.DatabaseError) and _is_corrupt(exc):
+                    raise
+                return 1  # a schema-1 file this code cannot convert: set it aside
             return None
         if version == SCHEMA_VERSION:
             if not tables >= _TABLES:
