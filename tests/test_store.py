@@ -298,7 +298,7 @@ def record_two_hours(store: Store, uuids: tuple[str, ...] = ("GPU-A", "GPU-B")) 
 def raw_timestamps(db_path: Path) -> list[float]:
     conn = sqlite3.connect(db_path)
     try:
-        return [row[0] for row in conn.execute("SELECT DISTINCT ts FROM gpu_samples ORDER BY ts")]
+        return [row[0] / 1000 for row in conn.execute("SELECT DISTINCT ts_ms FROM gpu_samples ORDER BY ts_ms")]
     finally:
         conn.close()
 
@@ -324,7 +324,7 @@ def test_history_rolls_up_and_keeps_raw_for_an_hour(store: Store, db_path: Path)
     with sqlite3.connect(db_path) as conn:
         peaks = {row[0] for row in conn.execute("SELECT utilization_max FROM gpu_minutes")}
     conn.close()
-    assert peaks == {59.0}
+    assert peaks == {590}  # tenths of a percent
 
     recent = store.gpu_history("GPU-A", T0 + 5400, T0 + 5460)
     assert [s.ts for s in recent] == [T0 + 5400 + i for i in range(61)]
@@ -356,15 +356,20 @@ def test_maintain_every_minute_keeps_an_hour_of_raw(store: Store, db_path: Path)
     assert {s.utilization for s in minutes} == {29.5}
 
 
-def test_minute_rows_older_than_30_days_are_dropped(store: Store) -> None:
-    for day in (0, 10, 29):
+def test_minutes_older_than_two_days_live_on_as_hours(store: Store) -> None:
+    for day in (0, 1, 3):
         store.record_gpus([gpu("GPU-A", 10.0 + day)], T0 + day * DAY)
         store.maintain(T0 + day * DAY + 120)
 
-    store.maintain(T0 + 30 * DAY + 3600)
+    store.maintain(T0 + 3 * DAY + 3600)
 
-    history = store.gpu_history("GPU-A", 0)
-    assert [(s.ts, s.utilization) for s in history] == [(T0 + 10 * DAY, 20.0), (T0 + 29 * DAY, 39.0)]
+    minutes = store.gpu_history("GPU-A", T0, T0 + 3 * DAY + 3600, min_points=1_000_000)
+    assert [(s.ts, s.utilization) for s in minutes] == [
+        (T0 - T0 % 3600, 10.0),  # hours where minutes are gone
+        (T0 + DAY - (T0 + DAY) % 3600, 11.0),
+        (T0 + 3 * DAY, 13.0),
+    ]
+    assert len(store.gpu_history("GPU-A", 0)) == 3
 
 
 def test_late_maintain_rolls_up_before_dropping_raw(store: Store) -> None:
@@ -373,7 +378,7 @@ def test_late_maintain_rolls_up_before_dropping_raw(store: Store) -> None:
 
     store.maintain(T0 + 5 * 3600)  # the console was closed for hours
 
-    assert [(s.ts, s.utilization) for s in store.gpu_history("GPU-A", 0)] == [
+    assert [(s.ts, s.utilization) for s in store.gpu_history("GPU-A", T0, T0 + 180)] == [
         (T0, 40.0),
         (T0 + 60, 40.0),
         (T0 + 120, 40.0),

@@ -11,9 +11,8 @@ Tables:
   :func:`gpuconsole.model.to_jsonable`.
 * ``gpus(id, uuid)`` — a small integer id per GPU UUID, so history rows do not repeat the
   40-character UUID (it halves the file). Rows are never deleted, so an id never goes stale.
-* ``gpu_samples(ts, gpu, …)`` — raw per-poll GPU samples, kept for the last hour.
-* ``gpu_minutes(gpu, minute, …)`` — minute rollups (averages, and the peak utilization in
-  ``utilization_max``), kept for 30 days.
+* ``gpu_samples``, ``gpu_minutes``, ``gpu_hours`` — GPU metric history: raw samples for an
+  hour, minute rollups for two days, hour rollups for 35 days (see :mod:`gpuconsole.core.history`).
 * ``settings(key, value)`` — small JSON values (the chosen theme and the like).
 * ``budgets(name, payload)`` — budgets added in the console or with ``gpuconsole budget add``,
   as JSON text of :class:`~gpuconsole.model.Budget`. (Budgets that must survive a lost cache
@@ -23,12 +22,15 @@ Tables:
   happens once per period and not on every poll.
 * ``store_meta(key, value)`` — the store's own bookkeeping (how far rollups have got).
 
-Raw samples are clustered by time (``WITHOUT ROWID``, key ``(ts, gpu)``): a poll of a thousand
-GPUs then appends to a few pages instead of touching a page per GPU, which keeps a write at a
-few milliseconds and the WAL small, and makes rollup and retention plain range scans. One GPU's
-raw history is read by walking the distinct timestamps (a skip-scan written out in SQL).
-Minute rollups are written once a minute and read over long ranges, so they are clustered by
-GPU (key ``(gpu, minute)``) and a 30-day chart reads adjacent pages.
+Raw samples are clustered by time (``WITHOUT ROWID``, key ``(ts_ms, gpu)``): a poll of a
+thousand GPUs then appends to a few pages instead of touching a page per GPU, which keeps a
+write at a few milliseconds and the WAL small, and makes rollup and retention plain range
+scans. One GPU's raw history is read by walking the distinct timestamps (a skip-scan written
+out in SQL). Rollups are written once a minute and read over long ranges, so they are
+clustered by GPU (key ``(gpu, ts)``) and a chart reads adjacent pages.
+
+Schema 1 (REAL timestamps, no hour rollups) is converted in place on open; any other version
+is set aside and the file rebuilt.
 
 Threads: the Hub writes from a worker thread while the UI reads from another. Every thread gets
 its own SQLite connection (a :class:`sqlite_utils.Database` in a ``threading.local``); the file
@@ -57,18 +59,30 @@ from typing import Any, Self, TypeVar
 
 import sqlite_utils
 
+from gpuconsole.core import history
+from gpuconsole.core.history import (
+    HOUR_RETENTION_S,
+    MINUTE_RETENTION_S,
+    RAW_RETENTION_S,
+    ROLLUP_GRACE_S,
+)
 from gpuconsole.core.paths import StoreError
 from gpuconsole.model import Budget, Gpu, GpuSample, from_jsonable, to_jsonable
 
-__all__ = ["Store", "StoreError", "SCHEMA_VERSION"]
+__all__ = [
+    "HOUR_RETENTION_S",
+    "MINUTE_RETENTION_S",
+    "RAW_RETENTION_S",
+    "ROLLUP_GRACE_S",
+    "SCHEMA_VERSION",
+    "Store",
+    "StoreError",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 1
-RAW_RETENTION_S = 3600.0
-MINUTE_RETENTION_S = 30 * 86400.0
-ROLLUP_GRACE_S = 15.0
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 5.0
 # PRAGMA quick_check reads every page (about 3 ms per MB when cached, three times that cold);
 # above this size opening would no longer be instant, and corruption there is caught when a
@@ -79,8 +93,8 @@ WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
-_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta", "budgets",
-                     "budget_fired"})
+_TABLES = frozenset({"readings", "gpus", "settings", "store_meta", "budgets", "budget_fired"}) | history.TABLES
+_V1_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS readings (
@@ -92,26 +106,7 @@ CREATE TABLE IF NOT EXISTS gpus (
     id INTEGER PRIMARY KEY,
     uuid TEXT NOT NULL UNIQUE
 );
-CREATE TABLE IF NOT EXISTS gpu_samples (
-    ts REAL NOT NULL,
-    gpu INTEGER NOT NULL REFERENCES gpus (id),
-    utilization REAL,
-    memory_used_mib INTEGER,
-    temperature_c INTEGER,
-    power_w REAL,
-    PRIMARY KEY (ts, gpu)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS gpu_minutes (
-    gpu INTEGER NOT NULL REFERENCES gpus (id),
-    minute INTEGER NOT NULL,
-    utilization REAL,
-    utilization_max REAL,
-    memory_used_mib REAL,
-    temperature_c REAL,
-    power_w REAL,
-    PRIMARY KEY (gpu, minute)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS settings (
+{history.SCHEMA}CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
@@ -132,36 +127,6 @@ CREATE TABLE IF NOT EXISTS budget_fired (
     PRIMARY KEY (budget, threshold, action, period_start)
 ) WITHOUT ROWID;
 PRAGMA user_version = {SCHEMA_VERSION};
-"""
-
-_INSERT_SAMPLE = "INSERT OR REPLACE INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?)"
-_ROLL_UP = """
-INSERT OR REPLACE INTO gpu_minutes
-    (gpu, minute, utilization, utilization_max, memory_used_mib, temperature_c, power_w)
-SELECT gpu, CAST(ts / 60 AS INTEGER) * 60 AS m,
-       avg(utilization), max(utilization), round(avg(memory_used_mib)), avg(temperature_c), avg(power_w)
-FROM gpu_samples
-WHERE ts >= :start AND ts < :end
-GROUP BY gpu, m
-"""
-_DROP_MINUTES = "DELETE FROM gpu_minutes WHERE gpu IN (SELECT id FROM gpus) AND minute < ?"
-# Raw samples are clustered by time, so one GPU's samples are found by walking the distinct
-# timestamps (a skip-scan written out) and looking each (ts, gpu) up in the primary key.
-_RAW_HISTORY = """
-WITH RECURSIVE tick(ts) AS (
-    SELECT (SELECT min(ts) FROM gpu_samples WHERE ts >= :since)
-    UNION ALL
-    SELECT (SELECT min(ts) FROM gpu_samples WHERE ts > tick.ts) FROM tick WHERE tick.ts < :until
-)
-SELECT s.ts, s.utilization, s.memory_used_mib, s.temperature_c, s.power_w
-FROM tick JOIN gpu_samples AS s ON s.ts = tick.ts AND s.gpu = :gpu
-WHERE tick.ts <= :until
-ORDER BY s.ts
-"""
-_MINUTE_HISTORY = """
-SELECT minute, utilization, memory_used_mib, temperature_c, power_w FROM gpu_minutes
-WHERE gpu = :gpu AND minute > :since - 60 AND minute <= :until AND minute < :boundary
-ORDER BY minute
 """
 
 
@@ -238,87 +203,101 @@ class Store:
     # ------------------------------------------------------------------ GPU history
 
     def record_gpus(self, gpus: Iterable[Gpu], ts: float) -> None:
-        """Add one raw sample per GPU at time ``ts``, in one transaction."""
+        """Add one raw sample per GPU at time ``ts`` (kept to the millisecond), in one transaction."""
         gpus = list(gpus)
         if not gpus:
             return
+        ts_ms = round(ts * 1000)
 
         def record(db: sqlite_utils.Database) -> None:
             with _writing(db):
                 ids = self._gpu_ids(db, [g.uuid for g in gpus])
                 db.conn.executemany(
-                    _INSERT_SAMPLE,
-                    [(ts, ids[g.uuid], g.utilization, g.memory_used_mib, g.temperature_c, g.power_w) for g in gpus],
+                    history.INSERT_SAMPLE,
+                    [(ts_ms, ids[g.uuid], g.utilization, g.memory_used_mib, g.temperature_c, g.power_w) for g in gpus],
                 )
             with self._ids_lock:
                 self._ids.update(ids)
 
         self._run("record GPU samples", record)
 
-    def maintain(self, now: float) -> None:
-        """Roll complete minutes of raw samples into minute rows and apply retention.
+    def record_minutes(self, rows: Iterable[tuple[str, int, int, float, float, float, float, float]], *,
+                       rolled_until: int) -> None:
+        """Write minute rollups directly, in one transaction, as if raw samples had been rolled up.
 
-        Cheap enough to call once a minute. A minute counts as complete :data:`ROLLUP_GRACE_S`
-        after it ends, so a poll that was stamped before the minute ended but committed just
-        after still makes it in; each minute is rolled up once (``INSERT OR REPLACE`` makes a
-        repeat harmless). Raw samples are deleted once they are older than an hour *and* their
-        minute has been rolled up, so a console that was closed for a while loses nothing.
+        For filling history in bulk (weeks of simulated fleet history in seconds, see
+        :mod:`gpuconsole.core.history_fill`). Each row is ``(uuid, minute start, samples,
+        utilization, peak utilization, memory MiB, temperature °C, power W)``, averages in
+        natural units. Every minute before ``rolled_until`` (a minute boundary) then counts as
+        rolled up, so :meth:`maintain` goes on from there, rolling hours and applying retention
+        as it does for live samples.
         """
-        end = _minute(now - ROLLUP_GRACE_S)
+        self._record_rollups("gpu_minutes", rows, rolled_until)
+
+    def record_hours(self, rows: Iterable[tuple[str, int, int, float, float, float, float, float]], *,
+                     rolled_until: int) -> None:
+        """Write hour rollups directly, like :meth:`record_minutes` (rows start at whole hours)."""
+        self._record_rollups("gpu_hours", rows, rolled_until)
+
+    def _record_rollups(self, table: str, rows: Iterable[tuple[str, int, int, float, float, float, float, float]],
+                        rolled_until: int) -> None:
+        rows = list(rows)
+
+        def record(db: sqlite_utils.Database) -> None:
+            with _writing(db):
+                ids = self._gpu_ids(db, list(dict.fromkeys(r[0] for r in rows)))
+                history.write_rollups(db.conn, table, ids, rows, rolled_until)
+            with self._ids_lock:
+                self._ids.update(ids)
+
+        self._run(f"record GPU history in {table}", record)
+
+    def maintain(self, now: float) -> None:
+        """Roll complete minutes and hours up and apply retention; cheap enough to call once a minute.
+
+        Each minute and hour is rolled up once, from where the last call stopped. Rows are deleted
+        once they are past their retention *and* rolled up, so a console that was closed for a
+        while loses nothing; deletions run as short transactions of bounded size, so a poll's
+        write never waits long behind them.
+        """
 
         def run(db: sqlite_utils.Database) -> None:
-            conn = db.conn
             with _writing(db):
-                row = conn.execute("SELECT value FROM store_meta WHERE key = 'rolled_until'").fetchone()
-                rolled: float | None = row[0] if row else None
-                start: float | None = rolled
-                if start is None:
-                    oldest = conn.execute("SELECT min(ts) FROM gpu_samples").fetchone()[0]
-                    start = None if oldest is None else _minute(oldest)
-                if start is not None and start < end:
-                    conn.execute(_ROLL_UP, {"start": start, "end": end})
-                    rolled = end
-                    conn.execute("INSERT OR REPLACE INTO store_meta VALUES ('rolled_until', ?)", (rolled,))
-                if rolled is not None:
-                    conn.execute("DELETE FROM gpu_samples WHERE ts < ?", (min(_minute(now - RAW_RETENTION_S), rolled),))
-                conn.execute(_DROP_MINUTES, (now - MINUTE_RETENTION_S,))
+                history.roll_up(db.conn, now)
+            history.apply_retention(db.conn, now, lambda: _writing(db))
 
         self._run("maintain GPU history", run)
 
-    def gpu_history(self, uuid: str, since: float, until: float | None = None) -> list[GpuSample]:
+    def gpu_history(
+        self, uuid: str, since: float, until: float | None = None, *, min_points: int = history.MIN_POINTS
+    ) -> list[GpuSample]:
         """Samples of one GPU between ``since`` and ``until`` (inclusive), oldest first.
 
-        Where raw samples exist (the last hour) they are returned as they are; the part of the
-        range older than the oldest raw sample comes from minute rollups, one sample per minute
-        stamped with the start of its minute.
+        The resolution follows the span: the coarsest of raw samples, minute and hour rollups
+        that still gives ``min_points`` points (5 minutes or an hour: raw; a day: minutes; a
+        week or a month: hours). Where that table does not reach, older parts come from coarser
+        rollups and the newest, not yet rolled up, from finer ones. A rollup is one sample
+        stamped with the start of its minute or hour. ``until=None`` reads to the newest sample.
         """
-        last = float("inf") if until is None else until
 
         def query(db: sqlite_utils.Database) -> list[GpuSample]:
             conn = db.conn
             row = conn.execute("SELECT id FROM gpus WHERE uuid = ?", (uuid,)).fetchone()
             if row is None:
                 return []
-            # Raw samples are deleted by time for every GPU alike, so before the minute of the
-            # oldest raw sample there are only rollups, and from it on raw samples are complete.
-            oldest = conn.execute("SELECT min(ts) FROM gpu_samples").fetchone()[0]
-            boundary = float("inf") if oldest is None else _minute(oldest)
-            out: list[GpuSample] = []
-            if since < boundary:
-                params = {"gpu": row[0], "since": since, "until": last, "boundary": boundary}
-                out.extend(
-                    GpuSample(float(m), u, mem, temp, power)
-                    for m, u, mem, temp, power in conn.execute(_MINUTE_HISTORY, params)
-                )
-            if last >= boundary:
-                params = {"gpu": row[0], "since": max(since, boundary), "until": last}
-                out.extend(
-                    GpuSample(ts, u, float(mem), float(temp), power)
-                    for ts, u, mem, temp, power in conn.execute(_RAW_HISTORY, params)
-                )
-            return out
+            last = until
+            if last is None:
+                newest = conn.execute("SELECT max(ts_ms) FROM gpu_samples").fetchone()[0]
+                rolled = conn.execute("SELECT value FROM store_meta WHERE key = 'rolled_until'").fetchone()
+                candidates = [newest / 1000 if newest is not None else None, rolled[0] if rolled else None]
+                last = max((c for c in candidates if c is not None), default=since)
+            return history.read(conn, row[0], since, last, min_points)
 
         return self._run("read GPU history", query)
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it (the file size then tells all)."""
+        self._run("checkpoint the database", lambda db: db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
 
     # ------------------------------------------------------------------ settings
 
@@ -535,6 +514,21 @@ class Store:
             verdict = db.conn.execute("PRAGMA quick_check(1)").fetchone()[0]
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"database disk image is malformed: {verdict}")
+        if version == 1 and tables >= _V1_TABLES:
+            db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                history.migrate_v1(db.conn)
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.conn.execute(statement)
+                db.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if db.conn.in_transaction:
+                    db.conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError) and _is_corrupt(exc):
+                    raise
+                return 1  # a schema-1 file this code cannot convert: set it aside
+            return None
         if version == SCHEMA_VERSION:
             if not tables >= _TABLES:
                 self._create_schema(db)
@@ -658,10 +652,6 @@ def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
         return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
     message = str(exc)
     return "malformed" in message or "not a database" in message
-
-
-def _minute(ts: float) -> int:
-    return int(ts // 60) * 60
 
 
 def _file_size(path: Path) -> int:
