@@ -19,7 +19,7 @@ from gpuconsole.ui.widgets.live_table import right, text
 Thresholds = tuple[float, float]
 
 COLUMNS = [
-    ("NODE", "node", 12),
+    ("NODE", "node", 13),
     ("#", "index", 2),
     ("MODEL", "model", 11),
     ("UTIL", "util", 10),
