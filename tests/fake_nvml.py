@@ -31,7 +31,7 @@ class FakeProcess:
     vanishes: bool = False  # NVML lists it, but it has exited by the time anyone asks about it
 
 
-@dataclass
+@dataclass(eq=False)
 class FakeMig:
     uuid: str
     gi_id: int
@@ -47,7 +47,7 @@ class FakeMig:
     no_permission: set[str] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(eq=False)
 class FakeGpu:
     uuid: str
     name: str = "NVIDIA H100 80GB HBM3"

@@ -122,6 +122,19 @@ def test_pending_mig_mode_is_reported_until_reset(fake, source):
     assert source.poll_gpus().gpus[0].mig_pending is MigMode.ENABLED
 
 
+def test_unsupported_fields_are_asked_once_until_the_mig_mode_changes(fake, source):
+    for _ in range(3):
+        source.poll_gpus()
+    assert fake.calls["nvmlDeviceGetPowerUsage"] == 3 * 2 + 1  # two boards every poll; the T4 once
+    a100 = fake.gpus[1]
+    a100.mig, a100.migs = (0, 0), []
+    a100.not_supported.discard("nvmlDeviceGetUtilizationRates")
+    a100.util = (55, 20)
+    gpu = source.poll_gpus().gpus[1]
+    assert gpu.mig_mode is MigMode.DISABLED and gpu.mig_slices == ()
+    assert source.poll_gpus().gpus[1].utilization == 55.0
+
+
 @pytest.mark.parametrize(("mode", "word"), [
     (pynvml.NVML_GPU_VIRTUALIZATION_MODE_NONE, "none"),
     (pynvml.NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH, "passthrough"),

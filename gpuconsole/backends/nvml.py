@@ -89,6 +89,7 @@ class _Device:
     mig_listed_at: float = -1e18
     pcie: tuple[int | None, int | None] = (None, None)
     pcie_read_at: float = -1e18
+    mig_mode: MigMode | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class NvmlSource:
         self._procs = ProcessTable(proc)
         self._sm = SmSamples()
         self._seen: dict[str, dict[int, _Seen]] = {}
+        self._unsupported: set[tuple[Any, ...]] = set()
         self._memory = Versioned(("nvmlDeviceGetMemoryInfo", (), {"version": pynvml.nvmlMemory_v2}),
                                  ("nvmlDeviceGetMemoryInfo", (), {}))
         self._throttle = Versioned(("nvmlDeviceGetCurrentClocksEventReasons", (), {}),
@@ -171,6 +173,7 @@ class NvmlSource:
             if self._devices is None:
                 return
             self._devices = None
+            self._unsupported = set()
         _shutdown_quietly()
 
     # ------------------------------------------------------------------ polling
@@ -193,30 +196,35 @@ class NvmlSource:
     def _read(self, dev: _Device, seen: dict[int, _Seen]) -> Gpu:
         h = dev.handle
         missing: list[str] = []
-        util = query("nvmlDeviceGetUtilizationRates", h)
+        util = self._q("nvmlDeviceGetUtilizationRates", h)
         mem = self._memory(h)
-        temp = query("nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
-        power = query("nvmlDeviceGetPowerUsage", h)
-        limit = query("nvmlDeviceGetEnforcedPowerLimit", h)
+        temp = self._q("nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
+        power = self._q("nvmlDeviceGetPowerUsage", h)
+        limit = self._q("nvmlDeviceGetEnforcedPowerLimit", h)
         for name, value in (("utilization", util), ("memory", mem), ("temperature_c", temp), ("power_w", power),
                             ("power_limit_w", limit)):
             if value is NA:
                 missing.append(name)
-        mig_modes = query("nvmlDeviceGetMigMode", h)
+        mig_modes = self._q("nvmlDeviceGetMigMode", h)
         mig_mode, mig_pending = _mig_modes(mig_modes)
-        virtualization = VIRTUALIZATION.get(query("nvmlDeviceGetVirtualizationMode", h))
+        if dev.mig_mode is not None and dev.mig_mode is not mig_mode:
+            # Reset into another mode: what the board supports changed (utilization, for one).
+            self._unsupported = {k for k in self._unsupported if h not in k}
+            dev.mig_listed_at = -1e18
+        dev.mig_mode = mig_mode
+        virtualization = VIRTUALIZATION.get(self._q("nvmlDeviceGetVirtualizationMode", h))
         slices: list[MigSlice] = []
         processes: list[GpuProcess] = []
         if mig_mode is MigMode.ENABLED:
             for mig in self._mig_devices(dev):
                 slice_processes = self._processes(dev.uuid, mig.handle, mig.uuid, None, seen)
                 processes.extend(slice_processes)
-                slices.append(_slice(dev.uuid, mig, slice_processes))
+                slices.append(self._slice(dev.uuid, mig, slice_processes))
         else:
             samples = self._sm_samples(dev.uuid, h)
             processes = self._processes(dev.uuid, h, None, samples, seen)
         rx, tx = self._pcie(dev)
-        persistence = query("nvmlDeviceGetPersistenceMode", h)
+        persistence = self._q("nvmlDeviceGetPersistenceMode", h)
         memory_total = integer(getattr(mem, "total", None), MIB) if mem is not NA else None
         return Gpu(
             uuid=dev.uuid,
@@ -234,15 +242,15 @@ class NvmlSource:
             processes=tuple(processes),
             pci_bus_id=dev.pci_bus_id,
             memory_utilization=float(util.memory) if util is not NA else None,
-            sm_clock_mhz=integer(query("nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)),
-            memory_clock_mhz=integer(query("nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)),
-            fan_percent=integer(query("nvmlDeviceGetFanSpeed", h)),
+            sm_clock_mhz=integer(self._q("nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_SM)),
+            memory_clock_mhz=integer(self._q("nvmlDeviceGetClockInfo", h, pynvml.NVML_CLOCK_MEM)),
+            fan_percent=integer(self._q("nvmlDeviceGetFanSpeed", h)),
             pcie_rx_kbps=rx,
             pcie_tx_kbps=tx,
-            ecc_volatile_errors=integer(query("nvmlDeviceGetTotalEccErrors", h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            ecc_volatile_errors=integer(self._q("nvmlDeviceGetTotalEccErrors", h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                               pynvml.NVML_VOLATILE_ECC)),
             persistence_mode=None if persistence is NA else bool(persistence),
-            compute_mode=COMPUTE_MODES.get(query("nvmlDeviceGetComputeMode", h)),
+            compute_mode=COMPUTE_MODES.get(self._q("nvmlDeviceGetComputeMode", h)),
             throttle_reasons=throttle_names(self._throttle(h)),
             mig_pending=mig_pending,
             virtualization=virtualization,
@@ -250,12 +258,16 @@ class NvmlSource:
             not_reported=tuple(missing),
         )
 
+    def _q(self, name: str, *args: Any) -> Any:
+        """A device field, remembering the ones this board does not support."""
+        return query(name, *args, unsupported=self._unsupported)
+
     def _pcie(self, dev: _Device) -> tuple[int | None, int | None]:
         now = time.monotonic()
         if now - dev.pcie_read_at >= PCIE_REFRESH_S:
             dev.pcie_read_at = now
-            dev.pcie = (integer(query("nvmlDeviceGetPcieThroughput", dev.handle, pynvml.NVML_PCIE_UTIL_RX_BYTES)),
-                        integer(query("nvmlDeviceGetPcieThroughput", dev.handle, pynvml.NVML_PCIE_UTIL_TX_BYTES)))
+            dev.pcie = (integer(self._q("nvmlDeviceGetPcieThroughput", dev.handle, pynvml.NVML_PCIE_UTIL_RX_BYTES)),
+                        integer(self._q("nvmlDeviceGetPcieThroughput", dev.handle, pynvml.NVML_PCIE_UTIL_TX_BYTES)))
         return dev.pcie
 
     def _mig_devices(self, dev: _Device) -> list[_MigDevice]:
@@ -263,22 +275,27 @@ class NvmlSource:
         if now - dev.mig_listed_at < MIG_REFRESH_S:
             return dev.mig
         found = []
-        for i in range(int(query("nvmlDeviceGetMaxMigDeviceCount", dev.handle) or 0)):
+        known = {m.uuid: m for m in dev.mig}
+        for i in range(int(self._q("nvmlDeviceGetMaxMigDeviceCount", dev.handle) or 0)):
             try:
-                handle = query("nvmlDeviceGetMigDeviceHandleByIndex", dev.handle, i)
+                handle = self._q("nvmlDeviceGetMigDeviceHandleByIndex", dev.handle, i)
             except pynvml.NVMLError_NotFound:
                 continue  # an empty slot
             if handle is NA:
                 continue
-            name = text(query("nvmlDeviceGetName", handle))
-            gi, ci = query("nvmlDeviceGetGpuInstanceId", handle), query("nvmlDeviceGetComputeInstanceId", handle)
+            uuid = text(self._q("nvmlDeviceGetUUID", handle))
+            if uuid in known:
+                found.append(known[uuid])  # the same device: keep its handle (and what it lacks)
+                continue
+            name = text(self._q("nvmlDeviceGetName", handle))
+            gi, ci = self._q("nvmlDeviceGetGpuInstanceId", handle), self._q("nvmlDeviceGetComputeInstanceId", handle)
             profile = mig_profile(name, None, None, None)
             if profile == "mig":
-                attrs = query("nvmlDeviceGetAttributes", handle)
+                attrs = self._q("nvmlDeviceGetAttributes", handle)
                 if attrs is not NA:
                     profile = mig_profile("", attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount,
                                           attrs.memorySizeMB)
-            found.append(_MigDevice(handle, text(query("nvmlDeviceGetUUID", handle)),
+            found.append(_MigDevice(handle, uuid,
                                     int(gi) if gi is not NA else -1, int(ci) if ci is not NA else -1, profile))
         dev.mig = sorted(found, key=lambda m: (m.gi_id, m.ci_id))
         dev.mig_listed_at = now
@@ -286,7 +303,7 @@ class NvmlSource:
 
     def _sm_samples(self, uuid: str, handle: Any) -> dict[int, float] | None:
         try:
-            answer = query("nvmlDeviceGetProcessUtilization", handle, self._sm.last_seen(uuid))
+            answer = self._q("nvmlDeviceGetProcessUtilization", handle, self._sm.last_seen(uuid))
         except pynvml.NVMLError_NotFound:
             answer = []  # no sample since the last poll: every process was idle
         return self._sm.read(uuid, answer)
@@ -324,8 +341,17 @@ class NvmlSource:
         out.sort(key=lambda p: (-p.memory_used_mib, p.pid))
         return out
 
+    def _slice(self, gpu_uuid: str, mig: _MigDevice, processes: list[GpuProcess]) -> MigSlice:
+        mem = self._q("nvmlDeviceGetMemoryInfo", mig.handle)
+        util = self._q("nvmlDeviceGetUtilizationRates", mig.handle)
+        pod = next((p.pod_uid for p in processes if p.pod_uid), None)
+        return MigSlice(mig.uuid, gpu_uuid, mig.gi_id, mig.ci_id, mig.profile,
+                        integer(getattr(mem, "total", None), MIB) or 0 if mem is not NA else 0,
+                        integer(getattr(mem, "used", None), MIB) or 0 if mem is not NA else 0,
+                        float(util.gpu) if util is not NA else None, pod)
+
     def _vgpus(self, handle: Any) -> tuple[VgpuInstance, ...]:
-        ids = query("nvmlDeviceGetActiveVgpus", handle)
+        ids = self._q("nvmlDeviceGetActiveVgpus", handle)
         out = []
         for vgpu in ids or ():
             type_id = query("nvmlVgpuInstanceGetType", vgpu)
@@ -379,16 +405,6 @@ def _mig_modes(modes: Any) -> tuple[MigMode, MigMode | None]:
     current = MigMode.ENABLED if int(modes[0]) == pynvml.NVML_DEVICE_MIG_ENABLE else MigMode.DISABLED
     pending = MigMode.ENABLED if int(modes[1]) == pynvml.NVML_DEVICE_MIG_ENABLE else MigMode.DISABLED
     return current, (pending if pending is not current else None)
-
-
-def _slice(gpu_uuid: str, mig: _MigDevice, processes: list[GpuProcess]) -> MigSlice:
-    mem = query("nvmlDeviceGetMemoryInfo", mig.handle)
-    util = query("nvmlDeviceGetUtilizationRates", mig.handle)
-    pod = next((p.pod_uid for p in processes if p.pod_uid), None)
-    return MigSlice(mig.uuid, gpu_uuid, mig.gi_id, mig.ci_id, mig.profile,
-                    integer(getattr(mem, "total", None), MIB) or 0 if mem is not NA else 0,
-                    integer(getattr(mem, "used", None), MIB) or 0 if mem is not NA else 0,
-                    float(util.gpu) if util is not NA else None, pod)
 
 
 def _nvml_process_name(pid: int) -> str | None:

@@ -95,7 +95,9 @@ class ProcessTable:
                 used when the PID is not visible here (another PID namespace, or hidden /proc).
         """
         known = self._facts.get(pid)
-        if known is not None and known.process is not None:
+        if known is not None:
+            if known.process is None:
+                return known  # not visible here; NVML still lists it, so it still runs
             try:
                 if known.process.create_time() == known.created:
                     return known

@@ -70,16 +70,26 @@ def _log_once(key: str, message: str, *args: object) -> None:
     log.info(message, *args)
 
 
-def query(name: str, *args: Any, **kwargs: Any) -> Any:
+def query(name: str, *args: Any, unsupported: set[tuple[Any, ...]] | None = None) -> Any:
     """``pynvml.<name>(*args)``, or :data:`NA` where the driver cannot say.
+
+    Args:
+        unsupported: where to remember ``(name, *args)`` calls the board answered NotSupported,
+            so they are not asked again (a board does not gain a sensor while it runs).
 
     Raises:
         pynvml.NVMLError: one of :data:`FATAL_ERRORS`, or ``NotFound`` (the caller decides what a
             missing object means: a process that exited, an empty MIG slot).
     """
+    if unsupported is not None and (name, *args) in unsupported:
+        return NA
     try:
-        return getattr(pynvml, name)(*args, **kwargs)
-    except _NA_ERRORS:
+        return getattr(pynvml, name)(*args)
+    except pynvml.NVMLError_NotSupported:
+        if unsupported is not None:
+            unsupported.add((name, *args))
+        return NA
+    except pynvml.NVMLError_NoPermission:
         return NA
     except pynvml.NVMLError_FunctionNotFound:
         _log_once(name, "NVML: %s is not in this driver; shown as N/A", name)
