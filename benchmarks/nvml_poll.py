@@ -19,15 +19,15 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pynvml  # noqa: E402
+import pynvml
 
-from gpuconsole.backends import nvml  # noqa: E402
-from gpuconsole.backends.nvml_query import query  # noqa: E402
-from tests.fake_nvml import GONE_PID_BASE, FakeGpu, FakeNvml, FakeProcess, mig_gpu  # noqa: E402
+from gpuconsole.backends import nvml
+from gpuconsole.backends.nvml_query import query
+from tests.fake_nvml import GONE_PID_BASE, FakeGpu, FakeNvml, FakeProcess, mig_gpu
 
 FAKE_TARGET_MS = 0.2
 REAL_TARGET_MS = 2.0
@@ -43,7 +43,7 @@ class Patch:
         self._undo.append((target, name, getattr(target, name)))
         setattr(target, name, value)
 
-    def __enter__(self) -> Patch:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

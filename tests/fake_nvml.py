@@ -154,7 +154,7 @@ class FakeNvml:
         return call
 
     # ------------------------------------------------------------------ library and system
-    def _LoadNvmlLibrary(self) -> None:  # noqa: N802 - the name pynvml uses
+    def _LoadNvmlLibrary(self) -> None:
         if not self.library:
             raise pynvml.NVMLError_LibraryNotFound()
 

@@ -19,7 +19,14 @@ from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.core.hub import Hub, PollPolicy
 from gpuconsole.core.sources import SourceOptions, build_sources
 from gpuconsole.model import MigMode, SourceKind, SourceState
-from tests.fake_nvml import GONE_PID_BASE, FakeGpu, FakeNvml, FakeProcess, mig_gpu, standard_host
+from tests.fake_nvml import (
+    GONE_PID_BASE,
+    FakeGpu,
+    FakeNvml,
+    FakeProcess,
+    mig_gpu,
+    standard_host,
+)
 from tests.helpers import wait_for
 
 POD = "8dbc5577-d0e2-4706-8787-57d52c03ddf2"
@@ -221,8 +228,8 @@ def test_a_real_process_is_joined_with_the_os_and_its_pod(monkeypatch, tmp_path)
     (f"12:memory:/kubepods/burstable/pod{POD}/{CONTAINER}\n1:name=systemd:/kubepods/burstable/pod{POD}/{CONTAINER}\n",
      (POD, CONTAINER)),
     (f"0::/kubepods/pod{POD}/{CONTAINER}\n", (POD, CONTAINER)),
-    (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{POD.replace('-', '_')}.slice/"
-     f"cri-containerd-{CONTAINER}.scope\n", (POD, CONTAINER)),
+    ((f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{POD.replace('-', '_')}.slice/"
+      f"cri-containerd-{CONTAINER}.scope\n"), (POD, CONTAINER)),
     (f"11:devices:/kubepods.slice/kubepods-pod{POD.replace('-', '_')}.slice/crio-{CONTAINER}.scope\n", (POD, CONTAINER)),
     (f"0::/system.slice/docker-{CONTAINER}.scope\n", (None, CONTAINER)),
     (f"4:cpu:/docker/{CONTAINER}\n", (None, CONTAINER)),

@@ -153,7 +153,7 @@ def test_gpus_once_json_from_nvml(monkeypatch, capsys):
     assert doc["versions"] == {"driver": "550.54.15", "cuda": "12.4", "nvml": "12.550.54.15"}
     assert [g["uuid"] for g in doc["gpus"]] == ["GPU-h100-0000", "GPU-a100-0001", "GPU-t4-0002"]
     a100 = doc["gpus"][1]
-    assert a100["mig_mode"] == "enabled" and [s["profile"] for s in a100["mig_slices"]][0] == "3g.40gb"
+    assert a100["mig_mode"] == "enabled" and a100["mig_slices"][0]["profile"] == "3g.40gb"
     assert {p["name"] for p in a100["processes"]} == {"infer", "notebook"}
     assert doc["gpus"][2]["not_reported"] == ["power_w"] and doc["gpus"][2]["fan_percent"] is None
 

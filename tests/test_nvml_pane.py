@@ -6,6 +6,7 @@ import subprocess
 import sys
 from contextlib import asynccontextmanager
 
+import pytest
 from rich.text import Text
 
 from gpuconsole.backends import nvml
@@ -113,13 +114,13 @@ async def test_sort_cycles_columns_reverses_and_shows_in_the_header():
 
 async def test_colour_thresholds_follow_the_flags():
     console = demo_console()
-    async with running(console, thresholds=((95.0, 99.0), (95.0, 99.0))) as (app, pilot):
+    async with running(console, thresholds=((95.0, 99.0), (95.0, 99.0))) as (app, _pilot):
         gpu = next(g for g in app.snapshot.gpus if 20 < g.utilization < 90 and g.memory_percent < 90)
         palette = app.palette
         assert cell(app, gpu.uuid, "util").spans[0].style == palette.ok
         assert cell(app, gpu.uuid, "memory").spans[0].style == palette.ok
     console = demo_console()
-    async with running(console, thresholds=((1.0, 2.0), (1.0, 2.0))) as (app, pilot):
+    async with running(console, thresholds=((1.0, 2.0), (1.0, 2.0))) as (app, _pilot):
         assert cell(app, gpu.uuid, "util").spans[0].style == app.palette.bad
         assert cell(app, gpu.uuid, "memory").spans[0].style == app.palette.bad
 
@@ -154,31 +155,34 @@ async def test_signal_keys_on_a_gpu_row_ask_for_a_process():
         assert not app.core.actions.recent()
 
 
-async def test_the_os_refusing_a_signal_is_one_line_and_the_app_goes_on(monkeypatch):
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        FakeNvml([FakeGpu("GPU-x", processes=[FakeProcess(child.pid, 4096, "sleeper")])]).install(monkeypatch)
+@pytest.fixture
+def child():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
 
-        def refuse(pid: int, sig: int) -> None:
-            raise PermissionError(1, "Operation not permitted")
 
-        monkeypatch.setattr(nvml, "send_signal", refuse)
-        console = demo_console(demo=False)
-        async with running(console, live=gpus_live) as (app, pilot):
-            assert app.snapshot.source(SourceKind.GPUS).name == "nvml"
-            await select(pilot, app, f"GPU-x/pid/{child.pid}")
-            await pilot.press("K")
-            await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
-            await pilot.press("y")
-            await wait_until(lambda: bool(app.core.actions.recent()))
-            result = app.core.actions.recent()[-1]
-            assert not result.ok and "the operating system refused to send SIGKILL" in result.message
-            assert child.poll() is None
-            await pilot.press("3")
-            assert app.active_pane == "jobs"
-    finally:
-        child.kill()
-        child.wait()
+async def test_the_os_refusing_a_signal_is_one_line_and_the_app_goes_on(monkeypatch, child):
+    FakeNvml([FakeGpu("GPU-x", processes=[FakeProcess(child.pid, 4096, "sleeper")])]).install(monkeypatch)
+
+    def refuse(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(nvml, "send_signal", refuse)
+    console = demo_console(demo=False)
+    async with running(console, live=gpus_live) as (app, pilot):
+        assert app.snapshot.source(SourceKind.GPUS).name == "nvml"
+        await select(pilot, app, f"GPU-x/pid/{child.pid}")
+        await pilot.press("K")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_until(lambda: bool(app.core.actions.recent()))
+        result = app.core.actions.recent()[-1]
+        assert not result.ok and "the operating system refused to send SIGKILL" in result.message
+        assert child.poll() is None
+        await pilot.press("3")
+        assert app.active_pane == "jobs"
 
 
 async def test_nvml_fields_the_board_cannot_report_show_na(monkeypatch):

@@ -30,7 +30,12 @@ from typing import Any
 import psutil
 import pynvml
 
-from gpuconsole.backends.base import BackendError, BackendPermissionDenied, BackendUnavailable, Capability
+from gpuconsole.backends.base import (
+    BackendError,
+    BackendPermissionDenied,
+    BackendUnavailable,
+    Capability,
+)
 from gpuconsole.backends.nvml_procs import ProcessTable, SmSamples
 from gpuconsole.backends.nvml_query import (
     COMPUTE_MODES,
@@ -45,7 +50,14 @@ from gpuconsole.backends.nvml_query import (
     text,
     throttle_names,
 )
-from gpuconsole.model import Gpu, GpuProcess, GpuReading, MigMode, MigSlice, VgpuInstance
+from gpuconsole.model import (
+    Gpu,
+    GpuProcess,
+    GpuReading,
+    MigMode,
+    MigSlice,
+    VgpuInstance,
+)
 
 HINT = "run gpuconsole on a host with the NVIDIA driver, or try it on a simulated fleet: gpuconsole --demo"
 MIB = 1024 * 1024

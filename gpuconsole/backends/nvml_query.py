@@ -18,7 +18,7 @@ import math
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import pynvml
 
@@ -30,7 +30,7 @@ class _NotAvailable:
 
     _instance: _NotAvailable | None = None
 
-    def __new__(cls) -> _NotAvailable:
+    def __new__(cls) -> Self:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

@@ -27,8 +27,8 @@ from gpuconsole.core.cloud_ops import CloudOps
 from gpuconsole.core.config import ConfigError, ConfigFile, load_config
 from gpuconsole.core.cost_explorer import CostExplorer
 from gpuconsole.core.cron_costs import cronjob_costs
-from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.gpu_ops import GpuOps
+from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.job_ops import JobOps
 from gpuconsole.core.sources import SourceOptions, build_sources

@@ -20,7 +20,14 @@ from dataclasses import replace
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, ProcessControl
-from gpuconsole.core.actions import ActionError, ActionKind, ActionLog, ActionRequest, ActionResult, run_action
+from gpuconsole.core.actions import (
+    ActionError,
+    ActionKind,
+    ActionLog,
+    ActionRequest,
+    ActionResult,
+    run_action,
+)
 from gpuconsole.core.hub import Hub, PollPolicy
 from gpuconsole.core.sources import SourceOptions, build_sources
 from gpuconsole.model import GpuReading, GpuSample, SourceKind, SourceStatus

@@ -117,7 +117,9 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
     if options.gpus == "off":
         sources[SourceKind.GPUS] = Unconfigured("off", "GPU telemetry is turned off (--gpus off)", "start without --gpus off")
     elif options.gpus == "nvml" or (sim is None and _nvml_loads()):
-        from gpuconsole.backends.nvml import NvmlSource  # pynvml is imported only when it is used
+        from gpuconsole.backends.nvml import (
+            NvmlSource,  # pynvml is imported only when it is used
+        )
 
         sources[SourceKind.GPUS] = NvmlSource(clock=clock)
     elif sim is not None:

@@ -14,7 +14,7 @@ never waits on SQLite.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.table import Table
 from rich.text import Text
@@ -54,7 +54,7 @@ def downsample(values: list[float], points: int = MAX_POINTS) -> list[float]:
 class GpuDetailScreen(ModalScreen[None]):
     """One GPU in depth. ``w`` changes the history window; ``esc`` or ``q`` goes back."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("escape", "dismiss", "Back"),
         Binding("q", "dismiss", "Back", show=False),
         Binding("w", "next_window", "Window"),
