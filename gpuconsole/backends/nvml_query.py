@@ -18,7 +18,7 @@ import math
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any
 
 import pynvml
 
@@ -30,7 +30,7 @@ class _NotAvailable:
 
     _instance: _NotAvailable | None = None
 
-    def __new__(cls) -> Self:
+    def __new__(cls) -> _NotAvailable:  # noqa: PYI034 - always the one instance
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

@@ -99,7 +99,7 @@ class GpusPane(Pane):
         util_t, mem_t = self.thresholds
         rows: list[Row] = []
         for gpu in sort_gpus(snapshot.gpus, self.sort_column, self.sort_descending):
-            words = [gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)]
+            words: list[object] = [gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)]
             for p in gpu.processes:
                 words.extend(process_words(p))
             if not self.matches(*words):

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
@@ -54,7 +54,7 @@ def downsample(values: list[float], points: int = MAX_POINTS) -> list[float]:
 class GpuDetailScreen(ModalScreen[None]):
     """One GPU in depth. ``w`` changes the history window; ``esc`` or ``q`` goes back."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Back"),
         Binding("q", "dismiss", "Back", show=False),
         Binding("w", "next_window", "Window"),
