@@ -18,7 +18,6 @@ view of them (:mod:`.nvml_procs`). A field the board or the user's rights cannot
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import threading
 import time
@@ -27,16 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pynvml
 
 from gpuconsole.backends.base import (
     BackendError,
-    BackendPermissionDenied,
     BackendUnavailable,
     Capability,
 )
-from gpuconsole.backends.nvml_procs import ProcessTable, SmSamples
+from gpuconsole.backends.nvml_procs import (
+    ProcessTable,
+    SeenProcess,
+    SmSamples,
+    signal_process,
+)
 from gpuconsole.backends.nvml_query import (
     COMPUTE_MODES,
     NA,
@@ -44,11 +46,14 @@ from gpuconsole.backends.nvml_query import (
     Versioned,
     cuda_version,
     integer,
+    mig_modes,
     mig_profile,
     number,
+    poll_error,
     query,
     text,
     throttle_names,
+    vgpu_instances,
 )
 from gpuconsole.model import (
     Gpu,
@@ -56,14 +61,12 @@ from gpuconsole.model import (
     GpuReading,
     MigMode,
     MigSlice,
-    VgpuInstance,
 )
 
 HINT = "run gpuconsole on a host with the NVIDIA driver, or try it on a simulated fleet: gpuconsole --demo"
 MIB = 1024 * 1024
 MIG_REFRESH_S = 10.0
 PCIE_REFRESH_S = 5.0
-KILL_SIGNALS = (signal.SIGTERM, signal.SIGKILL)
 
 send_signal: Callable[[int, int], None] = os.kill  # replaced in tests to play a refusing OS
 
@@ -104,15 +107,6 @@ class _Device:
     mig_mode: MigMode | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    """A process as the last poll saw it: what a signal is checked against."""
-
-    created: float | None
-    name: str
-    user: str | None
-
-
 class NvmlSource:
     """The GPUs of this host, read through NVML.
 
@@ -134,7 +128,7 @@ class NvmlSource:
         self._versions: tuple[tuple[str, str], ...] = ()
         self._procs = ProcessTable(proc)
         self._sm = SmSamples()
-        self._seen: dict[str, dict[int, _Seen]] = {}
+        self._seen: dict[str, dict[int, SeenProcess]] = {}
         self._unsupported: set[tuple[Any, ...]] = set()
         self._memory = Versioned(("nvmlDeviceGetMemoryInfo", (), {"version": pynvml.nvmlMemory_v2}),
                                  ("nvmlDeviceGetMemoryInfo", (), {}))
@@ -176,7 +170,7 @@ class NvmlSource:
                                            text(getattr(pci, "busId", "")) if pci is not NA else ""))
             except pynvml.NVMLError as exc:
                 _shutdown_quietly()
-                raise _poll_error(exc, None) from None
+                raise poll_error(exc, "a GPU") from None
             self._devices = devices
             return devices
 
@@ -191,21 +185,22 @@ class NvmlSource:
     # ------------------------------------------------------------------ polling
     def poll_gpus(self) -> GpuReading:
         devices = self._start()
+        self._procs.begin_poll()
         gpus = []
-        seen: dict[str, dict[int, _Seen]] = {}
+        seen: dict[str, dict[int, SeenProcess]] = {}
         for dev in devices:
             try:
                 gpu = self._read(dev, seen.setdefault(dev.uuid, {}))
             except pynvml.NVMLError as exc:
                 if isinstance(exc, (pynvml.NVMLError_DriverNotLoaded, pynvml.NVMLError_Uninitialized)):
                     self.close()  # start again on the next poll
-                raise _poll_error(exc, dev) from None
+                raise poll_error(exc, _describe(dev)) from None
             gpus.append(gpu)
         self._seen = seen
         self._procs.forget_except({pid for per_gpu in seen.values() for pid in per_gpu})
         return GpuReading(tuple(gpus), self.clock(), self._versions)
 
-    def _read(self, dev: _Device, seen: dict[int, _Seen]) -> Gpu:
+    def _read(self, dev: _Device, seen: dict[int, SeenProcess]) -> Gpu:
         h = dev.handle
         missing: list[str] = []
         util = self._q("nvmlDeviceGetUtilizationRates", h)
@@ -217,8 +212,8 @@ class NvmlSource:
                             ("power_limit_w", limit)):
             if value is NA:
                 missing.append(name)
-        mig_modes = self._q("nvmlDeviceGetMigMode", h)
-        mig_mode, mig_pending = _mig_modes(mig_modes)
+        mig_modes_answer = self._q("nvmlDeviceGetMigMode", h)
+        mig_mode, mig_pending = mig_modes(mig_modes_answer)
         if dev.mig_mode is not None and dev.mig_mode is not mig_mode:
             # Reset into another mode: what the board supports changed (utilization, for one).
             self._unsupported = {k for k in self._unsupported if h not in k}
@@ -266,7 +261,7 @@ class NvmlSource:
             throttle_reasons=throttle_names(self._throttle(h)),
             mig_pending=mig_pending,
             virtualization=virtualization,
-            vgpu_instances=self._vgpus(h) if virtualization == "host_vgpu" else (),
+            vgpu_instances=vgpu_instances(h) if virtualization == "host_vgpu" else (),
             not_reported=tuple(missing),
         )
 
@@ -321,7 +316,7 @@ class NvmlSource:
         return self._sm.read(uuid, answer)
 
     def _processes(self, gpu_uuid: str, handle: Any, mig_uuid: str | None, sm: dict[int, float] | None,
-                   seen: dict[int, _Seen]) -> list[GpuProcess]:
+                   seen: dict[int, SeenProcess]) -> list[GpuProcess]:
         kinds: dict[int, tuple[str, int]] = {}
         for kind, fn in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
                          ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
@@ -342,11 +337,11 @@ class NvmlSource:
             facts = self._procs.facts(pid, _nvml_process_name)
             if facts is None:
                 continue  # it exited between NVML's list and now
-            seen[pid] = _Seen(facts.created, facts.name, facts.user)
+            seen[pid] = SeenProcess(facts.created, facts.name, facts.user)
             out.append(GpuProcess(
                 pid=pid, gpu_uuid=gpu_uuid, name=facts.name, memory_used_mib=mib, mig_uuid=mig_uuid,
                 user=facts.user, pod_uid=facts.pod_uid, kind=kind, command=facts.command,
-                cpu_percent=self._procs.cpu_percent(facts),
+                cpu_percent=self._procs.cpu_percent(pid, facts),
                 sm_utilization=None if sm is None else sm.get(pid, 0.0),
                 container_id=facts.container_id,
             ))
@@ -362,18 +357,6 @@ class NvmlSource:
                         integer(getattr(mem, "used", None), MIB) or 0 if mem is not NA else 0,
                         float(util.gpu) if util is not NA else None, pod)
 
-    def _vgpus(self, handle: Any) -> tuple[VgpuInstance, ...]:
-        ids = self._q("nvmlDeviceGetActiveVgpus", handle)
-        out = []
-        for vgpu in ids or ():
-            type_id = query("nvmlVgpuInstanceGetType", vgpu)
-            type_name = text(query("nvmlVgpuTypeGetName", type_id)) if type_id is not NA else ""
-            vm = query("nvmlVgpuInstanceGetVmID", vgpu)
-            vm_id = text(vm[0]) if isinstance(vm, (tuple, list)) and vm else ""
-            used = query("nvmlVgpuInstanceGetFbUsage", vgpu)
-            out.append(VgpuInstance(int(vgpu), type_name or "vGPU", vm_id, integer(used, MIB)))
-        return tuple(out)
-
     # ------------------------------------------------------------------ actions
     def kill_process(self, gpu_uuid: str, pid: int, sig: int) -> str:
         """Send ``sig`` (SIGTERM or SIGKILL) to a process the last poll saw on ``gpu_uuid``.
@@ -385,38 +368,10 @@ class NvmlSource:
             BackendError: not a process of that GPU, exited, or not visible from here.
             BackendPermissionDenied: the operating system refused.
         """
-        if sig not in KILL_SIGNALS:
-            raise BackendError(f"signal {sig} is not one the console sends (SIGTERM or SIGKILL)")
         seen = self._seen.get(gpu_uuid, {}).get(pid)
         if seen is None:
             raise BackendError(f"pid {pid} is not a process of GPU {gpu_uuid} (as of the last poll)")
-        if seen.created is None:
-            raise BackendError(f"pid {pid} is not visible from here (another PID namespace, or /proc is hidden)")
-        try:
-            if psutil.Process(pid).create_time() != seen.created:
-                raise BackendError(f"pid {pid} has exited; its number now belongs to another process")
-        except psutil.NoSuchProcess:
-            raise BackendError(f"pid {pid} has already exited") from None
-        except psutil.AccessDenied:
-            pass  # the signal below gets the operating system's answer
-        name = signal.Signals(sig).name
-        try:
-            send_signal(pid, sig)
-        except ProcessLookupError:
-            raise BackendError(f"pid {pid} has already exited") from None
-        except PermissionError:
-            owner = f" (user {seen.user})" if seen.user else ""
-            raise BackendPermissionDenied(f"the operating system refused to send {name} to pid {pid}{owner}: "
-                                          "run gpuconsole as that user or as root") from None
-        return f"sent {name} to pid {pid} ({seen.name})"
-
-
-def _mig_modes(modes: Any) -> tuple[MigMode, MigMode | None]:
-    if modes is NA or not modes:
-        return MigMode.NOT_SUPPORTED, None
-    current = MigMode.ENABLED if int(modes[0]) == pynvml.NVML_DEVICE_MIG_ENABLE else MigMode.DISABLED
-    pending = MigMode.ENABLED if int(modes[1]) == pynvml.NVML_DEVICE_MIG_ENABLE else MigMode.DISABLED
-    return current, (pending if pending is not current else None)
+        return signal_process(seen, pid, sig, send_signal)
 
 
 def _nvml_process_name(pid: int) -> str | None:
@@ -427,19 +382,8 @@ def _nvml_process_name(pid: int) -> str | None:
         return None
 
 
-def _poll_error(exc: BaseException, dev: _Device | None) -> BackendError:
-    """One line for an NVML failure that stops a poll."""
-    which = f"GPU {dev.index} ({dev.uuid}{', ' + dev.pci_bus_id if dev.pci_bus_id else ''})" if dev else "a GPU"
-    if isinstance(exc, pynvml.NVMLError_GpuIsLost):
-        return BackendError(f"{which} is lost: it no longer answers the driver; reset it (nvidia-smi -r) or reboot, "
-                            "and see the kernel log for its Xid error")
-    if isinstance(exc, pynvml.NVMLError_ResetRequired):
-        return BackendError(f"{which} needs a reset (nvidia-smi -r) before it can be read")
-    if isinstance(exc, (pynvml.NVMLError_DriverNotLoaded, pynvml.NVMLError_Uninitialized)):
-        return BackendError("the NVIDIA driver went away (unloaded or restarting); retrying")
-    if isinstance(exc, pynvml.NVMLError_LibRmVersionMismatch):
-        return BackendError("the NVIDIA driver and its NVML library differ in version: reboot the host")
-    return BackendError(f"NVML failed reading {which}: {exc}")
+def _describe(dev: _Device) -> str:
+    return f"GPU {dev.index} ({dev.uuid}{', ' + dev.pci_bus_id if dev.pci_bus_id else ''})"
 
 
 def _shutdown_quietly() -> None:

@@ -9,11 +9,15 @@ the container, which is how the console says which job owns a process.
 from __future__ import annotations
 
 import re
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from gpuconsole.backends.base import BackendError, BackendPermissionDenied
 
 # A pod UID in a cgroup path: "pod<uuid>" (cgroupfs driver) or "pod<uuid with _>" (systemd
 # driver); static pods have a 32-hex hash instead of a UUID.
@@ -86,6 +90,11 @@ class ProcessTable:
     def __init__(self, proc: Path = Path("/proc")) -> None:
         self._facts: dict[int, ProcessFacts] = {}
         self._proc = proc
+        self._cpu: dict[int, float | None] = {}
+
+    def begin_poll(self) -> None:
+        """A new poll: CPU% is read again (once per process, however many GPUs it uses)."""
+        self._cpu.clear()
 
     def facts(self, pid: int, nvml_name: Any) -> ProcessFacts | None:
         """Facts of ``pid``; None when the process no longer exists anywhere.
@@ -130,8 +139,14 @@ class ProcessTable:
         command = " ".join(cmdline) if cmdline else ""
         return ProcessFacts(proc, created, name, user, command, pod_uid, container)
 
-    def cpu_percent(self, facts: ProcessFacts) -> float | None:
+    def cpu_percent(self, pid: int, facts: ProcessFacts) -> float | None:
         """CPU% since the last poll; None on a process's first poll (there is no interval yet)."""
+        if pid in self._cpu:
+            return self._cpu[pid]
+        self._cpu[pid] = value = self._read_cpu(facts)
+        return value
+
+    def _read_cpu(self, facts: ProcessFacts) -> float | None:
         if facts.process is None:
             return None
         try:
@@ -189,3 +204,45 @@ class SmSamples:
 
     def last_seen(self, uuid: str) -> int:
         return self._last_seen.get(uuid, 0)
+
+
+KILL_SIGNALS = (signal.SIGTERM, signal.SIGKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class SeenProcess:
+    """A process as the last poll saw it on a GPU: what a signal is checked against."""
+
+    created: float | None
+    name: str
+    user: str | None
+
+
+def signal_process(seen: SeenProcess, pid: int, sig: int, send: Callable[[int, int], None]) -> str:
+    """Send ``sig`` to ``pid`` if it is still the process ``seen`` (same start time); one line back.
+
+    Raises:
+        BackendError: a signal other than SIGTERM/SIGKILL, exited, or not visible from here.
+        BackendPermissionDenied: the operating system refused.
+    """
+    if sig not in KILL_SIGNALS:
+        raise BackendError(f"signal {sig} is not one the console sends (SIGTERM or SIGKILL)")
+    if seen.created is None:
+        raise BackendError(f"pid {pid} is not visible from here (another PID namespace, or /proc is hidden)")
+    try:
+        if psutil.Process(pid).create_time() != seen.created:
+            raise BackendError(f"pid {pid} has exited; its number now belongs to another process")
+    except psutil.NoSuchProcess:
+        raise BackendError(f"pid {pid} has already exited") from None
+    except psutil.AccessDenied:
+        pass  # the signal below gets the operating system's answer
+    name = signal.Signals(sig).name
+    try:
+        send(pid, sig)
+    except ProcessLookupError:
+        raise BackendError(f"pid {pid} has already exited") from None
+    except PermissionError:
+        owner = f" (user {seen.user})" if seen.user else ""
+        raise BackendPermissionDenied(f"the operating system refused to send {name} to pid {pid}{owner}: "
+                                      "run gpuconsole as that user or as root") from None
+    return f"sent {name} to pid {pid} ({seen.name})"

@@ -22,6 +22,9 @@ from typing import Any
 
 import pynvml
 
+from gpuconsole.backends.base import BackendError
+from gpuconsole.model import MigMode, VgpuInstance
+
 log = logging.getLogger(__name__)
 
 
@@ -215,3 +218,40 @@ def mig_profile(device_name: str, gi_slices: int | None, ci_slices: int | None, 
     gb = math.ceil((memory_mib or 0) / 1024)
     base = f"{gi_slices}g.{gb}gb"
     return f"{ci_slices}c.{base}" if ci_slices and ci_slices != gi_slices else base
+
+
+def mig_modes(modes: Any) -> tuple[MigMode, MigMode | None]:
+    """``nvmlDeviceGetMigMode``'s ``[current, pending]`` as (current, pending where it differs)."""
+    if modes is NA or not modes:
+        return MigMode.NOT_SUPPORTED, None
+    current = MigMode.ENABLED if int(modes[0]) == pynvml.NVML_DEVICE_MIG_ENABLE else MigMode.DISABLED
+    pending = MigMode.ENABLED if int(modes[1]) == pynvml.NVML_DEVICE_MIG_ENABLE else MigMode.DISABLED
+    return current, (pending if pending is not current else None)
+
+
+def vgpu_instances(handle: Any) -> tuple[VgpuInstance, ...]:
+    """A vGPU host's active vGPUs on one GPU: type, VM and framebuffer used."""
+    ids = query("nvmlDeviceGetActiveVgpus", handle)
+    out = []
+    for vgpu in ids or ():
+        type_id = query("nvmlVgpuInstanceGetType", vgpu)
+        type_name = text(query("nvmlVgpuTypeGetName", type_id)) if type_id is not NA else ""
+        vm = query("nvmlVgpuInstanceGetVmID", vgpu)
+        vm_id = text(vm[0]) if isinstance(vm, (tuple, list)) and vm else ""
+        used = query("nvmlVgpuInstanceGetFbUsage", vgpu)
+        out.append(VgpuInstance(int(vgpu), type_name or "vGPU", vm_id, integer(used, 1024 * 1024)))
+    return tuple(out)
+
+
+def poll_error(exc: BaseException, which: str) -> BackendError:
+    """One line for an NVML failure that stops a poll."""
+    if isinstance(exc, pynvml.NVMLError_GpuIsLost):
+        return BackendError(f"{which} is lost: it no longer answers the driver; reset it (nvidia-smi -r) or reboot, "
+                            "and see the kernel log for its Xid error")
+    if isinstance(exc, pynvml.NVMLError_ResetRequired):
+        return BackendError(f"{which} needs a reset (nvidia-smi -r) before it can be read")
+    if isinstance(exc, (pynvml.NVMLError_DriverNotLoaded, pynvml.NVMLError_Uninitialized)):
+        return BackendError("the NVIDIA driver went away (unloaded or restarting); retrying")
+    if isinstance(exc, pynvml.NVMLError_LibRmVersionMismatch):
+        return BackendError("the NVIDIA driver and its NVML library differ in version: reboot the host")
+    return BackendError(f"NVML failed reading {which}: {exc}")
