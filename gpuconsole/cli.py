@@ -28,6 +28,7 @@ examples:
   gpuconsole --demo                        the console on a simulated GPU cloud
   gpuconsole --demo --demo-nodes 139       a simulated fleet of about 1,000 GPUs
   gpuconsole snapshot --demo --json        the same state as JSON, for scripts
+  gpuconsole gpus --once --json            this host's GPUs, MIG slices and processes once (NVML)
   gpuconsole budget add pause-at-1000 --amount 1000 --threshold 100:notify+stop-all --automatic
                                            alert, and stop instances at $1,000 spent from now on
   gpuconsole budget check --enforce        for cron: exit 1 past a threshold, run automatic actions
@@ -181,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.cost_cmd import add_cost_parser
 
     add_cost_parser(sub)
+    from gpuconsole.gpus_cmd import add_gpus_parser, add_threshold_options
+
+    add_gpus_parser(sub, common, _positive_float)
+    add_threshold_options(parser)
     return parser
 
 
@@ -298,6 +303,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.cost_cmd import run_cost
 
             return run_cost(args)
+        if args.command == "gpus":
+            from gpuconsole.gpus_cmd import run_gpus
+
+            _setup_logging(tui=False)
+            return run_gpus(args)
+        from gpuconsole.gpus_cmd import thresholds_from_args
+
+        try:
+            thresholds = thresholds_from_args(args)
+        except ValueError as exc:
+            raise ArgumentError(str(exc)) from None
         if args.command == "budget":
             from gpuconsole.budget_cmd import run_budget
 
@@ -325,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     from gpuconsole.ui.app import GpuConsoleApp
 
-    app = GpuConsoleApp(console, theme_name=args.theme)
+    app = GpuConsoleApp(console, theme_name=args.theme, gpu_thresholds=thresholds)
     try:
         app.run()
     finally:

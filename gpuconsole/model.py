@@ -189,6 +189,10 @@ class Gpu:
     gr_engine_active: float | None = None  # percent, DCGM's profiling counter
     pod: str | None = None  # the pod using the whole GPU, where a metrics exporter maps it
     namespace: str | None = None
+    # Names of the fields above that must hold a number but that the driver could not report
+    # (e.g. "utilization" of a MIG-enabled GPU, "power_w" of a board without a sensor): the
+    # number is 0 and the console shows N/A.
+    not_reported: tuple[str, ...] = ()
 
     @property
     def memory_percent(self) -> float:

@@ -15,6 +15,19 @@ os.environ.pop("NO_COLOR", None)
 
 
 @pytest.fixture(autouse=True)
+def _no_real_nvml(monkeypatch):
+    """Tests never read this machine's GPUs: NVML's library "is missing" unless a test installs
+    the fake layer (tests/fake_nvml.py); tests/device/ runs the real thing in a subprocess."""
+    import pynvml
+
+    def missing() -> None:
+        raise pynvml.NVMLError_LibraryNotFound()
+
+    monkeypatch.setattr(pynvml, "_LoadNvmlLibrary", missing)
+    monkeypatch.setattr(pynvml, "nvmlInit", missing)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     """Every test gets its own cache database location and no kubeconfig or AWS profile."""
     monkeypatch.setenv("GPUCONSOLE_DB", str(tmp_path / "cache" / "gpuconsole.db"))

@@ -72,7 +72,8 @@ async def test_every_pane_by_number_key():
         assert app.active_pane == "gpus"
         await pilot.pause()
         slices = sum(len(g.mig_slices) for g in snap.gpus)
-        assert len(table(app, "gpu-table").shown_keys) == len(snap.gpus) + slices
+        processes = sum(len(g.processes) for g in snap.gpus)
+        assert len(table(app, "gpu-table").shown_keys) == len(snap.gpus) + slices + processes
         assert any("1g.10gb" in m for m in column(app, "gpu-table", "model"))
         assert "GPU telemetry: sim · live" in pane_text(app, "gpus")
 
@@ -123,8 +124,9 @@ async def test_filter_narrows_then_escape_restores():
         assert field.has_focus
         await pilot.press(*"h100")
         await pilot.pause()
-        models = column(app, "gpu-table", "model")
-        assert models and all(m.startswith("H100") for m in models)
+        keys = table(app, "gpu-table").shown_keys
+        models = [m for k, m in zip(keys, column(app, "gpu-table", "model"), strict=True) if "/" not in k]
+        assert models and all(m.startswith("H100") for m in models)  # GPU rows; their processes follow them
         assert "filter: h100" in pane_text(app, "gpus")
         # While typing, digits and letters go to the field, not to pane switching.
         assert app.active_pane == "gpus"

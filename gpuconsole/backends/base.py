@@ -100,6 +100,17 @@ class GpuSource(Protocol):
 
 
 @runtime_checkable
+class ProcessControl(Protocol):
+    """A GPU source that can signal the processes it reports (NVML on this host, the simulator)."""
+
+    def kill_process(self, gpu_uuid: str, pid: int, sig: int) -> str:
+        """Send ``sig`` (SIGTERM or SIGKILL) to process ``pid`` seen on GPU ``gpu_uuid``; returns one
+        line saying what was done. Raises :class:`BackendPermissionDenied` when the operating
+        system refuses, :class:`BackendError` when the process is not (or no longer) there."""
+        ...
+
+
+@runtime_checkable
 class JobBackend(Protocol):
     """Kubernetes-style job queues."""
 

@@ -41,11 +41,12 @@ class ActionKind(str, enum.Enum):
     BUDGET_ADD = "budget-add"
     BUDGET_REMOVE = "budget-remove"
     NOTIFY = "notify"
+    KILL_PROCESS = "kill-process"
 
     @property
     def destructive(self) -> bool:
         return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB,
-                        ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB)
+                        ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB, ActionKind.KILL_PROCESS)
 
 
 # Actions whose confirmation is the target itself, typed by the user (an accidental Enter must

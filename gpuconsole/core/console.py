@@ -27,6 +27,7 @@ from gpuconsole.core.cloud_ops import CloudOps
 from gpuconsole.core.config import ConfigError, ConfigFile, load_config
 from gpuconsole.core.cost_explorer import CostExplorer
 from gpuconsole.core.cron_costs import cronjob_costs
+from gpuconsole.core.gpu_ops import GpuOps
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.job_ops import JobOps
@@ -113,6 +114,8 @@ class Console:
         self.hub = self._make_hub(options.sources)
         self.cloud = self._make_cloud()
         self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
+        self.gpus = GpuOps(lambda: self._runner_source(SourceKind.GPUS), lambda: self.hub.reading(SourceKind.GPUS),  # type: ignore[arg-type,return-value]
+                           self.clock, self.actions)
         self.cost_explorer = self._make_cost_explorer()
         self.budget_ops = self._make_budget_ops(store, pending=open_store is not None and store is None)
         self.snapshot = self._compose()
@@ -179,7 +182,10 @@ class Console:
         )
 
     def _job_backend(self) -> object | None:
-        runner = self.hub.runners.get(SourceKind.JOBS)
+        return self._runner_source(SourceKind.JOBS)
+
+    def _runner_source(self, kind: SourceKind) -> object | None:
+        runner = self.hub.runners.get(kind)
         return runner.source if runner else None
 
     @property
@@ -324,9 +330,11 @@ class Console:
 
     # ------------------------------------------------------------------ composition
     def _on_update(self, kind: SourceKind) -> None:
+        runner = self.hub.runners.get(kind)
+        if kind is SourceKind.GPUS and runner is not None and isinstance(runner.reading, GpuReading):
+            self.gpus.observe(runner.reading)  # the detail view's five minutes, before they are shown
         self._publish()
         # Written after publishing, so a slow disk never delays what the user sees.
-        runner = self.hub.runners.get(kind)
         if runner is not None and runner.status.state is SourceState.LIVE and runner.reading is not None:
             self._persist(kind, runner.source.name, runner.reading)
 

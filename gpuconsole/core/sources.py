@@ -1,7 +1,7 @@
 """The one factory that decides which backend serves each kind of data.
 
 ``--demo`` puts the simulated world behind all three faces. Without it the console uses the real
-backends it finds; a kind with no backend gets an :class:`Unconfigured` stand-in whose status
+backends it finds (NVML for GPUs when the NVIDIA driver's library loads); a kind with no backend gets an :class:`Unconfigured` stand-in whose status
 tells the user what is missing and how to set it up. Simulated data is never shown unasked.
 """
 
@@ -20,7 +20,7 @@ from gpuconsole.backends.sim.faults import FaultPlan
 from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.model import SourceKind
 
-GPU_SOURCES = ("auto", "sim", "off")
+GPU_SOURCES = ("auto", "nvml", "sim", "off")
 CLOUD_SOURCES = ("auto", "aws", "off")
 JOB_SOURCES = ("auto", "kube", "off")
 
@@ -116,6 +116,12 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
     sources: dict[SourceKind, Any] = {}
     if options.gpus == "off":
         sources[SourceKind.GPUS] = Unconfigured("off", "GPU telemetry is turned off (--gpus off)", "start without --gpus off")
+    elif options.gpus == "nvml" or (sim is None and _nvml_loads()):
+        from gpuconsole.backends.nvml import (
+            NvmlSource,  # pynvml is imported only when it is used
+        )
+
+        sources[SourceKind.GPUS] = NvmlSource(clock=clock)
     elif sim is not None:
         sources[SourceKind.GPUS] = sim[0]
     else:
@@ -131,6 +137,15 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
         sources[SourceKind.JOBS] = _jobs(options)
         sources[SourceKind.CLOUD] = _cloud(options)
     return sources
+
+
+def _nvml_loads() -> bool:
+    """Whether this host has the NVIDIA driver's NVML library (loading it calls no driver)."""
+    try:
+        from gpuconsole.backends.nvml import library_available
+    except ImportError:
+        return False
+    return library_available()
 
 
 def _jobs(options: SourceOptions) -> Any:

@@ -37,7 +37,7 @@ from gpuconsole.core.console import Console
 from gpuconsole.model import FleetSnapshot, SourceState
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
-from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.budgets import BudgetsPane
 from gpuconsole.ui.panes.gpus import GpusPane
@@ -110,9 +110,12 @@ class GpuConsoleApp(App[int]):
         Binding("q", "quit_key", "Quit"),
     ]
 
-    def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True) -> None:
+    def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True,
+                 gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None) -> None:
         super().__init__()
         self.core = core
+        # (utilization, memory) colour thresholds of the GPU views: --gpu-util-thresh, --mem-util-thresh
+        self.gpu_thresholds = gpu_thresholds or (UTIL_THRESHOLDS, MEMORY_THRESHOLDS)
         self.start_console = start_console
         for theme in load_themes():
             self.register_theme(theme)

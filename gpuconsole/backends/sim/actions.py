@@ -144,6 +144,29 @@ class Actions(Lifecycle):
             self._shut_down(inst, self._now)
         return instance_model(inst, self._now)
 
+    def kill_process(self, gpu_uuid: str, pid: int, signal_name: str) -> str:
+        """End a job's process on a GPU, as SIGTERM or SIGKILL would: the pod's container exits
+        with an error, so its Job fails and its GPUs (or MIG device) are free again.
+
+        Raises:
+            KeyError: no such GPU, or no such process on it (it has exited).
+        """
+        gpu = self._gpu_by_uuid.get(gpu_uuid)
+        if gpu is None:
+            raise KeyError(f"no GPU {gpu_uuid} in the fleet")
+        job = gpu.job if gpu.job is not None and any(p.pid == pid for p in gpu.procs) else None
+        for sl in gpu.slices:
+            if sl.job is not None and sl.job.pid == pid:
+                job = sl.job
+        if job is None or job.state is not JobState.RUNNING:
+            raise KeyError(f"no process {pid} on GPU {gpu_uuid}: it has exited")
+        self._scheduler.release(job)
+        job.state = JobState.FAILED
+        job.finished = self._now
+        job.view = None
+        gpu.view = None
+        return f"sent {signal_name} to pid {pid}: job {job.namespace}/{job.name} failed and freed its GPUs"
+
     def set_spot_price(self, instance_type: str, availability_zone: str, price: float) -> None:
         """Move the spot price of a type in a zone; the spot instances there are billed at the
         new price from now on, as EC2 bills them.

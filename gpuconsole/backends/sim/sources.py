@@ -7,6 +7,7 @@ for it always agree, as they would on a real fleet polled at the same moment.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -81,13 +82,19 @@ class SimGpuSource:
     """GPU telemetry of the simulated fleet, MIG devices and processes included."""
 
     name: str = "sim"
-    capabilities: frozenset[Capability] = frozenset({Capability.MIG, Capability.PROCESSES, Capability.HISTORY})
+    capabilities: frozenset[Capability] = frozenset({Capability.MIG, Capability.PROCESSES, Capability.HISTORY,
+                                                     Capability.KILL_PROCESS})
 
     def __init__(self, sim: SimCloud) -> None:
         self.sim = sim
 
     def poll_gpus(self) -> GpuReading:
         return self.sim.read(SourceKind.GPUS, SimWorld.gpu_reading)
+
+    def kill_process(self, gpu_uuid: str, pid: int, sig: int) -> str:
+        """End a simulated job's process (its Job fails); see ``SimWorld.kill_process``."""
+        name = signal.Signals(sig).name
+        return self.sim.act(lambda w: w.kill_process(gpu_uuid, pid, name))
 
     def gpu_history(self, uuid: str, since: float | None = None) -> tuple[GpuSample, ...]:
         """The last ten minutes of one GPU at 5-second resolution."""

@@ -128,8 +128,13 @@ def gpu_view(g: SimGpu) -> Gpu:
     if g.slices:
         view = _mig_view(g)
     else:
-        view = _make_gpu(g.uuid, g.node, g.index, g.model.name, round(g.util, 1), g.mem, g.total,
-                         int(g.temp), round(g.power, 1), g.limit, _DISABLED, (), g.procs)
+        util = round(g.util, 1)
+        procs = g.procs
+        if procs:  # the job's one process per GPU keeps its SMs as busy as the GPU is
+            procs = tuple([GpuProcess(p.pid, p.gpu_uuid, p.name, p.memory_used_mib, p.mig_uuid, p.user, p.pod_uid,
+                                      p.kind, p.command, p.cpu_percent, util) for p in procs])
+        view = _make_gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total,
+                         int(g.temp), round(g.power, 1), g.limit, _DISABLED, (), procs)
     g.view = view
     return view
 

@@ -1,92 +1,64 @@
-"""The GPUs pane: one row per GPU keyed by UUID, MIG slices as child rows.
+"""The GPUs pane: one row per GPU keyed by UUID, its MIG slices and processes as child rows.
 
-Keys: ``enter`` opens the GPU's detail view (sparklines of the last minutes, processes, slices).
+| key | does |
+|---|---|
+| enter | the GPU's detail view (history charts, processes, slices) |
+| s / S | sort by the next column / reverse the sort (shown in the header) |
+| p | show or hide the process rows |
+| T / K | send SIGTERM / SIGKILL to the selected process, after a y/n |
+| / | filter (GPUs, slices, process names, users, pods) |
+
+Signals go through ``console.gpus`` in a thread worker; the core checks the answer again and
+the source refuses a process it did not see on that GPU.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.message import Message
 
+from gpuconsole.core.actions import ActionError
 from gpuconsole.core.costs import gpu_price_per_hour
-from gpuconsole.model import FleetSnapshot, Gpu, MigMode, MigSlice, SourceKind
-from gpuconsole.ui.format import bar, money, short_node
-from gpuconsole.ui.palette import (
-    MEMORY_THRESHOLDS,
-    TEMPERATURE_THRESHOLDS,
-    UTIL_THRESHOLDS,
-    Palette,
-)
+from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
+from gpuconsole.ui.format import money
+from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+from gpuconsole.ui.panes.gpu_rows import (
+    COLUMNS,
+    LABELS,
+    SORTABLE,
+    gib_pair,
+    gpu_cells,
+    process_cells,
+    process_words,
+    short_model,
+    slice_cells,
+    sort_gpus,
+)
+from gpuconsole.ui.widgets.live_table import LiveTable, Row
 
-COLUMNS = [
-    ("NODE", "node", 14),
-    ("#", "index", 2),
-    ("MODEL", "model", 11),
-    ("UTIL", "util", 10),
-    ("MEMORY", "memory", 9),
-    ("TEMP", "temp", 4),
-    ("POWER", "power", 8),
-    ("MIG", "mig", 3),
-]
+__all__ = ["COLUMNS", "GpusPane", "gib_pair", "short_model"]
 
-
-def short_model(name: str) -> str:
-    """``NVIDIA A100-SXM4-80GB`` → ``A100-80GB``; ``Tesla T4`` → ``T4``: the words that differ."""
-    words = name.replace("NVIDIA ", "").replace("Tesla ", "")
-    parts = words.split("-")
-    if len(parts) >= 3 and parts[1].startswith(("SXM", "PCIE")):
-        return f"{parts[0]}-{parts[-1]}"
-    return words.replace(" HBM3", "").replace(" ", "-")
-
-
-def gib_pair(used_mib: float, total_mib: float) -> str:
-    return f"{used_mib / 1024:.1f}/{total_mib / 1024:.0f}G"
-
-
-def util_cell(value: float | None, palette: Palette) -> Text:
-    if value is None:
-        return right("N/A", palette.dim)
-    style = palette.level(value, UTIL_THRESHOLDS)
-    cell = Text(no_wrap=True, justify="right")
-    cell.append(bar(value, 5), style)
-    cell.append(f"{value:4.0f}%", style)
-    return cell
-
-
-def gpu_cells(gpu: Gpu, palette: Palette) -> tuple[object, ...]:
-    return (
-        text(short_node(gpu.node)),
-        right(gpu.index),
-        text(short_model(gpu.name)),
-        util_cell(gpu.utilization, palette),
-        right(gib_pair(gpu.memory_used_mib, gpu.memory_total_mib), palette.level(gpu.memory_percent, MEMORY_THRESHOLDS)),
-        right(f"{gpu.temperature_c}°", palette.level(gpu.temperature_c, TEMPERATURE_THRESHOLDS)),
-        right(f"{gpu.power_w:.0f}/{gpu.power_limit_w:.0f}W"),
-        text({MigMode.ENABLED: "on", MigMode.DISABLED: "off"}.get(gpu.mig_mode, "N/A"), palette.accent if gpu.mig_mode is MigMode.ENABLED else None),
-    )
-
-
-def slice_cells(mig: MigSlice, palette: Palette) -> tuple[object, ...]:
-    percent = 100.0 * mig.memory_used_mib / mig.memory_total_mib if mig.memory_total_mib else 0.0
-    return (
-        text(""),
-        text(""),
-        text(f"└ {mig.profile}", palette.accent),
-        util_cell(mig.utilization, palette),
-        right(gib_pair(mig.memory_used_mib, mig.memory_total_mib), palette.level(percent, MEMORY_THRESHOLDS)),
-        text(""),
-        text(""),
-        text(""),
-    )
+PID = "/pid/"
 
 
 class GpusPane(Pane):
-    """All GPUs of the fleet, live."""
+    """All GPUs of the fleet, live, with their MIG slices and processes."""
 
     kind = SourceKind.GPUS
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "sort_next", "Sort"),
+        Binding("S", "sort_reverse", "Reverse", show=False),
+        Binding("p", "toggle_processes", "Processes", show=False),
+        Binding("T", "signal('SIGTERM')", "Terminate"),
+        Binding("K", "signal('SIGKILL')", "Kill", show=False),
+    ]
 
     class OpenDetail(Message):
         """The user asked for one GPU's detail view."""
@@ -95,31 +67,141 @@ class GpusPane(Pane):
             super().__init__()
             self.uuid = uuid
 
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.sort_column = "node"
+        self.sort_descending = False
+        self.show_processes = True
+
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="gpu-table")
+
+    def on_mount(self) -> None:
+        # Pane.on_mount runs too (Textual calls each class's handler).
+        self.call_after_refresh(self._label_sort)
 
     @property
     def table(self) -> LiveTable:
         return self.query_one(LiveTable)
 
+    @property
+    def thresholds(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        return getattr(self.app, "gpu_thresholds", (UTIL_THRESHOLDS, MEMORY_THRESHOLDS))
+
     def summary(self, snapshot: FleetSnapshot) -> str:
+        if not snapshot.gpus:
+            return ""
         busy = sum(1 for g in snapshot.gpus if g.busy)
-        return f"{len(snapshot.gpus)} GPUs · {busy} busy" if snapshot.gpus else ""
+        procs = sum(len(g.processes) for g in snapshot.gpus)
+        return f"{len(snapshot.gpus)} GPUs · {busy} busy · {procs} processes"
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        util_t, mem_t = self.thresholds
         rows: list[Row] = []
-        for gpu in sorted(snapshot.gpus, key=lambda g: (g.node, g.index)):
-            if not self.matches(gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)):
+        for gpu in sort_gpus(snapshot.gpus, self.sort_column, self.sort_descending):
+            words: list[object] = [gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)]
+            for p in gpu.processes:
+                words.extend(process_words(p))
+            if not self.matches(*words):
                 continue
-            rows.append((gpu.uuid, gpu_cells(gpu, palette)))
-            rows.extend((f"{gpu.uuid}/{s.uuid}", slice_cells(s, palette)) for s in gpu.mig_slices)
+            rows.append((gpu.uuid, gpu_cells(gpu, palette, util_t, mem_t)))
+            for mig in gpu.mig_slices:
+                rows.append((f"{gpu.uuid}/{mig.uuid}", slice_cells(mig, palette, util_t, mem_t)))
+                if self.show_processes:
+                    rows.extend((f"{gpu.uuid}{PID}{p.pid}", process_cells(p, palette, util_t, nested=True))
+                                for p in gpu.processes if p.mig_uuid == mig.uuid)
+            if self.show_processes:
+                slices = {s.uuid for s in gpu.mig_slices}
+                rows.extend((f"{gpu.uuid}{PID}{p.pid}", process_cells(p, palette, util_t, nested=False))
+                            for p in gpu.processes if p.mig_uuid not in slices)
         self.table.sync(rows)
+
+    # ------------------------------------------------------------------ sorting
+    def action_sort_next(self) -> None:
+        """Sort by the next column (numbers sort highest first, names A to Z)."""
+        index = (SORTABLE.index(self.sort_column) + 1) % len(SORTABLE)
+        self.sort_column = SORTABLE[index]
+        self.sort_descending = self.sort_column not in ("node", "index", "model", "mig")
+        self._resort()
+
+    def action_sort_reverse(self) -> None:
+        self.sort_descending = not self.sort_descending
+        self._resort()
+
+    def _resort(self) -> None:
+        self._label_sort()
+        self.redraw()
+        self.app.notify(f"GPUs sorted by {LABELS[self.sort_column]} {'▼' if self.sort_descending else '▲'}", timeout=2)
+
+    def _label_sort(self) -> None:
+        arrow = "▼" if self.sort_descending else "▲"
+        self.table.set_labels({key: f"{label}{arrow}" if key == self.sort_column else label for key, label in LABELS.items()})
+
+    def action_toggle_processes(self) -> None:
+        self.show_processes = not self.show_processes
+        self.redraw()
+
+    # ------------------------------------------------------------------ selection
+    def selected_process(self) -> tuple[Gpu, GpuProcess] | None:
+        key = self.table.selected_key or ""
+        snap = self.snapshot
+        if PID not in key or snap is None:
+            return None
+        gpu_uuid, _, pid = key.partition(PID)
+        gpu = next((g for g in snap.gpus if g.uuid == gpu_uuid), None)
+        proc = next((p for p in gpu.processes if str(p.pid) == pid), None) if gpu else None
+        return (gpu, proc) if gpu is not None and proc is not None else None
 
     def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
         key = event.row_key.value or ""
         self.post_message(self.OpenDetail(key.split("/", 1)[0]))
 
+    # ------------------------------------------------------------------ signals
+    def action_signal(self, signal_name: str) -> None:
+        """Ask y/n, then send ``signal_name`` to the selected process through the core."""
+        chosen = self.selected_process()
+        if chosen is None:
+            self.app.notify("Select a process (a row under its GPU) to signal it.", severity="warning")
+            return
+        gpus = self.app.core.gpus  # type: ignore[attr-defined]
+        if not gpus.available:
+            self.app.notify("This GPU source cannot signal processes.", severity="warning")
+            return
+        gpu, proc = chosen
+        from gpuconsole.ui.screens.confirm import ConfirmScreen
+
+        where = f" on MIG {proc.mig_uuid}" if proc.mig_uuid else ""
+        effect = ("it may save its work and exit" if signal_name == "SIGTERM"
+                  else "it stops at once and cannot save anything (checkpoints in progress are lost)")
+        details = (f"pid {proc.pid} {proc.name} · user {proc.user or '?'} · {proc.memory_used_mib} MiB\n"
+                   f"GPU {gpu.index} {gpu.name} on {gpu.node}{where}\n{proc.command or proc.name}\n"
+                   f"{signal_name}: {effect}.")
+
+        def answered(answer: str | None) -> None:
+            if answer is None:
+                self.app.notify(f"{signal_name} cancelled")
+                return
+            self._send(gpu.uuid, proc.pid, signal_name, answer)
+
+        self.app.push_screen(ConfirmScreen(f"Send {signal_name}", f"Send {signal_name} to pid {proc.pid} ({proc.name})? (y/n)",
+                                           details), answered)
+
+    @work(thread=True, group="gpu-action", exit_on_error=False, description="signal a GPU process")
+    def _send(self, gpu_uuid: str, pid: int, signal_name: str, answer: str) -> None:
+        core = self.app.core  # type: ignore[attr-defined]
+        try:
+            result = core.gpus.kill(gpu_uuid, pid, signal_name, answer)
+        except ActionError as exc:
+            self.app.call_from_thread(self.app.notify, f"{signal_name} pid {pid}: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self.app.notify, result.message)
+        core.refresh()
+
+    # ------------------------------------------------------------------ the line under the table
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        if PID in key:
+            chosen = self.selected_process()
+            return process_detail(chosen[1], snapshot, palette) if chosen else None
         gpu_uuid, _, mig_uuid = key.partition("/")
         gpu = next((g for g in snapshot.gpus if g.uuid == gpu_uuid), None)
         if gpu is None:
@@ -143,3 +225,24 @@ class GpusPane(Pane):
             line.append(f" · idle {minutes:.0f} min, {money(waste.wasted)} wasted", palette.bad)
         line.append(f" · {mig_uuid or gpu.uuid}", palette.dim)
         return line
+
+
+def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette) -> Text:
+    """``pid 123 python · alice · compute · 30.1 GiB · SM 81% · CPU 97% · held by ml/train · cmd``."""
+    line = Text()
+    line.append(f"pid {proc.pid} {proc.name}", palette.strong)
+    parts = [proc.user or "user unknown", proc.kind, f"{proc.memory_used_mib / 1024:.1f} GiB"]
+    parts.append("SM N/A" if proc.sm_utilization is None else f"SM {proc.sm_utilization:.0f}%")
+    if proc.cpu_percent is not None:
+        parts.append(f"CPU {proc.cpu_percent:.0f}%")
+    line.append(" · " + " · ".join(parts))
+    job = next((j for j in snapshot.jobs if proc.pod_uid and j.pod_uid == proc.pod_uid), None)
+    if job is not None:
+        line.append(f" · held by {job.namespace}/{job.name}", palette.strong)
+    elif proc.pod_uid:
+        line.append(f" · pod {proc.pod_uid}")
+    if proc.container_id:
+        line.append(f" · container {proc.container_id[:12]}", palette.dim)
+    if proc.command:
+        line.append(f" · {proc.command}", palette.dim)
+    return line

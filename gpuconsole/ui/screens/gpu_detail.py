@@ -1,30 +1,39 @@
-"""The detail view of one GPU: sparklines of the last minutes, MIG slices, processes, cost.
+"""The detail view of one GPU: history charts, what the driver reports, MIG slices, vGPUs, processes.
 
-History comes from the Store (raw per-second samples), read in a thread worker every second so
-the UI thread never waits on SQLite.
+| key | does |
+|---|---|
+| w | history window: 5 min → 1 h → 24 h |
+| esc / q | back |
+
+The last 5 minutes come from the console's in-memory ring (``console.gpus.recent``), or from the
+Store when the ring is younger than the window (just after a start); 1 h and 24 h come from the
+Store's history (``console.gpu_history``). Both are read in a thread worker, so the UI thread
+never waits on SQLite.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+import time
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
 from gpuconsole.core.costs import gpu_price_per_hour
-from gpuconsole.model import Gpu, GpuSample
+from gpuconsole.model import Gpu, GpuSample, MigMode
 from gpuconsole.ui.format import money, short_node
 
 if TYPE_CHECKING:
     from gpuconsole.ui.app import GpuConsoleApp
 
-WINDOW_S = 600  # ten minutes of per-second samples
+WINDOWS = [("5 min", 300.0, 1.0), ("1 h", 3600.0, 10.0), ("24 h", 86400.0, 60.0)]  # label, seconds, reload every
+MAX_POINTS = 300
 SERIES = [
     ("util", "utilization %", lambda s: s.utilization),
     ("memory", "memory MiB", lambda s: s.memory_used_mib),
@@ -33,14 +42,29 @@ SERIES = [
 ]
 
 
-class GpuDetailScreen(ModalScreen[None]):
-    """One GPU in depth. ``esc`` or ``q`` goes back."""
+def downsample(values: list[float], points: int = MAX_POINTS) -> list[float]:
+    """At most ``points`` values: the mean of equal runs (a chart of 86,400 points draws no better)."""
+    if len(values) <= points:
+        return values
+    step = len(values) / points
+    return [sum(chunk) / len(chunk) for i in range(points)
+            if (chunk := values[int(i * step):max(int((i + 1) * step), int(i * step) + 1)])]
 
-    BINDINGS = [Binding("escape", "dismiss", "Back"), Binding("q", "dismiss", "Back", show=False)]
+
+class GpuDetailScreen(ModalScreen[None]):
+    """One GPU in depth. ``w`` changes the history window; ``esc`` or ``q`` goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Back"),
+        Binding("q", "dismiss", "Back", show=False),
+        Binding("w", "next_window", "Window"),
+    ]
 
     def __init__(self, uuid: str) -> None:
         super().__init__()
         self.uuid = uuid
+        self.window = 0
+        self._loaded_at = -1e18
 
     @property
     def console_app(self) -> GpuConsoleApp:
@@ -49,8 +73,9 @@ class GpuDetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpu-detail") as box:
             box.border_title = "GPU"
-            box.border_subtitle = "esc to go back"
+            box.border_subtitle = "w window · esc back"
             yield Static(id="gpu-facts")
+            yield Static(id="gpu-window", classes="window-line")
             for key, label, _ in SERIES:
                 with Horizontal(classes="spark-row"):
                     yield Static(label, classes="spark-label")
@@ -65,26 +90,62 @@ class GpuDetailScreen(ModalScreen[None]):
     def current_gpu(self) -> Gpu | None:
         return next((g for g in self.console_app.snapshot.gpus if g.uuid == self.uuid), None)
 
+    def action_next_window(self) -> None:
+        self.window = (self.window + 1) % len(WINDOWS)
+        self._loaded_at = -1e18
+        self.refresh_view()
+
     def refresh_view(self) -> None:
         gpu = self.current_gpu()
         box = self.query_one("#gpu-detail")
+        label, _, every = WINDOWS[self.window]
+        others = ", ".join(w[0] for i, w in enumerate(WINDOWS) if i != self.window)
+        self.query_one("#gpu-window", Static).update(Text.assemble(("history ", "bold"), label, (f"   (w: {others})", "dim")))
         if gpu is None:
             self.query_one("#gpu-facts", Static).update(Text(f"{self.uuid} is no longer reported by its source."))
-            return
-        box.border_title = f"GPU {short_node(gpu.node)} #{gpu.index} · {gpu.name}"
-        self.query_one("#gpu-facts", Static).update(self._facts(gpu))
-        self.query_one("#gpu-children", Static).update(self._children(gpu))
-        self.load_history()
+        else:
+            box.border_title = f"GPU {short_node(gpu.node)} #{gpu.index} · {gpu.name}"
+            self.query_one("#gpu-facts", Static).update(self._facts(gpu))
+            self.query_one("#gpu-children", Static).update(self._children(gpu))
+        if time.monotonic() - self._loaded_at >= every:
+            self._loaded_at = time.monotonic()
+            self.load_history(self.window)
 
     def _facts(self, gpu: Gpu) -> Table:
         price = gpu_price_per_hour(self.console_app.snapshot.instances).get(gpu.node)
+        missing = gpu.not_reported
+
+        def val(name: str, text: str) -> str:
+            return "N/A" if name in missing else text
+
+        def opt(value: object, unit: str = "") -> str:
+            return "N/A" if value is None else f"{value}{unit}"
+
         facts = Table.grid(padding=(0, 2))
         facts.add_column(style="bold")
         facts.add_column()
-        facts.add_row("UUID", gpu.uuid)
+        facts.add_row("UUID", gpu.uuid + (f" · PCI {gpu.pci_bus_id}" if gpu.pci_bus_id else ""))
         facts.add_row("node", gpu.node)
-        facts.add_row("now", f"{gpu.utilization:.0f}% · {gpu.memory_used_mib}/{gpu.memory_total_mib} MiB · "
-                              f"{gpu.temperature_c} °C · {gpu.power_w:.0f}/{gpu.power_limit_w:.0f} W · MIG {gpu.mig_mode.value}")
+        facts.add_row("now", f"{val('utilization', f'{gpu.utilization:.0f}%')} · "
+                              f"{val('memory', f'{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB')} · "
+                              f"{val('temperature_c', f'{gpu.temperature_c} °C')} · "
+                              f"{val('power_w', f'{gpu.power_w:.0f}')}/{val('power_limit_w', f'{gpu.power_limit_w:.0f}')} W")
+        pcie = "N/A" if gpu.pcie_rx_kbps is None else f"{gpu.pcie_rx_kbps / 1024:.1f}/{(gpu.pcie_tx_kbps or 0) / 1024:.1f} MB/s"
+        facts.add_row("clocks", f"SM {opt(gpu.sm_clock_mhz, ' MHz')} · memory {opt(gpu.memory_clock_mhz, ' MHz')} · "
+                                f"fan {opt(gpu.fan_percent, '%')} · PCIe rx/tx {pcie} · "
+                                f"memory busy {opt(None if gpu.memory_utilization is None else round(gpu.memory_utilization), '%')}")
+        persistence = "N/A" if gpu.persistence_mode is None else ("on" if gpu.persistence_mode else "off")
+        facts.add_row("modes", f"ECC errors {opt(gpu.ecc_volatile_errors)} · persistence {persistence} · "
+                               f"compute {gpu.compute_mode or 'N/A'} · virtualization {gpu.virtualization or 'N/A'}")
+        mig = gpu.mig_mode.value if gpu.mig_mode is not MigMode.NOT_SUPPORTED else "not supported"
+        if gpu.mig_pending is not None:
+            mig += f" ({gpu.mig_pending.value} after the next reset)"
+        facts.add_row("MIG", mig)
+        if gpu.throttle_reasons:
+            facts.add_row("clocks held by", ", ".join(r.replace("_", " ") for r in gpu.throttle_reasons))
+        versions = self.console_app.core.gpus.versions
+        if versions:
+            facts.add_row("driver", " · ".join(f"{k} {v}" for k, v in versions))
         if price is not None:
             state = "busy" if gpu.busy else "IDLE"
             facts.add_row("cost", f"{money(price)}/h for this GPU ({state})")
@@ -92,10 +153,10 @@ class GpuDetailScreen(ModalScreen[None]):
 
     def _children(self, gpu: Gpu) -> Table:
         table = Table(box=None, padding=(0, 1), expand=False, show_edge=False)
-        table.add_column("SLICE / PROCESS")
-        table.add_column("MEMORY", justify="right")
-        table.add_column("UTIL", justify="right")
-        table.add_column("JOB (POD)")
+        for name, justify in (("PID / SLICE", "left"), ("USER", "left"), ("NAME", "left"), ("GPU MEM", "right"),
+                              ("SM", "right"), ("CPU", "right"), ("WHERE", "left"), ("JOB (POD)", "left"),
+                              ("COMMAND", "left")):
+            table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis", max_width=60 if name == "COMMAND" else None)  # type: ignore[arg-type]
         jobs = {j.pod_uid: f"{j.namespace}/{j.name}" for j in self.console_app.snapshot.jobs if j.pod_uid}
 
         def owner(pod_uid: str | None) -> str:
@@ -103,26 +164,42 @@ class GpuDetailScreen(ModalScreen[None]):
                 return ""
             return jobs.get(pod_uid, f"pod {pod_uid}")
 
+        profiles = {s.uuid: s.profile for s in gpu.mig_slices}
         for s in gpu.mig_slices:
             util = "N/A" if s.utilization is None else f"{s.utilization:.0f}%"
-            table.add_row(f"{s.profile} {s.uuid}", f"{s.memory_used_mib}/{s.memory_total_mib} MiB", util, owner(s.pod_uid))
+            table.add_row(f"MIG {s.profile}", "", s.uuid, f"{s.memory_used_mib}/{s.memory_total_mib} MiB", util, "",
+                          f"gi {s.gi_id} ci {s.ci_id}", owner(s.pod_uid), "")
+        for v in gpu.vgpu_instances:
+            used = "N/A" if v.memory_used_mib is None else f"{v.memory_used_mib} MiB"
+            table.add_row(f"vGPU {v.vgpu_id}", "", v.type_name, used, "", "", f"VM {v.vm_id or '?'}", "", "")
         for p in gpu.processes:
-            where = f" on {p.mig_uuid[:12]}…" if p.mig_uuid else ""
-            table.add_row(f"pid {p.pid} {p.name} ({p.user or '?'}){where}", f"{p.memory_used_mib} MiB", "", owner(p.pod_uid))
-        if not gpu.mig_slices and not gpu.processes:
-            table.add_row("no processes", "", "", "")
+            sm = "N/A" if p.sm_utilization is None else f"{p.sm_utilization:.0f}%"
+            cpu = "N/A" if p.cpu_percent is None else f"{p.cpu_percent:.0f}%"
+            where = f"MIG {profiles.get(p.mig_uuid, p.mig_uuid[:12])}" if p.mig_uuid else p.kind
+            table.add_row(str(p.pid), p.user or "?", p.name, f"{p.memory_used_mib} MiB", sm, cpu, where,
+                          owner(p.pod_uid), p.command)
+        if not gpu.mig_slices and not gpu.processes and not gpu.vgpu_instances:
+            table.add_row("no processes", "", "", "", "", "", "", "", "")
         return table
 
     @work(thread=True, exclusive=True, group="gpu-history", exit_on_error=False, description="GPU history")
-    def load_history(self) -> None:
-        samples = self.console_app.core.gpu_history(self.uuid, WINDOW_S)
-        self.app.call_from_thread(self._show_history, samples)
+    def load_history(self, window: int) -> None:
+        core = self.console_app.core
+        _, seconds, _ = WINDOWS[window]
+        if window == 0:
+            samples = core.gpus.recent(self.uuid, seconds)
+            if len(samples) < seconds * 0.9 / max(core.options.interval, 1.0):
+                stored = core.gpu_history(self.uuid, seconds)
+                samples = stored if len(stored) > len(samples) else samples
+        else:
+            samples = core.gpu_history(self.uuid, seconds)
+        self.app.call_from_thread(self._show_history, window, samples)
 
-    def _show_history(self, samples: list[GpuSample]) -> None:
-        if not self.is_mounted:
+    def _show_history(self, window: int, samples: list[GpuSample]) -> None:
+        if not self.is_mounted or window != self.window:
             return
         for key, _, get in SERIES:
             values = [float(get(s)) for s in samples]
-            self.query_one(f"#spark-{key}", Sparkline).data = values
+            self.query_one(f"#spark-{key}", Sparkline).data = downsample(values)
             summary = f"{values[-1]:.0f} (max {max(values):.0f})" if values else "collecting…"
             self.query_one(f"#spark-{key}-now", Static).update(summary)

@@ -81,6 +81,20 @@ class LiveTable(DataTable[Any]):
             if index != self.cursor_row:
                 self.move_cursor(row=index, animate=False, scroll=False)
 
+    def set_labels(self, labels: dict[str, str]) -> None:
+        """Rename columns by key (e.g. to mark the sort column); the widths stay as set."""
+        from textual.widgets._data_table import ColumnKey
+
+        changed = False
+        for key, label in labels.items():
+            column = self.columns.get(ColumnKey(key))
+            if column is not None and column.label.plain != label:
+                column.label = Text(label)
+                changed = True
+        if changed:
+            self._update_count += 1
+            self.refresh()
+
     def _current_order(self) -> list[str]:
         locations = self._row_locations
         return [str(locations.get_key(i).value) for i in range(len(locations))]  # type: ignore[union-attr]
