@@ -1,0 +1,119 @@
+"""The table that draws only the rows on screen: right rows, cursor kept on its key, at 100,000 rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import App, ComposeResult
+
+from gpuconsole.ui.widgets.live_table import right, text
+from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
+
+COLUMNS = [("NAME", "name", 12), ("GPUS", "gpus", 4), ("REASON", "reason", None)]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    uid: str
+    name: str
+    gpus: int
+    reason: str = ""
+
+
+def items(count: int) -> tuple[Item, ...]:
+    return tuple(Item(f"u{n:06d}", f"train-{n:06d}", n % 8, "Insufficient nvidia.com/gpu" if n % 5 == 0 else "")
+                 for n in range(count))
+
+
+class TableApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.built: list[str] = []  # the keys whose cells were made
+        self.selected: list[str | None] = []
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        self.selected.append(event.row_key)
+
+    def compose(self) -> ComposeResult:
+        yield VirtualTable(COLUMNS, id="t")
+
+    def cells(self, index: RowIndex, key: str) -> tuple[object, ...]:
+        self.built.append(key)
+        item = index.by_key[key]
+        return (text(item.name), right(item.gpus), text(item.reason))
+
+
+def new_index() -> RowIndex:
+    return RowIndex(lambda i: i.uid, lambda i: (-i.gpus, i.name), lambda i: (i.name, i.reason))
+
+
+def test_row_index_filters_100k_rows_exactly() -> None:
+    index = new_index()
+    everything = items(100_000)
+    index.update(everything)
+    assert len(index.keys()) == 100_000
+    ordered = [index.by_key[k] for k in index.keys()]
+    assert ordered == sorted(everything, key=lambda i: (-i.gpus, i.name))
+    # Every term must match, case-insensitively, anywhere in the row's words.
+    got = index.keys("TRAIN-0999 insufficient")
+    want = [i.uid for i in ordered if "train-0999" in i.name and i.reason]
+    assert got == want and len(got) == 20
+    assert index.keys("no-such-job") == []
+
+
+def test_row_index_reuses_the_words_of_unchanged_items() -> None:
+    index = new_index()
+    first = items(10)
+    index.update(first)
+    changed = (*first[:9], Item("u000009", "renamed", 1))
+    index.update(changed)
+    assert index.keys("renamed") == ["u000009"]
+    assert index.keys("train-000009") == []
+    assert index.by_key["u000000"] is first[0]
+
+
+async def test_only_the_rows_on_screen_are_built_and_the_cursor_keeps_its_key() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        table = app.query_one(VirtualTable)
+        index = new_index()
+        index.update(items(100_000))
+        table.show_rows(index.keys(), lambda key: app.cells(index, key))
+        await pilot.pause()
+        assert table.row_count == 100_000
+        # One screen (11 rows under the header), not 100,000.
+        assert 0 < len(set(app.built)) <= 11
+        table.focus()
+        await pilot.press("pagedown", "down")
+        await pilot.pause()
+        chosen = table.selected_key
+        assert chosen == index.keys()[table.cursor_row] and table.cursor_row > 10
+        # A filter that keeps the chosen row moves the cursor with it.
+        name = index.by_key[chosen].name
+        table.show_rows(index.keys(name[:-1]), lambda key: app.cells(index, key))
+        await pilot.pause()
+        assert table.selected_key == chosen
+        assert str(table.get_cell(chosen, "name")) == name
+        await pilot.press("end")
+        assert table.selected_key == table.shown_keys[-1]
+        await pilot.press("home")
+        assert table.cursor_row == 0
+        assert len(set(app.built)) < 100
+
+
+async def test_enter_and_a_click_select_a_row() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        table = app.query_one(VirtualTable)
+        table.sync([(f"k{n}", (text(f"row {n}"), right(n), text(""))) for n in range(30)])
+        table.focus()
+        await pilot.press("down", "down", "enter")
+        await pilot.pause()
+        assert table.selected_key == "k2" and app.selected == ["k2"]
+        await pilot.click(VirtualTable, offset=(3, 5))  # the header is line 0: line 5 is row 4
+        await pilot.pause()
+        assert table.selected_key == "k4"
+        await pilot.click(VirtualTable, offset=(3, 5), times=2)
+        await pilot.pause()
+        assert app.selected == ["k2", "k4"]
+        assert str(table.get_cell("k4", "name")) == "row 4"
