@@ -15,7 +15,7 @@ from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen, downsample
-from gpuconsole.ui.widgets.live_table import LiveTable
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from tests.fake_nvml import FakeGpu, FakeNvml, FakeProcess, standard_host
 from tests.helpers import all_live, demo_console, wait_until
 
@@ -26,8 +26,8 @@ def pane(app: GpuConsoleApp) -> GpusPane:
     return app.query_one(GpusPane)
 
 
-def gpu_table(app: GpuConsoleApp) -> LiveTable:
-    return app.query_one("#gpu-table", LiveTable)
+def gpu_table(app: GpuConsoleApp) -> VirtualTable:
+    return app.query_one("#gpu-table", VirtualTable)
 
 
 def cell(app: GpuConsoleApp, key: str, column: str) -> Text:
@@ -91,20 +91,20 @@ async def test_gpus_slices_and_processes_are_rows_in_order_and_p_hides_processes
 async def test_sort_cycles_columns_reverses_and_shows_in_the_header():
     async with running(demo_console()) as (app, pilot):
         gpu_table(app).focus()
-        assert str(gpu_table(app).columns["node"].label) == "NODE▲"
+        assert gpu_table(app).column_label("node") == "NODE▲"
         for _ in range(3):
             await pilot.press("s")
         await pilot.pause()
         assert pane(app).sort_column == "util" and pane(app).sort_descending
-        assert str(gpu_table(app).columns["util"].label) == "UTIL▼"
-        assert str(gpu_table(app).columns["node"].label) == "NODE"
+        assert gpu_table(app).column_label("util") == "UTIL▼"
+        assert gpu_table(app).column_label("node") == "NODE"
         by_uuid = {g.uuid: g for g in app.snapshot.gpus}
         order = [by_uuid[k].utilization for k in gpu_table(app).shown_keys if k in by_uuid]
         assert order == sorted(order, reverse=True)
         await pilot.press("S")
         await pilot.pause()
         order = [by_uuid[k].utilization for k in gpu_table(app).shown_keys if k in by_uuid]
-        assert order == sorted(order) and str(gpu_table(app).columns["util"].label) == "UTIL▲"
+        assert order == sorted(order) and gpu_table(app).column_label("util") == "UTIL▲"
         # Children stay with their GPU whatever the order.
         keys = gpu_table(app).shown_keys
         for i, key in enumerate(keys):

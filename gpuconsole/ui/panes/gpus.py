@@ -14,7 +14,7 @@ the source refuses a process it did not see on that GPU.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -40,7 +40,7 @@ from gpuconsole.ui.panes.gpu_rows import (
     slice_cells,
     sort_gpus,
 )
-from gpuconsole.ui.widgets.live_table import LiveTable, Row
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 __all__ = ["COLUMNS", "GpusPane", "gib_pair", "short_model"]
 
@@ -74,15 +74,15 @@ class GpusPane(Pane):
         self.show_processes = True
 
     def compose_body(self) -> ComposeResult:
-        yield LiveTable(COLUMNS, id="gpu-table")
+        yield VirtualTable(COLUMNS, id="gpu-table")
 
     def on_mount(self) -> None:
         # Pane.on_mount runs too (Textual calls each class's handler).
         self.call_after_refresh(self._label_sort)
 
     @property
-    def table(self) -> LiveTable:
-        return self.query_one(LiveTable)
+    def table(self) -> VirtualTable:
+        return self.query_one(VirtualTable)
 
     @property
     def thresholds(self) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -97,24 +97,29 @@ class GpusPane(Pane):
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         util_t, mem_t = self.thresholds
-        rows: list[Row] = []
+        # A fleet can hold 8,192 GPUs: the table builds the cells of the rows on screen only.
+        rows: dict[str, tuple[Any, ...]] = {}
+        filtering = bool(self.filter_text)
         for gpu in sort_gpus(snapshot.gpus, self.sort_column, self.sort_descending):
-            words: list[object] = [gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)]
-            for p in gpu.processes:
-                words.extend(process_words(p))
-            if not self.matches(*words):
-                continue
-            rows.append((gpu.uuid, gpu_cells(gpu, palette, util_t, mem_t)))
+            if filtering:
+                words: list[object] = [gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)]
+                for p in gpu.processes:
+                    words.extend(process_words(p))
+                if not self.matches(*words):
+                    continue
+            rows[gpu.uuid] = (gpu_cells, gpu, palette, util_t, mem_t)
             for mig in gpu.mig_slices:
-                rows.append((f"{gpu.uuid}/{mig.uuid}", slice_cells(mig, palette, util_t, mem_t)))
+                rows[f"{gpu.uuid}/{mig.uuid}"] = (slice_cells, mig, palette, util_t, mem_t)
                 if self.show_processes:
-                    rows.extend((f"{gpu.uuid}{PID}{p.pid}", process_cells(p, palette, util_t, nested=True))
-                                for p in gpu.processes if p.mig_uuid == mig.uuid)
-            if self.show_processes:
+                    for p in gpu.processes:
+                        if p.mig_uuid == mig.uuid:
+                            rows[f"{gpu.uuid}{PID}{p.pid}"] = (_nested_process, p, palette, util_t)
+            if self.show_processes and gpu.processes:
                 slices = {s.uuid for s in gpu.mig_slices}
-                rows.extend((f"{gpu.uuid}{PID}{p.pid}", process_cells(p, palette, util_t, nested=False))
-                            for p in gpu.processes if p.mig_uuid not in slices)
-        self.table.sync(rows)
+                for p in gpu.processes:
+                    if p.mig_uuid not in slices:
+                        rows[f"{gpu.uuid}{PID}{p.pid}"] = (_process, p, palette, util_t)
+        self.table.show_rows(list(rows), lambda key: rows[key][0](*rows[key][1:]))
 
     # ------------------------------------------------------------------ sorting
     def action_sort_next(self) -> None:
@@ -152,8 +157,8 @@ class GpusPane(Pane):
         proc = next((p for p in gpu.processes if str(p.pid) == pid), None) if gpu else None
         return (gpu, proc) if gpu is not None and proc is not None else None
 
-    def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
-        key = event.row_key.value or ""
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        key = event.row_key or ""
         self.post_message(self.OpenDetail(key.split("/", 1)[0]))
 
     # ------------------------------------------------------------------ signals
@@ -225,6 +230,14 @@ class GpusPane(Pane):
             line.append(f" · idle {minutes:.0f} min, {money(waste.wasted)} wasted", palette.bad)
         line.append(f" · {mig_uuid or gpu.uuid}", palette.dim)
         return line
+
+
+def _process(proc: GpuProcess, palette: Palette, util_t: tuple[float, float]) -> tuple[Any, ...]:
+    return process_cells(proc, palette, util_t, nested=False)
+
+
+def _nested_process(proc: GpuProcess, palette: Palette, util_t: tuple[float, float]) -> tuple[Any, ...]:
+    return process_cells(proc, palette, util_t, nested=True)
 
 
 def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette) -> Text:

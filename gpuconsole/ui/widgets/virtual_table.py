@@ -132,6 +132,16 @@ class VirtualTable(ScrollView, can_focus=True):
             self._position = {k: i for i, k in enumerate(self._keys)}
         return self._position.get(key)
 
+    def set_labels(self, labels: dict[str, str]) -> None:
+        """Rename columns by key (e.g. to mark the sort column); the widths stay as set."""
+        spec = [(labels.get(key, label), key, width) for label, key, width in self._column_spec]
+        if spec != self._column_spec:
+            self._column_spec = spec
+            self.refresh_line(0)
+
+    def column_label(self, key: str) -> str:
+        return self._column_spec[self._column_index[key]][0]
+
     def get_cell(self, key: str, column: str) -> Any:
         """The cell of row ``key`` in column ``column`` (as it would be drawn now)."""
         if self.row_index(key) is None:
