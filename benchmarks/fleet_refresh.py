@@ -1,0 +1,137 @@
+"""Live refresh at fleet scale: CPU, per-tick latency and key latency, as one table of medians.
+
+    .venv/bin/python benchmarks/fleet_refresh.py                 # 8, 64, 1,024 and 8,192 GPUs
+    .venv/bin/python benchmarks/fleet_refresh.py --gpus 1024 --seconds 20
+
+For each fleet size a child process runs the demo (``--demo --no-db --demo-nodes N``, the
+smallest N with that many GPUs) at
+the default 1 s interval, headless at 120×36 on the GPUs pane, waits for start-up to settle and
+then measures, over ``--seconds``:
+
+- CPU: percent of one core used by the whole process (UI, Hub threads, the simulated world
+  ticking, snapshot composition, costs and budgets): the CPU time of every thread divided by
+  the wall time;
+- tick: the UI thread's time to take in one snapshot (top bar, pane strip, the GPUs pane's rows
+  and the row under the cursor), median and worst;
+- key → screen: from a key press (``down`` in the GPUs table) to the frame that shows the cursor
+  on the next row, measured by the Pilot, so it includes the Pilot's own cost per key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {8: "", 64: "", 1024: "≤ 8% · tick ≤ 50 ms", 8192: "≤ 20% · responsive"}
+
+
+def nodes_for(gpus: int, seed: int = 7) -> int:
+    """The smallest ``--demo-nodes N`` whose simulated fleet has at least ``gpus`` GPUs (1 for 8)."""
+    from gpuconsole.backends.sim.world import SimWorld
+
+    def count(nodes: int) -> int:
+        return len(SimWorld(seed=seed, nodes=nodes).gpu_reading().gpus)
+
+    if gpus <= 8:
+        return 1
+    per_node = count(64) / 64
+    nodes = max(1, int(gpus / per_node) - 2)
+    while count(nodes) < gpus:
+        nodes += 1
+    return nodes
+
+
+async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]:
+    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.ui.app import GpuConsoleApp
+    from gpuconsole.ui.widgets.virtual_table import VirtualTable
+
+    argv = ["--demo", "--no-db", "--demo-nodes", str(nodes_for(gpus))]
+    console = make_console(parse_args(argv))
+    ticks: list[float] = []
+
+    app = GpuConsoleApp(console)
+    show = app.show_snapshot
+
+    def timed(snapshot) -> None:  # noqa: ANN001 - FleetSnapshot
+        t0 = time.perf_counter()
+        show(snapshot)
+        ticks.append(time.perf_counter() - t0)
+
+    app.show_snapshot = timed  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("2")
+            await asyncio.sleep(settle)
+            table = app.query_one("#gpu-table", VirtualTable)
+            shown = table.row_count
+            ticks.clear()
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            await asyncio.sleep(seconds)
+            cpu = 100.0 * (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+            tick_list = list(ticks)
+            table.focus()
+            keys = []
+            for _ in range(9):
+                before = table.cursor_row
+                k0 = time.perf_counter()
+                await pilot.press("down")
+                while table.cursor_row == before:
+                    await asyncio.sleep(0.001)
+                await pilot.pause()
+                keys.append(time.perf_counter() - k0)
+            fleet = len(app.snapshot.gpus)
+    finally:
+        console.close()
+    return {"gpus": fleet, "rows": shown, "cpu": cpu, "ticks": len(tick_list),
+            "tick_median": statistics.median(tick_list) if tick_list else None,
+            "tick_max": max(tick_list) if tick_list else None, "key": statistics.median(keys)}
+
+
+def child(args: argparse.Namespace) -> int:
+    result = asyncio.run(measure(args.child, args.seconds, args.settle))
+    print(json.dumps(result))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, action="append", help="fleet size (repeatable; default 8, 64, 1024, 8192)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="seconds measured per fleet (default 15)")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds after start-up before measuring (default 5)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per fleet; the table shows medians (default 1)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        return child(args)
+    rows = []
+    for gpus in args.gpus or [8, 64, 1024, 8192]:
+        runs = []
+        for _ in range(args.runs):
+            out = subprocess.run([sys.executable, __file__, "--child", str(gpus), "--seconds", str(args.seconds),
+                                  "--settle", str(args.settle)], cwd=ROOT, capture_output=True, text=True, check=False,
+                                 timeout=args.seconds + args.settle + 300)
+            if out.returncode != 0:
+                print(out.stderr[-2000:], file=sys.stderr)
+                return 1
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append((gpus, runs))
+    print(f"{'fleet':>12} {'rows':>7} {'CPU % of a core':>16} {'tick median':>12} {'tick worst':>11} {'key → screen':>13}   target")
+    for gpus, runs in rows:
+        def med(name: str, runs: list[dict] = runs) -> float:
+            return statistics.median(r[name] for r in runs if r[name] is not None)
+        print(f"{runs[0]['gpus']:>8} GPUs {int(med('rows')):>7} {med('cpu'):>15.1f}% {med('tick_median') * 1000:>10.1f}ms"
+              f" {med('tick_max') * 1000:>9.1f}ms {med('key') * 1000:>11.0f}ms   {TARGETS.get(gpus, '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
