@@ -26,6 +26,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.parse
@@ -284,20 +285,19 @@ def _transport_error(exc: BaseException, where: str, timeout: float) -> BackendE
     import urllib3
 
     errors = urllib3.exceptions
+    # NewConnectionError is a ConnectTimeoutError to urllib3: a refused connection is tested first.
+    if isinstance(exc, errors.NewConnectionError):
+        return BackendError(f"cannot reach {where}: {_one_line(_reason(exc))}")
     if isinstance(exc, (errors.TimeoutError, TimeoutError)):
         return BackendTimeout(f"no answer from {where} in {timeout:g} s")
     if isinstance(exc, errors.SSLError):
         return BackendError(f"TLS with {where} failed: {_one_line(_reason(exc))}")
-    if isinstance(exc, (errors.NewConnectionError, errors.NameResolutionError if hasattr(errors, "NameResolutionError") else ())):
-        return BackendError(f"cannot reach {where}: {_one_line(_reason(exc))}")
     if isinstance(exc, errors.ProtocolError):
         return BackendError(f"{where} closed the connection: {_one_line(_reason(exc))}")
     return BackendError(f"{where}: {_one_line(_reason(exc))}")
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc)
-    # urllib3 writes "<connection object at 0x…>: Failed to establish a new connection: [Errno 111] …"
-    if ": " in text and text.startswith("<"):
-        text = text.split(": ", 1)[1]
+    # urllib3 writes "HTTPConnection(host=…, port=…): Failed to establish a new connection: [Errno 111] …"
+    text = re.sub(r"^(<[^>]*>|\w*HTTPS?Connection(Pool)?\([^)]*\)): ", "", str(exc))
     return text or type(exc).__name__
