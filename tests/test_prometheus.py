@@ -105,9 +105,10 @@ def test_an_exporter_without_uuid_is_keyed_by_node_and_index():
 
 def test_queries_ask_only_for_the_labels_read():
     queries = pm.instant_queries('cluster="prod"')
-    assert set(queries) == set(pm.METRICS)
-    assert queries[pm.UTIL] == 'max by (UUID, Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{cluster="prod"})'
-    assert "modelName" in queries[pm.FB_USED] and "pod" in queries[pm.FB_USED]
+    assert set(queries) == {pm.IDENTITY, *pm.METRICS} and set(pm.METRICS) == {*pm.FAST, *pm.SLOW}
+    assert queries[pm.UTIL] == 'max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{cluster="prod"})'
+    assert "modelName" in queries[pm.IDENTITY] and "pod" in queries[pm.IDENTITY] and pm.FB_USED in queries[pm.IDENTITY]
+    assert "Hostname, gpu" in pm.instant_queries(by_uuid=False)[pm.TEMP]
     with pytest.raises(ValueError, match="label matcher"):
         pm.check_selector("up")
     assert pm.check_selector('{a="x,y", b=~"z"}') == 'a="x,y", b=~"z"'
@@ -172,11 +173,47 @@ def test_poll_reads_every_metric_once_for_the_whole_fleet(canned):
     finally:
         source.close()
     assert [g.uuid for g in reading.gpus] == [UUID_A, UUID_M]
+    assert reading.gpus[0].pod == "bert-ft-x7k2p" and reading.gpus[1].xid_errors == 79
     paths = [path for path, _, _ in canned.requests]
-    assert paths == ["/api/v1/query"] * len(pm.METRICS)
+    assert paths == ["/api/v1/query"] * (len(pm.METRICS) + 1)
     assert sorted(params["query"] for _, params, _ in canned.requests) == sorted(pm.instant_queries().values())
     assert all("Authorization" not in headers for _, _, headers in canned.requests)
     assert Capability.HISTORY in source.capabilities and source.name.startswith("prometheus 127.0.0.1:")
+
+
+def test_identity_and_seldom_changing_values_are_read_again_when_due_or_a_gpu_appears(canned, monkeypatch):
+    from gpuconsole.backends import prometheus as module
+
+    canned.answers = fleet_answers()
+    source = source_for(canned.url)
+    source.poll_gpus()
+    canned.requests.clear()
+    again = source.poll_gpus()
+    fast = sorted(pm.instant_query(m) for m in pm.FAST)
+    assert sorted(params["query"] for _, params, _ in canned.requests) == fast
+    assert again.gpus[0].pod == "bert-ft-x7k2p" and again.gpus[1].xid_errors == 79, "kept from the last full read"
+    # A GPU the identity does not name yet: read it at once.
+    canned.answers[pm.FB_USED] = [*canned.answers[pm.FB_USED], series(7, UUID="GPU-new", gpu="1", Hostname="node-c",
+                                                                      modelName="Tesla T4")]
+    canned.requests.clear()
+    grown = source.poll_gpus()
+    assert len(canned.requests) == len(pm.METRICS) + 1
+    assert [(g.uuid, g.node, g.name) for g in grown.gpus][-1] == ("GPU-new", "node-c", "Tesla T4")
+    canned.requests.clear()
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
+    source.poll_gpus()
+    assert len(canned.requests) == len(pm.METRICS) + 1
+    source.close()
+
+
+def test_an_exporter_without_uuid_labels_is_read_by_node_and_index(canned):
+    canned.answers = {pm.FB_USED: [series(5, Hostname="n1", gpu="0", modelName="Tesla T4")],
+                      pm.UTIL: [series(40, Hostname="n1", gpu="0")]}
+    source = source_for(canned.url)
+    (gpu,) = source.poll_gpus().gpus
+    assert (gpu.uuid, gpu.node, gpu.utilization, gpu.memory_used_mib) == ("n1:0", "n1", 40.0, 5)
+    assert any("Hostname, gpu" in params["query"] for _, params, _ in canned.requests)
+    source.close()
 
 
 def test_bearer_token_from_a_file_is_reread_and_basic_auth_from_the_environment(canned, tmp_path):
@@ -318,3 +355,25 @@ def test_settings_are_checked(tmp_path):
             settings.check({})
     with pytest.raises(ValueError, match="only sent over https"):
         PrometheusSettings("http://prom.example.com").check({TOKEN_ENV: "x"})
+
+
+def test_value_answers_are_read_without_decoding_each_series_and_match_the_json_reading():
+    result = [series(45, UUID=UUID_A), series("7.5", GPU_I_ID="1", UUID=UUID_M), series("NaN", UUID="GPU-c"),
+              series("+Inf", UUID="GPU-d")]
+    compact = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}},
+                         separators=(",", ":")).encode()
+    fast = pm.parse_vector(compact)
+    assert [(k, gi, v) for k, gi, v, _ in fast[:2]] == [(UUID_A, "", 45.0), (UUID_M, "1", 7.5)]
+    assert all(labels is None for *_, labels in fast), "read by the expression, not decoded"
+    spaced = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+    slow = pm.parse_vector(spaced)
+    assert [(k, gi, v) for k, gi, v, _ in slow][:2] == [(k, gi, v) for k, gi, v, _ in fast][:2]
+    assert len(slow) == len(fast) == 4
+    # One series with another label: the whole answer is decoded as JSON, nothing is lost.
+    mixed = compact.replace(b'{"UUID":"GPU-c"}', b'{"Hostname":"n","UUID":"GPU-c"}')
+    again = pm.parse_vector(mixed)
+    assert len(again) == 4 and again[2][3] == {"Hostname": "n", "UUID": "GPU-c"}
+    gpus, slices = pm.fold({pm.UTIL: fast})
+    assert set(gpus) == {UUID_A, UUID_M} and set(slices) == {(UUID_M, "1")}, "NaN and Inf are no values"
+    with pytest.raises(pm.PrometheusAnswerError):
+        pm.parse_vector(b"<html>")

@@ -53,6 +53,7 @@ TOKEN_ENV = "GPUCONSOLE_PROMETHEUS_TOKEN"
 PASSWORD_ENV = "GPUCONSOLE_PROMETHEUS_PASSWORD"
 SETUP_HINT = "pass --prometheus URL (or set url in the [prometheus] table of the config file)"
 PARALLEL_QUERIES = 4  # instant queries in flight at once during a poll
+SLOW_EVERY_S = 15.0  # how often the identity labels and the seldom-changing values are read again
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,10 @@ class PrometheusGpus:
         self.name = f"prometheus {parts.hostname}" + (f":{parts.port}" if parts.port else "")
         self._base = settings.url.rstrip("/")
         self._queries = pm.instant_queries(settings.selector)
+        self._by_uuid = True
+        self._identity: pm.Identity | None = None  # identity labels by series, read every SLOW_EVERY_S
+        self._slow: dict[str, list[pm.Series]] = {}
+        self._slow_at = 0.0
         self._lock = threading.Lock()
         self._pool: Any = None
         self._executor: ThreadPoolExecutor | None = None
@@ -171,8 +176,9 @@ class PrometheusGpus:
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         return headers
 
-    def _get(self, path: str, params: Mapping[str, str], headers: Mapping[str, str]) -> Any:
-        """GET ``path`` and return the decoded ``success`` answer, or raise a backend error."""
+    def _get(self, path: str, params: Mapping[str, str], headers: Mapping[str, str], *, raw: bool = False) -> Any:
+        """GET ``path`` and return the decoded ``success`` answer (with ``raw``, its bytes,
+        undecoded), or raise a backend error."""
         import urllib3
 
         url = f"{self._base}{path}?{urllib.parse.urlencode(params)}"
@@ -189,6 +195,8 @@ class PrometheusGpus:
             raise BackendPermissionDenied(f"{where} refused the credentials (HTTP {status})")
         if status == 429:
             raise BackendThrottled(f"{where} asked to slow down (HTTP 429)")
+        if raw and status == 200 and body.startswith(b'{"status":"success"'):
+            return body
         try:
             answer = json.loads(body)
         except ValueError:
@@ -202,44 +210,72 @@ class PrometheusGpus:
             raise BackendError(f"{where}: {kind}: {_one_line(answer.get('error') or 'no message')}")
         if status != 200:
             raise BackendError(f"{where} answered HTTP {status}")
-        return answer
+        return body if raw else answer
 
     # ------------------------------------------------------------------ GpuSource
     def poll_gpus(self) -> GpuReading:
-        """Every GPU of the fleet, one instant query per metric.
+        """Every GPU of the fleet: one instant query per metric, for the whole fleet.
+
+        The metrics that change between scrapes are read on every poll; the identity labels
+        (model, pods) and the values that seldom change every :data:`SLOW_EVERY_S`, or at once
+        when a GPU appears that they do not name yet.
 
         Raises:
             BackendTimeout, BackendPermissionDenied, BackendThrottled, BackendError: see the module.
         """
         headers = self._headers()
         now = time.time()
-        params = {"time": f"{now:.3f}"}
-        executor = self._pool_of_workers()
-
-        def one(metric: str) -> tuple[str, list[Any]]:
-            answer = self._get("/api/v1/query", {"query": self._queries[metric], **params}, headers)
-            try:
-                return metric, pm.vector(answer)
-            except pm.PrometheusAnswerError as exc:
-                raise BackendError(f"Prometheus at {self.host}: {exc} for {metric}") from exc
-
-        futures = [executor.submit(one, metric) for metric in pm.METRICS]
-        results: dict[str, list[Any]] = {}
-        error: BaseException | None = None
-        for future in futures:
-            try:
-                metric, result = future.result()
-            except BaseException as exc:  # noqa: BLE001 - the first failure is raised below
-                error = error or exc
-                continue
-            results[metric] = result
-        if error is not None:
-            raise error
-        gpus, slices = pm.collect(results)
+        slow_due = self._identity is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
+        answers = self._query((*pm.FAST, *pm.SLOW, pm.IDENTITY) if slow_due else pm.FAST, now, headers)
+        if slow_due:
+            self._keep_slow(answers)
+        if self._identity is not None and not pm.keyed_by_uuid(self._identity) and self._by_uuid:
+            # An exporter without UUID labels: key the values by node and index from now on.
+            self._by_uuid = False
+            self._queries = pm.instant_queries(self.settings.selector, by_uuid=False)
+            answers = self._query(pm.FAST, now, headers)
+        elif not slow_due and self._unnamed(answers.get(pm.ANCHOR, ())):
+            self._keep_slow(self._query((*pm.SLOW, pm.IDENTITY), now, headers))
+        results = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
+        gpus, slices = pm.fold(results, self._identity)
         if not gpus:
             raise BackendError(f"Prometheus at {self.host} has no DCGM exporter series ({pm.ANCHOR}): "
                                "is the exporter scraped?")
         return GpuReading(pm.build_gpus(gpus, slices), now, pm.driver_versions(gpus, slices))
+
+    def _keep_slow(self, answers: dict[str, list[pm.Series]]) -> None:
+        self._identity = pm.identities(answers.pop(pm.IDENTITY, []))
+        self._slow = {m: answers.pop(m) for m in pm.SLOW if m in answers}
+        self._slow_at = time.monotonic()
+
+    def _unnamed(self, items: list[pm.Series]) -> bool:
+        """Whether a series of the anchor metric is one the kept identity labels do not name."""
+        identity = self._identity or {}
+        return any((key, gi) not in identity for key, gi, _value, _labels in items)
+
+    def _query(self, names: tuple[str, ...], now: float, headers: Mapping[str, str]) -> dict[str, list[pm.Series]]:
+        """Run the named instant queries at ``now``, a few at a time; the first failure is raised."""
+        params = {"time": f"{now:.3f}"}
+        executor = self._pool_of_workers()
+
+        def one(name: str) -> list[pm.Series]:
+            body = self._get("/api/v1/query", {"query": self._queries[name], **params}, headers, raw=True)
+            try:
+                return pm.parse_vector(body)
+            except pm.PrometheusAnswerError as exc:
+                raise BackendError(f"Prometheus at {self.host}: {exc} for {name}") from exc
+
+        futures = {name: executor.submit(one, name) for name in names}
+        results: dict[str, list[pm.Series]] = {}
+        error: BaseException | None = None
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except BaseException as exc:  # noqa: BLE001 - the first failure is raised below
+                error = error or exc
+        if error is not None:
+            raise error
+        return results
 
     def history(self, uuid: str, since: float, until: float, step: float) -> tuple[GpuSample, ...]:
         """One GPU's utilization, memory, temperature and power from ``since`` to ``until``,

@@ -18,6 +18,7 @@ exporter does not report stays ``None``, which the console shows as N/A.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,26 +45,42 @@ METRICS: tuple[str, ...] = (FB_USED, FB_FREE, FB_RESERVED, UTIL, TEMP, POWER, PO
 _I = {name: i for i, name in enumerate(METRICS)}
 I_USED, I_FREE, I_RESERVED, I_UTIL, I_TEMP, I_POWER, I_LIMIT, I_SM, I_MEMCLK, I_MEMUTIL, I_GR, I_XID = range(len(METRICS))
 
-KEY_LABELS: tuple[str, ...] = ("UUID", "Hostname", "gpu", "GPU_I_ID")
+# Read on every poll: what the table shows and changes between scrapes.
+FAST: tuple[str, ...] = (UTIL, FB_USED, TEMP, POWER, SM_CLOCK, MEM_COPY_UTIL, GR_ENGINE)
+# Read every SLOW_EVERY_S: what changes seldom (the memory size, the power limit, the last XID) and the
+# identity labels (model, pods), which cost as much to read as all the values together.
+SLOW: tuple[str, ...] = (FB_FREE, FB_RESERVED, POWER_LIMIT, MEM_CLOCK, XID)
+IDENTITY = "identity"  # the name of the query of FB_USED with the identity labels
+
+KEY_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
+KEY_LABELS_WITHOUT_UUID: tuple[str, ...] = ("UUID", "Hostname", "gpu", "GPU_I_ID")
 NODE_LABELS: tuple[str, ...] = ("Hostname", "kubernetes_node", "node", "instance")
-IDENTITY_LABELS: tuple[str, ...] = (*KEY_LABELS, "kubernetes_node", "node", "instance", "modelName", "GPU_I_PROFILE",
-                                    "pod", "namespace", "container", "DCGM_FI_DRIVER_VERSION")
+IDENTITY_LABELS: tuple[str, ...] = ("UUID", "Hostname", "gpu", "GPU_I_ID", "kubernetes_node", "node", "instance",
+                                    "modelName", "GPU_I_PROFILE", "pod", "namespace", "container",
+                                    "DCGM_FI_DRIVER_VERSION")
 _INSTANCE_LABELS = frozenset({"GPU_I_ID", "GPU_I_PROFILE", "pod", "namespace", "container"})
-ANCHOR = FB_USED  # the metric whose query carries the identity labels
+ANCHOR = FB_USED  # the metric every GPU and every MIG instance reports: its query carries the identity
 
 _LABEL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _COMPUTE_RE = re.compile(r"^(?:\d+c\.)?(\d+)g\.")
 
 
-def instant_query(metric: str, selector: str = "") -> str:
-    """The PromQL of one metric for the whole fleet, reduced to the labels this module reads."""
-    labels = IDENTITY_LABELS if metric == ANCHOR else KEY_LABELS
+def instant_query(metric: str, selector: str = "", *, by_uuid: bool = True) -> str:
+    """The PromQL of one metric for the whole fleet, reduced to the labels this module reads.
+
+    ``metric`` :data:`IDENTITY` is the anchor metric with every identity label; any other keeps
+    the key of a series only (``UUID`` and ``GPU_I_ID``; node and index too when the exporter
+    does not label ``UUID``).
+    """
+    if metric == IDENTITY:
+        return f"max by ({', '.join(IDENTITY_LABELS)}) ({ANCHOR}{_braces(selector)})"
+    labels = KEY_LABELS if by_uuid else KEY_LABELS_WITHOUT_UUID
     return f"max by ({', '.join(labels)}) ({metric}{_braces(selector)})"
 
 
-def instant_queries(selector: str = "") -> dict[str, str]:
-    """``{metric: query}`` for every metric a poll reads."""
-    return {metric: instant_query(metric, selector) for metric in METRICS}
+def instant_queries(selector: str = "", *, by_uuid: bool = True) -> dict[str, str]:
+    """``{name: query}`` of the identity query and of every metric a poll reads."""
+    return {name: instant_query(name, selector, by_uuid=by_uuid) for name in (IDENTITY, *METRICS)}
 
 
 def _braces(selector: str) -> str:
@@ -165,14 +182,39 @@ def matrix(answer: Any) -> list[Any]:
     return result
 
 
-class _Record:
-    """The values of one GPU or one MIG instance, one slot per metric, and its identity labels."""
+class _Ident:
+    """What the labels of one series say once: which GPU (or MIG instance), where, held by whom.
 
-    __slots__ = ("labels", "values")
+    Built once per identity read and shared by every poll until the next, so a poll does not
+    read the same labels again for each of thousands of GPUs.
+    """
 
-    def __init__(self, labels: Mapping[str, str]) -> None:
+    __slots__ = ("labels", "uuid", "node", "index", "model", "profile", "gi_id", "pod", "namespace")
+
+    def __init__(self, labels: Mapping[str, str], key: str) -> None:
         self.labels = labels
+        self.uuid = labels.get("UUID") or key
+        self.node = node_of(labels)
+        self.index = _as_int(labels.get("gpu", ""))
+        self.model = labels.get("modelName", "")
+        self.profile = labels.get("GPU_I_PROFILE", "")
+        self.gi_id = _as_int(labels.get("GPU_I_ID", ""))
+        self.pod = labels.get("pod") or None
+        self.namespace = (labels.get("namespace") or None) if self.pod else None
+
+
+class _Record:
+    """The values of one GPU or one MIG instance, one slot per metric, and its identity."""
+
+    __slots__ = ("ident", "values")
+
+    def __init__(self, ident: _Ident) -> None:
+        self.ident = ident
         self.values: list[float | None] = [None] * len(METRICS)
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.ident.labels
 
 
 def _gpu_key(labels: Mapping[str, str]) -> str:
@@ -182,49 +224,125 @@ def _gpu_key(labels: Mapping[str, str]) -> str:
     return f"{labels.get('Hostname', '')}:{labels.get('gpu', '')}"
 
 
-def collect(results: Mapping[str, Sequence[Any]]) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
-    """Fold each metric's vector into one record per GPU and per MIG instance.
+Identity = dict[tuple[str, str], _Ident]
+# One series of an answer: (GPU key, GPU_I_ID or "", value, labels; None when they are just the key).
+Series = tuple[str, str, float, "Mapping[str, str] | None"]
+
+_SUCCESS_VECTOR = re.compile(rb'\{"status":"success","data":\{"resultType":"vector","result":\[')
+# A sample whose labels are just the key, as Prometheus writes it (labels sorted, no spaces).
+_KEYED_SAMPLE = re.compile(
+    rb'\{"metric":\{(?:"GPU_I_ID":"([0-9]*)",)?"UUID":"([A-Za-z0-9-]+)"\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
+
+
+def parse_vector(body: bytes) -> list[Series]:
+    """The series of an instant query's answer, as it came over the wire.
+
+    The answers of the value queries (labels ``UUID`` and ``GPU_I_ID`` only, thousands of
+    series) are read with one regular expression instead of building a JSON object per series,
+    which is most of the cost of a poll; every sample must match, or the answer is decoded as
+    JSON like any other.
+
+    Raises:
+        PrometheusAnswerError: not the JSON of a vector answer.
+    """
+    if _SUCCESS_VECTOR.match(body):
+        found = _KEYED_SAMPLE.findall(body)
+        if len(found) == body.count(b'{"metric":'):
+            out: list[Series] = []
+            for gi, uuid, raw in found:
+                try:
+                    out.append((uuid.decode("ascii"), gi.decode("ascii"), float(raw), None))
+                except ValueError:
+                    continue
+            return out
+    try:
+        answer = json.loads(body)
+    except ValueError as exc:
+        raise PrometheusAnswerError("an answer that is not JSON") from exc
+    return series_of(vector(answer))
+
+
+def series_of(items: Iterable[Any]) -> list[Series]:
+    """The series of a decoded vector result; one that cannot be read is skipped."""
+    out: list[Series] = []
+    for item in items:
+        try:
+            labels = item["metric"]
+            value = float(item["value"][1])
+            key = labels.get("UUID") or _gpu_key(labels)
+            gi = labels.get("GPU_I_ID") or ""
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            continue
+        out.append((key, gi, value, labels))
+    return out
+
+
+def identities(series: Iterable[Series]) -> Identity:
+    """``{(GPU key, GPU_I_ID or ""): identity}`` from the answer of the :data:`IDENTITY` query."""
+    out: Identity = {}
+    for key, gi, _value, labels in series:
+        out[(key, gi)] = _Ident(labels if labels is not None else _key_labels(key, gi), key)
+    return out
+
+
+def _key_labels(key: str, gi: str) -> dict[str, str]:
+    return {"UUID": key, "GPU_I_ID": gi} if gi else {"UUID": key}
+
+
+def keyed_by_uuid(identity: Identity) -> bool:
+    """Whether every series names its GPU by ``UUID`` (else node and index key the values)."""
+    return all(ident.labels.get("UUID") for ident in identity.values())
+
+
+def collect(results: Mapping[str, Sequence[Any]], identity: Identity | None = None,
+            ) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
+    """:func:`fold` for decoded vector results (``{metric: data.result}``)."""
+    return fold({metric: series_of(items) for metric, items in results.items()}, identity)
+
+
+def fold(results: Mapping[str, Sequence[Series]], identity: Identity | None = None,
+         ) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
+    """Fold each metric's series into one record per GPU and per MIG instance.
 
     Args:
-        results: ``{metric: vector result}``; a metric the exporter does not report is absent
-            or empty.
+        results: ``{metric: series}``; a metric the exporter does not report is absent or
+            empty. Without ``identity`` the anchor's own labels are the identity.
+        identity: what each series is (:func:`identities`); a series it lacks is known by the
+            labels of its values.
     """
-    gpus: dict[str, _Record] = {}
-    slices: dict[tuple[str, str], _Record] = {}
-    # The anchor first, so records are created with the identity labels.
-    order = [ANCHOR, *(m for m in results if m != ANCHOR)]
-    for metric in order:
-        items = results.get(metric)
-        if not items:
-            continue
-        slot = _I[metric]
-        for item in items:
-            try:
-                labels = item["metric"]
-                raw = item["value"][1]
-            except (KeyError, IndexError, TypeError):
-                continue
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                continue
-            if value != value or value in (math.inf, -math.inf):
-                continue
-            key = labels.get("UUID") or _gpu_key(labels)
-            gi = labels.get("GPU_I_ID")
+    whole: dict[str, _Record] = {}
+    parts: dict[tuple[str, str], _Record] = {}
+    if identity:
+        for (key, gi), ident in identity.items():
             if gi:
-                skey = (key, gi)
-                record = slices.get(skey)
-                if record is None:
-                    record = slices[skey] = _Record(labels)
-                if key not in gpus:  # a MIG GPU known only by its instances so far
-                    gpus[key] = _Record({k: v for k, v in labels.items() if k not in _INSTANCE_LABELS})
+                parts[(key, gi)] = _Record(ident)
             else:
-                record = gpus.get(key)
+                whole[key] = _Record(ident)
+    infinite = _INFINITE
+    for metric in dict.fromkeys(m for m in (ANCHOR, *results) if m in results):
+        slot = _I[metric]
+        get_whole = whole.get
+        for key, gi, value, labels in results[metric]:
+            if value != value or value in infinite:
+                continue
+            if gi:
+                record = parts.get((key, gi))
                 if record is None:
-                    record = gpus[key] = _Record(labels)
+                    ident = _Ident(labels if labels is not None else _key_labels(key, gi), key)
+                    record = parts[(key, gi)] = _Record(ident)
+            else:
+                record = get_whole(key)
+                if record is None:
+                    record = whole[key] = _Record(_Ident(labels if labels is not None else _key_labels(key, ""), key))
             record.values[slot] = value
-    return gpus, slices
+    for key, _gi in parts:
+        if key not in whole:  # a MIG GPU known only by its instances
+            labels = parts[(key, _gi)].labels
+            whole[key] = _Record(_Ident({k: v for k, v in labels.items() if k not in _INSTANCE_LABELS}, key))
+    return whole, parts
+
+
+_INFINITE = frozenset({math.inf, -math.inf})
 
 
 def node_of(labels: Mapping[str, str]) -> str:
@@ -253,8 +371,12 @@ def build_gpus(gpus: dict[str, _Record], slices: dict[tuple[str, str], _Record])
     out: list[Gpu] = []
     for key, record in gpus.items():
         out.append(_gpu(key, record, by_gpu.get(key, ())))
-    out.sort(key=lambda g: (g.node, g.index, g.uuid))
+    out.sort(key=_order)
     return tuple(out)
+
+
+def _order(gpu: Gpu) -> tuple[str, int, str]:
+    return gpu.node, gpu.index, gpu.uuid
 
 
 def _max(values: Iterable[float | None]) -> float | None:
@@ -263,77 +385,85 @@ def _max(values: Iterable[float | None]) -> float | None:
 
 
 def _gpu(key: str, record: _Record, slice_records: Sequence[tuple[str, _Record]]) -> Gpu:
-    labels = record.labels
+    ident = record.ident
     v = record.values
-    uuid = labels.get("UUID") or key
+    used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = v
+    if slice_records:
+        return _mig_gpu(ident, v, slice_records)
+    return Gpu(
+        ident.uuid, ident.node, ident.index, ident.model,
+        round(util, 1) if util is not None else (round(gr * 100.0, 1) if gr is not None else 0.0),
+        int(round(used or 0.0)),
+        int(round((used or 0.0) + (free or 0.0) + (reserved or 0.0))),
+        int(temp) if temp is not None else 0,
+        round(power, 1) if power is not None else 0.0,
+        round(limit, 1) if limit is not None else 0.0,
+        memory_utilization=memutil,
+        sm_clock_mhz=int(round(sm)) if sm is not None else None,
+        memory_clock_mhz=int(round(memclk)) if memclk is not None else None,
+        xid_errors=int(round(xid)) if xid is not None else None,
+        gr_engine_active=round(gr * 100.0, 1) if gr is not None else None,
+        pod=ident.pod,
+        namespace=ident.namespace,
+    )
+
+
+def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple[str, _Record]]) -> Gpu:
+    """A MIG GPU: its whole-GPU values where the exporter gives them, else from its instances."""
+    uuid = ident.uuid
     mig = []
-    for gi, srec in sorted(slice_records, key=lambda pair: _as_int(pair[0])):
-        mig.append(_slice(uuid, gi, srec))
-        if not labels.get("modelName") and srec.labels.get("modelName"):
-            labels = srec.labels
+    model, node = ident.model, ident.node
+    for _gi, srec in sorted(slice_records, key=lambda pair: pair[1].ident.gi_id):
+        mig.append(_slice(uuid, srec))
+        model = model or srec.ident.model
+        node = node if node != "unknown" else srec.ident.node
     used, free, reserved = v[I_USED], v[I_FREE], v[I_RESERVED]
-    if used is None and mig:
+    if used is None:
         used = float(sum(s.memory_used_mib for s in mig))
         if free is None:
             free = float(sum(s.memory_total_mib for s in mig)) - used
-    total = (used or 0.0) + (free or 0.0) + (reserved or 0.0) if free is not None else (used or 0.0)
-    gr = v[I_GR]
-    util = v[I_UTIL]
-    if util is None:
-        if mig and any(s.utilization is not None for s in mig):
-            util = sum((s.utilization or 0.0) * compute_share(s.profile) for s in mig)
-        elif gr is not None:
-            util = gr * 100.0
-    if gr is None and mig and any(s.utilization is not None for s in mig):
-        gr = sum((s.utilization or 0.0) * compute_share(s.profile) for s in mig) / 100.0
-    temp, power = v[I_TEMP], v[I_POWER]
-    if temp is None or power is None:  # an exporter that reports these per MIG instance only
-        temp = temp if temp is not None else _max(r.values[I_TEMP] for _, r in slice_records)
-        power = power if power is not None else _max(r.values[I_POWER] for _, r in slice_records)
-    index = _as_int(labels.get("gpu", ""))
-    pod = labels.get("pod") or None
+    total = used + (free or 0.0) + (reserved or 0.0)
+    known = [s for s in mig if s.utilization is not None]
+    derived = sum((s.utilization or 0.0) * compute_share(s.profile) for s in known) if known else None
+    gr = v[I_GR] if v[I_GR] is not None else (derived / 100.0 if derived is not None else None)
+    util = v[I_UTIL] if v[I_UTIL] is not None else derived
+    temp = v[I_TEMP] if v[I_TEMP] is not None else _max(r.values[I_TEMP] for _, r in slice_records)
+    power = v[I_POWER] if v[I_POWER] is not None else _max(r.values[I_POWER] for _, r in slice_records)
     return Gpu(
-        uuid=uuid,
-        node=node_of(labels),
-        index=index,
-        name=labels.get("modelName", ""),
-        utilization=round(util, 1) if util is not None else 0.0,
-        memory_used_mib=int(round(used or 0.0)),
-        memory_total_mib=int(round(total)),
-        temperature_c=int(temp) if temp is not None else 0,
-        power_w=round(power, 1) if power is not None else 0.0,
-        power_limit_w=round(v[I_LIMIT], 1) if v[I_LIMIT] is not None else 0.0,
-        mig_mode=MigMode.ENABLED if mig else MigMode.DISABLED,
+        uuid, node, ident.index, model,
+        round(util, 1) if util is not None else 0.0,
+        int(round(used)),
+        int(round(total)),
+        int(temp) if temp is not None else 0,
+        round(power, 1) if power is not None else 0.0,
+        round(v[I_LIMIT], 1) if v[I_LIMIT] is not None else 0.0,
+        mig_mode=MigMode.ENABLED,
         mig_slices=tuple(mig),
         memory_utilization=v[I_MEMUTIL],
         sm_clock_mhz=_int(v[I_SM]),
         memory_clock_mhz=_int(v[I_MEMCLK]),
         xid_errors=_int(v[I_XID]),
         gr_engine_active=round(gr * 100.0, 1) if gr is not None else None,
-        pod=pod,
-        namespace=(labels.get("namespace") or None) if pod else None,
     )
 
 
-def _slice(gpu_uuid: str, gi: str, record: _Record) -> MigSlice:
-    labels = record.labels
+def _slice(gpu_uuid: str, record: _Record) -> MigSlice:
+    ident = record.ident
     v = record.values
     used = v[I_USED] or 0.0
     total = used + (v[I_FREE] or 0.0) + (v[I_RESERVED] or 0.0)
     gr = v[I_GR]
-    pod = labels.get("pod") or None
-    gi_id = _as_int(gi)
     return MigSlice(
-        uuid=f"MIG-{gpu_uuid}/{gi_id}/0",
+        uuid=f"MIG-{gpu_uuid}/{ident.gi_id}/0",
         gpu_uuid=gpu_uuid,
-        gi_id=gi_id,
+        gi_id=ident.gi_id,
         ci_id=0,
-        profile=labels.get("GPU_I_PROFILE", ""),
+        profile=ident.profile,
         memory_total_mib=int(round(total)),
         memory_used_mib=int(round(used)),
         utilization=round(gr * 100.0, 1) if gr is not None else None,
-        pod=pod,
-        namespace=(labels.get("namespace") or None) if pod else None,
+        pod=ident.pod,
+        namespace=ident.namespace,
     )
 
 
