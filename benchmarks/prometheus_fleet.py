@@ -36,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuconsole.backends import prometheus_mapping as pm  # noqa: E402
-from gpuconsole.backends.prometheus import SLOW_EVERY_S  # noqa: E402
+from gpuconsole.backends import prometheus_mapping as pm
+from gpuconsole.backends.prometheus import SLOW_EVERY_S
 
 MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
 NAMESPACES = ("nlp", "vision", "research", "inference")
@@ -49,8 +49,8 @@ def fleet_labels(nodes: int, seed: int = 7) -> list[dict[str, str]]:
     for n in range(nodes):
         model = MODELS[n % 2]
         for index in range(8):
-            uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (rng.getrandbits(32), rng.getrandbits(16), rng.getrandbits(16),
-                                                      rng.getrandbits(16), rng.getrandbits(48))
+            uuid = (f"GPU-{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-{rng.getrandbits(16):04x}-"
+                    f"{rng.getrandbits(16):04x}-{rng.getrandbits(48):012x}")
             labels = {"UUID": uuid, "Hostname": f"ip-10-{n // 250}-{n % 250}-{index}.ec2.internal", "gpu": str(index),
                       "modelName": model, "DCGM_FI_DRIVER_VERSION": "550.54.15"}
             if rng.random() < 0.85:
@@ -116,7 +116,7 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
             metric = by_query.get(params.get("query", ""))
             if metric is None:
@@ -132,7 +132,7 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -155,7 +155,7 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
     renders: list[float] = []
     original = GpusPane.render_snapshot
 
-    def timed(self, snapshot, palette):  # noqa: ANN001, ANN202 - a timing wrapper
+    def timed(self, snapshot, palette):
         t0 = time.perf_counter()
         original(self, snapshot, palette)
         if snapshot.gpus:
@@ -169,7 +169,7 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
     console = Console(options)
     last_seen = [None]
 
-    def on_snapshot(snapshot) -> None:  # noqa: ANN001
+    def on_snapshot(snapshot) -> None:
         status = snapshot.source(SourceKind.GPUS)
         if status is not None and status.latency_s is not None and status.updated_at != last_seen[0]:
             last_seen[0] = status.updated_at

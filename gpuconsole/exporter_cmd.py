@@ -55,7 +55,7 @@ class MetricsServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: MetricsServer
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server method name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/":
             self._send(200, b"gpuconsole simulated DCGM exporter: see /metrics\n", "text/plain; charset=utf-8")
@@ -78,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server signature
+    def log_message(self, format: str, *args: Any) -> None:
         return None
 
 

@@ -71,7 +71,7 @@ class CannedPrometheus(ThreadingHTTPServer):
 class _CannedHandler(BaseHTTPRequestHandler):
     server: CannedPrometheus
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         parts = urllib.parse.urlsplit(self.path)
         params = dict(urllib.parse.parse_qsl(parts.query))
         with self.server.lock:
@@ -107,7 +107,7 @@ class _CannedHandler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         return None
 
 
@@ -176,7 +176,7 @@ class FaultProxy(ThreadingHTTPServer):
 class _ProxyHandler(BaseHTTPRequestHandler):
     server: FaultProxy
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         mode = self.server.mode
         if mode == "down":
             self.close_connection = True
@@ -210,7 +210,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         return None
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-
 import pytest
 
 from gpuconsole import cli
@@ -104,8 +103,9 @@ NODE = "ip-10-0-1-2.ec2.internal"
 
 
 def gpu(**kw) -> Gpu:
-    base = dict(uuid="GPU-1", node=NODE, index=3, name="NVIDIA A100-SXM4-80GB", utilization=2.0, memory_used_mib=900,
-                memory_total_mib=81920, temperature_c=40, power_w=80.0, power_limit_w=400.0)
+    base = {"uuid": "GPU-1", "node": NODE, "index": 3, "name": "NVIDIA A100-SXM4-80GB", "utilization": 2.0,
+            "memory_used_mib": 900, "memory_total_mib": 81920, "temperature_c": 40, "power_w": 80.0,
+            "power_limit_w": 400.0}
     return Gpu(**{**base, **kw})
 
 

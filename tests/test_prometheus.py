@@ -17,11 +17,22 @@ from gpuconsole.backends.base import (
     BackendTimeout,
     Capability,
 )
-from gpuconsole.backends.prometheus import PASSWORD_ENV, TOKEN_ENV, PrometheusGpus, PrometheusSettings
+from gpuconsole.backends.prometheus import (
+    PASSWORD_ENV,
+    TOKEN_ENV,
+    PrometheusGpus,
+    PrometheusSettings,
+)
 from gpuconsole.backends.sim import make_sim
 from gpuconsole.backends.sim.exporter import render, sm_clock
 from gpuconsole.model import MigMode
-from tests.prometheus_peer import CannedPrometheus, exposition_vectors, free_port, parse_exposition, series
+from tests.prometheus_peer import (
+    CannedPrometheus,
+    exposition_vectors,
+    free_port,
+    parse_exposition,
+    series,
+)
 
 UUID_A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
 UUID_M = "GPU-bbbbbbbb-0000-0000-0000-000000000002"

@@ -189,7 +189,7 @@ class _Ident:
     read the same labels again for each of thousands of GPUs.
     """
 
-    __slots__ = ("labels", "uuid", "node", "index", "model", "profile", "gi_id", "pod", "namespace")
+    __slots__ = ("gi_id", "index", "labels", "model", "namespace", "node", "pod", "profile", "uuid")
 
     def __init__(self, labels: Mapping[str, str], key: str) -> None:
         self.labels = labels
@@ -323,7 +323,7 @@ def fold(results: Mapping[str, Sequence[Series]], identity: Identity | None = No
         slot = _I[metric]
         get_whole = whole.get
         for key, gi, value, labels in results[metric]:
-            if value != value or value in infinite:
+            if math.isnan(value) or value in infinite:
                 continue
             if gi:
                 record = parts.get((key, gi))
@@ -335,9 +335,9 @@ def fold(results: Mapping[str, Sequence[Series]], identity: Identity | None = No
                 if record is None:
                     record = whole[key] = _Record(_Ident(labels if labels is not None else _key_labels(key, ""), key))
             record.values[slot] = value
-    for key, _gi in parts:
+    for (key, _gi), part in parts.items():
         if key not in whole:  # a MIG GPU known only by its instances
-            labels = parts[(key, _gi)].labels
+            labels = part.labels
             whole[key] = _Record(_Ident({k: v for k, v in labels.items() if k not in _INSTANCE_LABELS}, key))
     return whole, parts
 
@@ -360,7 +360,7 @@ def compute_share(profile: str | None) -> float:
 
 
 def _int(value: float | None) -> int | None:
-    return None if value is None else int(round(value))
+    return None if value is None else round(value)
 
 
 def build_gpus(gpus: dict[str, _Record], slices: dict[tuple[str, str], _Record]) -> tuple[Gpu, ...]:
@@ -393,15 +393,15 @@ def _gpu(key: str, record: _Record, slice_records: Sequence[tuple[str, _Record]]
     return Gpu(
         ident.uuid, ident.node, ident.index, ident.model,
         round(util, 1) if util is not None else (round(gr * 100.0, 1) if gr is not None else 0.0),
-        int(round(used or 0.0)),
-        int(round((used or 0.0) + (free or 0.0) + (reserved or 0.0))),
+        round(used or 0.0),
+        round((used or 0.0) + (free or 0.0) + (reserved or 0.0)),
         int(temp) if temp is not None else 0,
         round(power, 1) if power is not None else 0.0,
         round(limit, 1) if limit is not None else 0.0,
         memory_utilization=memutil,
-        sm_clock_mhz=int(round(sm)) if sm is not None else None,
-        memory_clock_mhz=int(round(memclk)) if memclk is not None else None,
-        xid_errors=int(round(xid)) if xid is not None else None,
+        sm_clock_mhz=round(sm) if sm is not None else None,
+        memory_clock_mhz=round(memclk) if memclk is not None else None,
+        xid_errors=round(xid) if xid is not None else None,
         gr_engine_active=round(gr * 100.0, 1) if gr is not None else None,
         pod=ident.pod,
         namespace=ident.namespace,
@@ -432,8 +432,8 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
     return Gpu(
         uuid, node, ident.index, model,
         round(util, 1) if util is not None else 0.0,
-        int(round(used)),
-        int(round(total)),
+        round(used),
+        round(total),
         int(temp) if temp is not None else 0,
         round(power, 1) if power is not None else 0.0,
         round(v[I_LIMIT], 1) if v[I_LIMIT] is not None else 0.0,
@@ -459,8 +459,8 @@ def _slice(gpu_uuid: str, record: _Record) -> MigSlice:
         gi_id=ident.gi_id,
         ci_id=0,
         profile=ident.profile,
-        memory_total_mib=int(round(total)),
-        memory_used_mib=int(round(used)),
+        memory_total_mib=round(total),
+        memory_used_mib=round(used),
         utilization=round(gr * 100.0, 1) if gr is not None else None,
         pod=ident.pod,
         namespace=ident.namespace,
@@ -494,7 +494,7 @@ def samples(series: Mapping[str, Sequence[Any]]) -> tuple[GpuSample, ...]:
                     ts, value = float(pair[0]), float(pair[1])
                 except (TypeError, ValueError, IndexError):
                     continue
-                if value == value:
+                if not math.isnan(value):
                     points[ts] = value
         columns[name] = points
     util = columns.get("utilization", {})

@@ -12,9 +12,9 @@ The configuration file (see :mod:`gpuconsole.core.config`) may hold one ``[prome
     selector = 'cluster="prod"'              # label matchers added to every query
 
 A flag given on the command line wins over the same key of the file; ``--prometheus`` with a
-URL replaces the file's whole table (so a token of one server never goes to another). Without
-either, or with ``$GPUCONSOLE_PROMETHEUS_TOKEN`` for a token, nothing is read from the network
-to decide: the GPU source is Prometheus exactly when a URL is configured (``--gpus auto``).
+URL replaces the file's whole table (so a token meant for one server never goes to another).
+The token may also come from ``$GPUCONSOLE_PROMETHEUS_TOKEN``. Nothing is read from the network
+to decide: with ``--gpus auto`` the GPU source is Prometheus exactly when a URL is configured.
 """
 
 from __future__ import annotations

@@ -143,7 +143,9 @@ def _prometheus(options: SourceOptions) -> Any:
     if options.prometheus is None:
         return Unconfigured("prometheus", "no Prometheus URL configured",
                             "pass --prometheus URL, or set url in the [prometheus] table of the config file")
-    from gpuconsole.backends.prometheus import PrometheusGpus  # urllib3 is imported on first poll
+    from gpuconsole.backends.prometheus import (
+        PrometheusGpus,  # urllib3 is imported on its first poll
+    )
 
     return PrometheusGpus(options.prometheus)
 

@@ -89,7 +89,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _number(value: float | int) -> str:
+def _number(value: float) -> str:
     if isinstance(value, int):
         return str(value)
     return repr(float(value))
