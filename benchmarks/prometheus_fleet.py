@@ -180,15 +180,18 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
     proc = psutil.Process()
     try:
         async with app.run_test(size=(160, 48)) as pilot:
-            await pilot.press("2")
             t0 = time.perf_counter()
+            while not app.query("#gpus-pane .source-line"):  # the panes are composed after the first frame
+                await asyncio.sleep(0.05)
+            await pilot.press("2")
             while True:
                 await asyncio.sleep(0.05)
-                table = app.query_one("#gpu-table", LiveTable)
-                if len(table.shown_keys) >= nodes * 8 and len(renders) >= 2:
+                tables = app.query("#gpu-table").results(LiveTable)
+                table = next(iter(tables), None)
+                if table is not None and len(table.shown_keys) >= nodes * 8 and len(renders) >= 2:
                     break
-                if time.perf_counter() - t0 > 120:
-                    raise RuntimeError("the fleet did not show within 2 minutes")
+                if time.perf_counter() - t0 > 300:
+                    raise RuntimeError("the fleet did not show within 5 minutes")
             polls.clear()
             renders.clear()
             cpu0 = sum(proc.cpu_times()[:2])

@@ -134,6 +134,8 @@ class PrometheusGpus:
         self.host = parts.netloc
         self.name = f"prometheus {parts.hostname}" + (f":{parts.port}" if parts.port else "")
         self._base = settings.url.rstrip("/")
+        # The Hub waits this long for a poll: a request's own timeout is reported as such first.
+        self.poll_timeout = 2.0 * settings.timeout
         self._queries = pm.instant_queries(settings.selector)
         self._by_uuid = True
         self._identity: pm.Identity | None = None  # identity labels by series, read every SLOW_EVERY_S
