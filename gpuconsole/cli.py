@@ -35,12 +35,15 @@ examples:
   gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
   gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
   gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
+  gpuconsole --prometheus https://prom.example.com --prometheus-token-file ~/.prom-token
+                                           every GPU of the fleet from the DCGM exporter's series
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
   GPUCONSOLE_CONFIG   configuration file with [[budgets]] (default: the user config directory)
   AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
   KUBECONFIG      kubeconfig file(s), ':'-separated (default ~/.kube/config)
+  GPUCONSOLE_PROMETHEUS_TOKEN, GPUCONSOLE_PROMETHEUS_PASSWORD   Prometheus credentials
   NO_COLOR        disable colour
 """
 
@@ -119,6 +122,12 @@ def _common_options() -> _Parser:
     kube.add_argument("--context", default=argparse.SUPPRESS, metavar="NAME", help="kubeconfig context (default its current context)")
     kube.add_argument("--namespace", dest="namespaces", action="append", default=argparse.SUPPRESS, metavar="NS", help="namespace to watch; repeat for several (default: all namespaces)")
     kube.add_argument("--all-namespaces", dest="namespaces", action="store_const", const=[], default=argparse.SUPPRESS, help="watch every namespace (the default)")
+    prom = common.add_argument_group("fleet GPU telemetry (Prometheus with the DCGM exporter)")
+    prom.add_argument("--prometheus", dest="prometheus_url", default=argparse.SUPPRESS, metavar="URL", help="read every GPU of the fleet from this Prometheus (default: the config file's [prometheus] url)")
+    prom.add_argument("--prometheus-token-file", default=argparse.SUPPRESS, metavar="FILE", help="bearer token for Prometheus (or $GPUCONSOLE_PROMETHEUS_TOKEN)")
+    prom.add_argument("--prometheus-user", default=argparse.SUPPRESS, metavar="NAME", help="basic-auth user; the password from --prometheus-password-file or $GPUCONSOLE_PROMETHEUS_PASSWORD")
+    prom.add_argument("--prometheus-password-file", default=argparse.SUPPRESS, metavar="FILE", help="basic-auth password file")
+    prom.add_argument("--prometheus-ca", default=argparse.SUPPRESS, metavar="FILE", help="CA bundle to verify Prometheus with (TLS is always verified)")
     cloud = common.add_argument_group("cloud (AWS: the standard credential chain, as the aws CLI uses)")
     cloud.add_argument("--cloud", choices=CLOUD_SOURCES, default=argparse.SUPPRESS, help="cloud instances source (default auto: AWS when credentials or a region are configured)")
     cloud.add_argument("--region", dest="regions", action="append", type=_region, default=argparse.SUPPRESS, metavar="R", help="AWS region to watch and launch in; repeat for several (default: the profile's region)")
@@ -153,6 +162,11 @@ DEFAULTS = {
     "theme": None,
     "json": False,
     "config": None,
+    "prometheus_url": None,
+    "prometheus_token_file": None,
+    "prometheus_user": None,
+    "prometheus_password_file": None,
+    "prometheus_ca": None,
 }
 
 
@@ -186,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_gpus_parser(sub, common, _positive_float)
     add_threshold_options(parser)
+
+    from gpuconsole.exporter_cmd import add_exporter_parser
+
+    add_exporter_parser(sub, _positive_int, _non_negative_int, _demo_nodes)
     return parser
 
 
@@ -244,7 +262,15 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
     problem is a usage error.
     """
     from gpuconsole.core.console import Console, ConsoleOptions
+    from gpuconsole.core.prometheus_config import resolve as prometheus_settings
     from gpuconsole.core.sources import SourceOptions
+
+    flags = {"url": args.prometheus_url, "token_file": args.prometheus_token_file, "username": args.prometheus_user,
+             "password_file": args.prometheus_password_file, "ca_file": args.prometheus_ca}
+    try:
+        prometheus = prometheus_settings(flags, args.config)
+    except ValueError as exc:
+        raise ArgumentError(f"Prometheus: {exc}") from None
 
     sources = SourceOptions(
         demo=args.demo,
@@ -261,6 +287,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         context=args.context,
         namespaces=tuple(dict.fromkeys(args.namespaces)),
         watch_jobs=args.command is None,  # commands read once: a list, no watch threads
+        prometheus=prometheus,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
                              act_on_budgets=act_on_budgets)
@@ -303,6 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.cost_cmd import run_cost
 
             return run_cost(args)
+        if args.command == "sim-exporter":
+            from gpuconsole.exporter_cmd import run_exporter
+
+            return run_exporter(args)
         if args.command == "gpus":
             from gpuconsole.gpus_cmd import run_gpus
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuconsole.backends.base import BackendError
+from gpuconsole.backends.base import BackendError, Capability
 from gpuconsole.core import costs
 from gpuconsole.core.actions import ActionError, ActionLog, one_line
 from gpuconsole.core.budget_ops import BudgetOps
@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 HOT_GPU_C = 85
 CACHE_EVERY_S = 30.0
 MAINTAIN_EVERY_S = 60.0
+HISTORY_POINTS = 240  # samples a chart asks a history-keeping GPU source for
 COST_EXPLORER_CHECK_S = 300.0  # how often the billing watcher looks whether an answer is due
 
 Subscriber = Callable[[FleetSnapshot], None]
@@ -322,10 +323,22 @@ class Console:
 
     # ------------------------------------------------------------------ history
     def gpu_history(self, uuid: str, seconds: float) -> list[GpuSample]:
-        """The last ``seconds`` of one GPU's samples (blocking: call from a worker)."""
+        """The last ``seconds`` of one GPU's samples (blocking: call from a worker).
+
+        A GPU source that keeps its own history (Prometheus: ``query_range``) answers first, at
+        about :data:`HISTORY_POINTS` samples whatever the span; the Store otherwise, or when
+        that source fails.
+        """
+        now = self.clock()
+        runner = self.hub.runners.get(SourceKind.GPUS)
+        source = runner.source if runner else None
+        if Capability.HISTORY in getattr(source, "capabilities", ()) and hasattr(source, "history"):
+            try:
+                return list(source.history(uuid, now - seconds, now, max(1.0, seconds / HISTORY_POINTS)))
+            except BackendError as exc:
+                log.info("history of %s from %s: %s; using the cache", uuid, source.name, exc)
         if self.store is None:
             return []
-        now = self.clock()
         return self.store.gpu_history(uuid, now - seconds, now)
 
     # ------------------------------------------------------------------ composition

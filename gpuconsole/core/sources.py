@@ -13,14 +13,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuconsole.backends.sim import make_sim
 from gpuconsole.backends.sim.faults import FaultPlan
 from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.model import SourceKind
 
-GPU_SOURCES = ("auto", "nvml", "sim", "off")
+if TYPE_CHECKING:
+    from gpuconsole.backends.prometheus import PrometheusSettings
+
+GPU_SOURCES = ("auto", "nvml", "sim", "prometheus", "off")
 CLOUD_SOURCES = ("auto", "aws", "off")
 JOB_SOURCES = ("auto", "kube", "off")
 
@@ -50,6 +53,7 @@ class SourceOptions:
     context: str | None = None
     namespaces: tuple[str, ...] = ()  # empty: every namespace
     watch_jobs: bool = True  # a watch-fed cache (the console); False: each poll lists (snapshot)
+    prometheus: PrometheusSettings | None = None  # --prometheus URL … or the config file's [prometheus]
 
 
 def check_region(name: str) -> str:
@@ -116,6 +120,8 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
     sources: dict[SourceKind, Any] = {}
     if options.gpus == "off":
         sources[SourceKind.GPUS] = Unconfigured("off", "GPU telemetry is turned off (--gpus off)", "start without --gpus off")
+    elif options.gpus == "prometheus" or (options.gpus == "auto" and not options.demo and options.prometheus):
+        sources[SourceKind.GPUS] = _prometheus(options)
     elif options.gpus == "nvml" or (sim is None and _nvml_loads()):
         from gpuconsole.backends.nvml import (
             NvmlSource,  # pynvml is imported only when it is used
@@ -128,7 +134,7 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
         sources[SourceKind.GPUS] = Unconfigured(
             "none",
             "no GPU telemetry source found",
-            "run gpuconsole on a host with the NVIDIA driver",
+            "run gpuconsole on a host with the NVIDIA driver, or pass --prometheus URL (a Prometheus scraping the DCGM exporter)",
         )
     if options.demo and sim is not None:
         sources[SourceKind.JOBS] = sim[1]
@@ -146,6 +152,17 @@ def _nvml_loads() -> bool:
     except ImportError:
         return False
     return library_available()
+
+
+def _prometheus(options: SourceOptions) -> Any:
+    if options.prometheus is None:
+        return Unconfigured("prometheus", "no Prometheus URL configured",
+                            "pass --prometheus URL, or set url in the [prometheus] table of the config file")
+    from gpuconsole.backends.prometheus import (
+        PrometheusGpus,  # urllib3 is imported on its first poll
+    )
+
+    return PrometheusGpus(options.prometheus)
 
 
 def _jobs(options: SourceOptions) -> Any:

@@ -23,9 +23,9 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 
 from gpuconsole.core.actions import ActionError
-from gpuconsole.core.costs import gpu_price_per_hour
+from gpuconsole.core.attribution import attribute
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
-from gpuconsole.ui.format import money
+from gpuconsole.ui.format import money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.gpu_rows import (
@@ -211,19 +211,8 @@ class GpusPane(Pane):
         gpu = next((g for g in snapshot.gpus if g.uuid == gpu_uuid), None)
         if gpu is None:
             return None
-        pods = {p.pod_uid for p in gpu.processes if p.pod_uid and (not mig_uuid or p.mig_uuid == mig_uuid)}
-        if mig_uuid:
-            pods |= {s.pod_uid for s in gpu.mig_slices if s.uuid == mig_uuid and s.pod_uid}
-        jobs = [j for j in snapshot.jobs if j.pod_uid in pods]
-        line = Text()
-        if jobs:
-            line.append("held by " + ", ".join(f"{j.namespace}/{j.name}" for j in jobs), palette.strong)
-        else:
-            line.append("no job", palette.dim)
-        price = gpu_price_per_hour(snapshot.instances).get(gpu.node)
-        if price is not None:
-            idle = not gpu.busy and not mig_uuid
-            line.append(f" · {money(price)}/h" + (" while IDLE" if idle else ""), palette.bad if idle else None)
+        who = attribute(snapshot, gpu, mig_uuid)
+        line = Text(who.sentence(short_node), palette.bad if who.idle_while_billed else palette.strong if who.held else None)
         waste = next((w for w in snapshot.idle if w.uuid == gpu.uuid), None)
         if waste is not None and not mig_uuid:
             minutes = (snapshot.taken_at - waste.idle_since) / 60.0

@@ -9,12 +9,14 @@ changed cells is what keeps a 1 Hz refresh cheap.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[Any, ...]
 Row = tuple[str, Cells]
@@ -58,18 +60,25 @@ class LiveTable(DataTable[Any]):
         for key in gone:
             self.remove_row(key)
             del self._shown[key]
-        arrived = False
-        column_keys = [spec[1] for spec in self._column_spec]
+        arrived = changed = False
+        column_keys = [ColumnKey(spec[1]) for spec in self._column_spec]
+        data = self._data
         for key, cells in rows:
             old = self._shown.get(key)
             if old is None:
                 self.add_row(*cells, key=key)
                 arrived = True
             elif old != cells:
+                # What update_cell does, without a repaint request per cell: one for the batch.
+                row = data[RowKey(key)]
                 for column, before, after in zip(column_keys, old, cells, strict=True):
                     if before != after:
-                        self.update_cell(key, column, after)
+                        row[column] = after
+                        changed = True
             self._shown[key] = cells
+        if changed:
+            self._update_count += 1
+            self.refresh()
         order = [key for key, _ in rows]
         # The table's own order is what we last set unless rows were added or removed.
         current = self._current_order() if gone or arrived else self._order
@@ -113,9 +122,19 @@ def text(value: Any, style: Style | str | None = None, justify: str = "left") ->
     """A cell that is never parsed as markup (job names, reasons and tags are user data).
 
     The style is applied as a span, so two cells with the same words but another colour compare
-    unequal and the table repaints them.
+    unequal and the table repaints them. Equal cells are one shared object (treat it as
+    read-only): a table of thousands of rows repeats the same node, model and value cells, and
+    comparing a row with its last cells then mostly compares identities.
     """
-    cell = Text(str(value), justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    try:
+        return _cell(str(value), style, justify)
+    except TypeError:  # an unhashable style
+        return _cell.__wrapped__(str(value), style, justify)
+
+
+@functools.lru_cache(maxsize=32768)
+def _cell(words: str, style: Style | str | None, justify: str) -> Text:
+    cell = Text(words, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     if style:
         cell.stylize(style)
     return cell

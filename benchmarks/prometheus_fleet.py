@@ -1,0 +1,236 @@
+"""A fleet of 1,024 nodes × 8 GPUs read from Prometheus: the cost of one refresh, and CPU at rest.
+
+    .venv/bin/python benchmarks/prometheus_fleet.py [--nodes 1024] [--interval 1] [--seconds 20]
+
+A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` with canned JSON
+for 8,192 GPUs: for each query, the series Prometheus would return for it (the labels its
+``max by`` keeps), 8,192 per metric, two sets of values that alternate so every refresh changes
+the table. The console runs headless at 160×48 on the GPUs pane, its GPU source the Prometheus
+source pointed at that server, polling at ``--interval`` (the scrape interval), no other source.
+
+Figures (medians over the refreshes of the window):
+
+- query + parse: one poll of the source (every metric's query, the JSON, the model), as the
+  Hub times it;
+- table update: the GPUs pane rendering the new snapshot into its table (keyed rows, the cells
+  that changed);
+- tick: the two together;
+- CPU: percent of one core used by the console's process (UI, Hub, source; the server is
+  another process) over ``--seconds`` after the first refreshes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import random
+import statistics
+import sys
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpuconsole.backends import prometheus_mapping as pm
+from gpuconsole.backends.prometheus import SLOW_EVERY_S
+
+MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
+NAMESPACES = ("nlp", "vision", "research", "inference")
+
+
+def fleet_labels(nodes: int, seed: int = 7) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for n in range(nodes):
+        model = MODELS[n % 2]
+        for index in range(8):
+            uuid = (f"GPU-{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-{rng.getrandbits(16):04x}-"
+                    f"{rng.getrandbits(16):04x}-{rng.getrandbits(48):012x}")
+            labels = {"UUID": uuid, "Hostname": f"ip-10-{n // 250}-{n % 250}-{index}.ec2.internal", "gpu": str(index),
+                      "modelName": model, "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+            if rng.random() < 0.85:
+                ns = NAMESPACES[rng.randrange(len(NAMESPACES))]
+                labels.update(pod=f"train-{n:04d}-{index // 4}-{rng.getrandbits(20):05x}", namespace=ns, container="train")
+            out.append(labels)
+    return out
+
+
+def value(metric: str, variant: int, i: int, rng: random.Random) -> float:
+    if metric == pm.UTIL:
+        return float(rng.randrange(0, 101))
+    if metric == pm.FB_USED:
+        return float(rng.randrange(0, 80000))
+    if metric == pm.FB_FREE:
+        return float(81920 - rng.randrange(0, 80000))
+    if metric == pm.TEMP:
+        return float(rng.randrange(30, 85))
+    if metric == pm.POWER:
+        return round(rng.uniform(60, 700), 3)
+    if metric == pm.POWER_LIMIT:
+        return 700.0
+    if metric == pm.SM_CLOCK:
+        return float(rng.randrange(210, 1980))
+    if metric == pm.MEM_CLOCK:
+        return 2619.0
+    if metric == pm.MEM_COPY_UTIL:
+        return float(rng.randrange(0, 60))
+    if metric == pm.GR_ENGINE:
+        return round(rng.random(), 6)
+    if metric == pm.XID:
+        return 0.0
+    return -1.0  # FB_RESERVED: not reported by this exporter (answered empty below)
+
+
+def canned_answers(nodes: int) -> dict[str, list[bytes]]:
+    """For each query the source sends (the identity query and one per metric), two JSON answers."""
+    labels = fleet_labels(nodes)
+    answers: dict[str, list[bytes]] = {}
+    now = time.time()
+    for name in (pm.IDENTITY, *pm.METRICS):
+        keep = pm.IDENTITY_LABELS if name == pm.IDENTITY else pm.KEY_LABELS
+        metric = pm.ANCHOR if name == pm.IDENTITY else name
+        variants = []
+        for variant in range(2):
+            rng = random.Random(f"{metric}:{variant}")
+            result = []
+            if metric != pm.FB_RESERVED:
+                for i, lab in enumerate(labels):
+                    metric_labels = {k: v for k, v in lab.items() if k in keep}
+                    result.append({"metric": metric_labels, "value": [now, repr(value(metric, variant, i, rng))]})
+            body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+            variants.append(json.dumps(body, separators=(",", ":")).encode())
+        answers[name] = variants
+    return answers
+
+
+def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
+    answers = canned_answers(nodes)
+    counts = dict.fromkeys(answers, 0)
+    by_query = {pm.instant_query(m): m for m in answers}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+            metric = by_query.get(params.get("query", ""))
+            if metric is None:
+                body = b'{"status":"error","errorType":"bad_data","error":"unknown query"}'
+                status = 400
+            else:
+                body = answers[metric][counts[metric] % 2]
+                counts[metric] += 1
+                status = 200
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    port_out.put((server.server_address[1], sum(len(v[0]) for v in answers.values())))
+    server.serve_forever()
+
+
+async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict[str, float]:
+    import psutil
+
+    from gpuconsole.backends.prometheus import PrometheusSettings
+    from gpuconsole.core.console import Console, ConsoleOptions
+    from gpuconsole.core.sources import SourceOptions
+    from gpuconsole.model import SourceKind
+    from gpuconsole.ui.app import GpuConsoleApp
+    from gpuconsole.ui.panes.gpus import GpusPane
+    from gpuconsole.ui.widgets.virtual_table import VirtualTable
+
+    renders: list[float] = []
+    original = GpusPane.render_snapshot
+
+    def timed(self, snapshot, palette):
+        t0 = time.perf_counter()
+        original(self, snapshot, palette)
+        if snapshot.gpus:
+            renders.append(time.perf_counter() - t0)
+
+    GpusPane.render_snapshot = timed
+    polls: list[float] = []
+    options = ConsoleOptions(sources=SourceOptions(gpus="prometheus", jobs="off", cloud="off",
+                                                   prometheus=PrometheusSettings(url, timeout=30)),
+                             interval=interval, timeout=30)
+    console = Console(options)
+    last_seen = [None]
+
+    def on_snapshot(snapshot) -> None:
+        status = snapshot.source(SourceKind.GPUS)
+        if status is not None and status.latency_s is not None and status.updated_at != last_seen[0]:
+            last_seen[0] = status.updated_at
+            polls.append(status.latency_s)
+
+    console.subscribe(on_snapshot)
+    app = GpuConsoleApp(console)
+    proc = psutil.Process()
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            t0 = time.perf_counter()
+            while not app.query("#gpus-pane .source-line"):  # the panes are composed after the first frame
+                await asyncio.sleep(0.05)
+            await pilot.press("2")
+            while True:
+                await asyncio.sleep(0.05)
+                tables = app.query("#gpu-table").results(VirtualTable)
+                table = next(iter(tables), None)
+                if table is not None and len(table.shown_keys) >= nodes * 8 and len(renders) >= 2:
+                    break
+                if time.perf_counter() - t0 > 300:
+                    raise RuntimeError("the fleet did not show within 5 minutes")
+            polls.clear()
+            renders.clear()
+            cpu0 = sum(proc.cpu_times()[:2])
+            w0 = time.perf_counter()
+            await asyncio.sleep(seconds)
+            cpu = (sum(proc.cpu_times()[:2]) - cpu0) / (time.perf_counter() - w0) * 100.0
+    finally:
+        console.close()
+        GpusPane.render_snapshot = original
+    poll = statistics.median(polls) if polls else float("nan")
+    render = statistics.median(renders) if renders else float("nan")
+    return {"poll": poll, "render": render, "tick": poll + render, "cpu": cpu, "refreshes": len(polls)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1024, help="nodes of 8 GPUs (default 1024: 8,192 GPUs)")
+    parser.add_argument("--interval", type=float, default=1.0, help="refresh (scrape) interval in seconds (default 1)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of the measured window (default 20)")
+    args = parser.parse_args()
+    ports: multiprocessing.Queue = multiprocessing.Queue()
+    server = multiprocessing.Process(target=serve, args=(args.nodes, ports), daemon=True)
+    server.start()
+    try:
+        port, size = ports.get(timeout=300)
+        print(f"canned Prometheus on 127.0.0.1:{port}: {args.nodes * 8:,} series per metric; a refresh reads "
+              f"{len(pm.FAST)} queries, every {SLOW_EVERY_S:g} s all {len(pm.METRICS) + 1} ({size / 1e6:.1f} MB of JSON)")
+        figures = asyncio.run(measure(f"http://127.0.0.1:{port}", args.nodes, args.interval, args.seconds))
+    finally:
+        server.terminate()
+        server.join(5)
+    print(f"{'figure':<40}{'median':>10}   target")
+    print(f"{'query + parse (one poll)':<40}{figures['poll'] * 1000:>8.0f}ms")
+    print(f"{'table update (GPUs pane)':<40}{figures['render'] * 1000:>8.0f}ms")
+    print(f"{'tick: query + parse + table update':<40}{figures['tick'] * 1000:>8.0f}ms   <= 200 ms")
+    print(f"{f'CPU at a {args.interval:g} s interval (% of one core)':<40}{figures['cpu']:>9.1f}%   <= 20 %")
+    print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

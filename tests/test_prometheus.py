@@ -1,0 +1,390 @@
+"""The Prometheus GPU source: DCGM series → model, the exporter's format, HTTP, errors, settings."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuconsole.backends import prometheus_mapping as pm
+from gpuconsole.backends.base import (
+    BackendError,
+    BackendPermissionDenied,
+    BackendThrottled,
+    BackendTimeout,
+    Capability,
+)
+from gpuconsole.backends.prometheus import (
+    PASSWORD_ENV,
+    TOKEN_ENV,
+    PrometheusGpus,
+    PrometheusSettings,
+)
+from gpuconsole.backends.sim import make_sim
+from gpuconsole.backends.sim.exporter import render, sm_clock
+from gpuconsole.model import MigMode
+from tests.prometheus_peer import (
+    CannedPrometheus,
+    exposition_vectors,
+    free_port,
+    parse_exposition,
+    series,
+)
+
+UUID_A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
+UUID_M = "GPU-bbbbbbbb-0000-0000-0000-000000000002"
+
+
+@pytest.fixture
+def canned():
+    server = CannedPrometheus()
+    yield server
+    server.stop()
+
+
+def source_for(url: str, **kw) -> PrometheusGpus:
+    return PrometheusGpus(PrometheusSettings(url, **kw), env=kw.pop("env", {}))
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def fleet_answers() -> dict[str, list]:
+    """One whole GPU held by a pod, one MIG GPU with two instances (one held)."""
+    a = {"UUID": UUID_A, "gpu": "3", "Hostname": "node-a"}
+    m = {"UUID": UUID_M, "gpu": "0", "Hostname": "node-b"}
+    ident_a = {**a, "modelName": "NVIDIA A100-SXM4-80GB", "pod": "bert-ft-x7k2p", "namespace": "nlp",
+               "container": "train", "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+    gi1 = {**m, "GPU_I_ID": "1", "GPU_I_PROFILE": "3g.40gb", "modelName": "NVIDIA A100-SXM4-80GB",
+           "pod": "eval-abcde", "namespace": "research", "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+    gi2 = {**m, "GPU_I_ID": "2", "GPU_I_PROFILE": "1g.10gb", "modelName": "NVIDIA A100-SXM4-80GB"}
+    return {
+        pm.FB_USED: [series(1024, **ident_a), series(20000, **gi1), series(0, **gi2)],
+        pm.FB_FREE: [series(80896, **a), series(20192, UUID=UUID_M, GPU_I_ID="1"), series(9856, UUID=UUID_M, GPU_I_ID="2")],
+        pm.UTIL: [series(2, **a)],
+        pm.TEMP: [series(41, **a), series(55, **m)],
+        pm.POWER: [series(88.5, **a), series(120.25, **m)],
+        pm.POWER_LIMIT: [series(400, **a), series(400, **m)],
+        pm.SM_CLOCK: [series(1410, **a), series("NaN", **m)],
+        pm.GR_ENGINE: [series(0.02, **a), series(0.5, UUID=UUID_M, GPU_I_ID="1"), series(0, UUID=UUID_M, GPU_I_ID="2")],
+        pm.XID: [series(0, **a), series(79, **m)],
+    }
+
+
+def test_series_become_gpus_with_mig_instances_and_pods():
+    gpus, slices = pm.collect(fleet_answers())
+    whole, mig = pm.build_gpus(gpus, slices)
+    assert (whole.uuid, whole.node, whole.index, whole.name) == (UUID_A, "node-a", 3, "NVIDIA A100-SXM4-80GB")
+    assert (whole.utilization, whole.memory_used_mib, whole.memory_total_mib) == (2.0, 1024, 81920)
+    assert (whole.temperature_c, whole.power_w, whole.power_limit_w, whole.sm_clock_mhz) == (41, 88.5, 400.0, 1410)
+    assert (whole.pod, whole.namespace, whole.xid_errors, whole.gr_engine_active) == ("bert-ft-x7k2p", "nlp", 0, 2.0)
+    assert whole.mig_mode is MigMode.DISABLED
+    # Values the exporter does not report are N/A, never made up.
+    assert whole.memory_clock_mhz is None and whole.memory_utilization is None
+    assert mig.mig_mode is MigMode.ENABLED and mig.node == "node-b"
+    assert mig.pod is None, "the pod of one MIG instance is not the whole GPU's"
+    assert mig.sm_clock_mhz is None, "NaN reads as N/A"
+    assert mig.xid_errors == 79
+    big, small = mig.mig_slices
+    assert (big.gi_id, big.profile, big.memory_used_mib, big.memory_total_mib) == (1, "3g.40gb", 20000, 40192)
+    assert (big.utilization, big.pod, big.namespace) == (50.0, "eval-abcde", "research")
+    assert (small.gi_id, small.profile, small.utilization, small.pod) == (2, "1g.10gb", 0.0, None)
+    assert big.uuid == f"MIG-{UUID_M}/1/0" and big.gpu_uuid == UUID_M
+    # Without a whole-GPU series, memory and utilization come from the instances.
+    assert (mig.memory_used_mib, mig.memory_total_mib) == (20000, 50048)
+    assert mig.utilization == pytest.approx(50.0 * 3 / 7, abs=0.05)
+    assert pm.driver_versions(gpus, slices) == (("driver", "550.54.15"),)
+
+
+def test_unreadable_series_are_skipped_not_fatal():
+    answers = {pm.FB_USED: [{"metric": {"UUID": UUID_A}}, {"value": [0, "1"]}, series("x", UUID=UUID_A),
+                            series(5, UUID=UUID_A, Hostname="n", gpu="0")]}
+    gpus, slices = pm.collect(answers)
+    (gpu,) = pm.build_gpus(gpus, slices)
+    assert gpu.memory_used_mib == 5 and gpu.temperature_c == 0 and gpu.sm_clock_mhz is None
+
+
+def test_an_exporter_without_uuid_is_keyed_by_node_and_index():
+    answers = {pm.FB_USED: [series(1, Hostname="n1", gpu="0"), series(2, Hostname="n1", gpu="1")],
+               pm.UTIL: [series(50, Hostname="n1", gpu="1")]}
+    gpus = pm.build_gpus(*pm.collect(answers))
+    assert [(g.uuid, g.utilization) for g in gpus] == [("n1:0", 0.0), ("n1:1", 50.0)]
+
+
+def test_queries_ask_only_for_the_labels_read():
+    queries = pm.instant_queries('cluster="prod"')
+    assert set(queries) == {pm.IDENTITY, *pm.METRICS} and set(pm.METRICS) == {*pm.FAST, *pm.SLOW}
+    assert queries[pm.UTIL] == 'max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{cluster="prod"})'
+    assert "modelName" in queries[pm.IDENTITY] and "pod" in queries[pm.IDENTITY] and pm.FB_USED in queries[pm.IDENTITY]
+    assert "Hostname, gpu" in pm.instant_queries(by_uuid=False)[pm.TEMP]
+    with pytest.raises(ValueError, match="label matcher"):
+        pm.check_selector("up")
+    assert pm.check_selector('{a="x,y", b=~"z"}') == 'a="x,y", b=~"z"'
+
+
+def test_range_answers_merge_into_samples():
+    def matrix(points):
+        return [{"metric": {}, "values": [[t, str(v)] for t, v in points]}]
+
+    out = pm.samples({"utilization": matrix([(10, 5), (20, 7.25)]), "memory": matrix([(10, 100)]),
+                      "temperature": matrix([(20, 50)]), "power": []})
+    assert [(s.ts, s.utilization, s.memory_used_mib, s.temperature_c, s.power_w) for s in out] == [
+        (10.0, 5.0, 100.0, 0.0, 0.0), (20.0, 7.2, 0.0, 50.0, 0.0)]
+    queries = pm.history_queries('GPU-1"x')
+    assert 'UUID="GPU-1\\"x"' in queries["utilization"]
+
+
+# --------------------------------------------------------------------------- the exporter's format
+
+
+def test_sim_exporter_round_trips_through_the_parser():
+    gpus_face, jobs_face, _ = make_sim(seed=7, start=1_764_480_000.0, clock=lambda: 1_764_480_000.0)
+    reading = gpus_face.poll_gpus()
+    jobs = jobs_face.poll_jobs()
+    text = render(reading.gpus, jobs)
+    assert text.startswith("# HELP DCGM_FI_DEV_SM_CLOCK")
+    samples = parse_exposition(text)
+    names = {name for name, _, _ in samples}
+    assert {pm.UTIL, pm.FB_USED, pm.FB_FREE, pm.TEMP, pm.POWER, pm.SM_CLOCK, pm.GR_ENGINE, pm.XID} <= names
+    parsed = {g.uuid: g for g in pm.build_gpus(*pm.collect(exposition_vectors(text)))}
+    assert set(parsed) == {g.uuid for g in reading.gpus}
+    pods = {j.pod_uid: j for j in jobs.jobs}
+    held = 0
+    for gpu in reading.gpus:
+        got = parsed[gpu.uuid]
+        assert (got.node, got.index, got.name) == (gpu.node, gpu.index, gpu.name)
+        assert (got.utilization, got.memory_used_mib, got.memory_total_mib) == (gpu.utilization, gpu.memory_used_mib, gpu.memory_total_mib)
+        assert (got.temperature_c, got.power_w, got.power_limit_w) == (gpu.temperature_c, gpu.power_w, gpu.power_limit_w)
+        assert got.sm_clock_mhz == sm_clock(gpu)
+        assert got.mig_mode is gpu.mig_mode
+        assert [(s.gi_id, s.profile, s.memory_used_mib, s.memory_total_mib, s.utilization) for s in got.mig_slices] == [
+            (s.gi_id, s.profile, s.memory_used_mib, s.memory_total_mib, s.utilization) for s in gpu.mig_slices]
+        for mine, theirs in zip(got.mig_slices, gpu.mig_slices, strict=True):
+            job = pods.get(theirs.pod_uid)
+            assert (mine.pod, mine.namespace) == ((job.pod, job.namespace) if job else (None, None))
+        owner = next((pods[p.pod_uid] for p in gpu.processes if p.pod_uid in pods), None)
+        if not gpu.mig_slices and owner is not None:
+            held += 1
+            assert (got.pod, got.namespace) == (owner.pod, owner.namespace)
+    assert held > 10
+    assert any(g.mig_slices for g in parsed.values())
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def test_poll_reads_every_metric_once_for_the_whole_fleet(canned):
+    canned.answers = fleet_answers()
+    source = source_for(canned.url)
+    try:
+        reading = source.poll_gpus()
+    finally:
+        source.close()
+    assert [g.uuid for g in reading.gpus] == [UUID_A, UUID_M]
+    assert reading.gpus[0].pod == "bert-ft-x7k2p" and reading.gpus[1].xid_errors == 79
+    paths = [path for path, _, _ in canned.requests]
+    assert paths == ["/api/v1/query"] * (len(pm.METRICS) + 1)
+    assert sorted(params["query"] for _, params, _ in canned.requests) == sorted(pm.instant_queries().values())
+    assert all("Authorization" not in headers for _, _, headers in canned.requests)
+    assert Capability.HISTORY in source.capabilities and source.name.startswith("prometheus 127.0.0.1:")
+
+
+def test_identity_and_seldom_changing_values_are_read_again_when_due_or_a_gpu_appears(canned, monkeypatch):
+    from gpuconsole.backends import prometheus as module
+
+    canned.answers = fleet_answers()
+    source = source_for(canned.url)
+    source.poll_gpus()
+    canned.requests.clear()
+    again = source.poll_gpus()
+    fast = sorted(pm.instant_query(m) for m in pm.FAST)
+    assert sorted(params["query"] for _, params, _ in canned.requests) == fast
+    assert again.gpus[0].pod == "bert-ft-x7k2p" and again.gpus[1].xid_errors == 79, "kept from the last full read"
+    # A GPU the identity does not name yet: read it at once.
+    canned.answers[pm.FB_USED] = [*canned.answers[pm.FB_USED], series(7, UUID="GPU-new", gpu="1", Hostname="node-c",
+                                                                      modelName="Tesla T4")]
+    canned.requests.clear()
+    grown = source.poll_gpus()
+    assert len(canned.requests) == len(pm.METRICS) + 1
+    assert [(g.uuid, g.node, g.name) for g in grown.gpus][-1] == ("GPU-new", "node-c", "Tesla T4")
+    canned.requests.clear()
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
+    source.poll_gpus()
+    assert len(canned.requests) == len(pm.METRICS) + 1
+    source.close()
+
+
+def test_an_exporter_without_uuid_labels_is_read_by_node_and_index(canned):
+    canned.answers = {pm.FB_USED: [series(5, Hostname="n1", gpu="0", modelName="Tesla T4")],
+                      pm.UTIL: [series(40, Hostname="n1", gpu="0")]}
+    source = source_for(canned.url)
+    (gpu,) = source.poll_gpus().gpus
+    assert (gpu.uuid, gpu.node, gpu.utilization, gpu.memory_used_mib) == ("n1:0", "n1", 40.0, 5)
+    assert any("Hostname, gpu" in params["query"] for _, params, _ in canned.requests)
+    source.close()
+
+
+def test_bearer_token_from_a_file_is_reread_and_basic_auth_from_the_environment(canned, tmp_path):
+    canned.answers = fleet_answers()
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    source = source_for(canned.url, token_file=str(token))
+    source.poll_gpus()
+    token.write_text("second")
+    source.poll_gpus()
+    source.close()
+    seen = [h.get("Authorization") for _, _, h in canned.requests]
+    assert seen[0] == "Bearer first" and seen[-1] == "Bearer second"
+    canned.requests.clear()
+    basic = PrometheusGpus(PrometheusSettings(canned.url, username="ops"), env={PASSWORD_ENV: "s3cret"})
+    basic.poll_gpus()
+    basic.close()
+    expected = "Basic " + base64.b64encode(b"ops:s3cret").decode()
+    assert {h.get("Authorization") for _, _, h in canned.requests} == {expected}
+    canned.requests.clear()
+    env_token = PrometheusGpus(PrometheusSettings(canned.url), env={TOKEN_ENV: "from-env"})
+    env_token.poll_gpus()
+    env_token.close()
+    assert {h.get("Authorization") for _, _, h in canned.requests} == {"Bearer from-env"}
+
+
+@pytest.mark.parametrize(("status", "body", "error", "words"), [
+    (401, b"Unauthorized", BackendPermissionDenied, "refused the credentials (HTTP 401)"),
+    (403, b"", BackendPermissionDenied, "HTTP 403"),
+    (429, b"", BackendThrottled, "slow down"),
+    (400, json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error at char 4\nmore"}).encode(),
+     BackendError, "bad_data: parse error at char 4"),
+    (502, b"<html>Bad Gateway</html>", BackendError, "answered HTTP 502"),
+    (200, b"<html>a login page</html>", BackendError, "not JSON"),
+    (200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode(), BackendError,
+     "expected a vector"),
+])
+def test_http_failures_are_typed_one_line_errors(canned, status, body, error, words):
+    canned.status = status if status != 200 else None
+    canned.body = body
+    source = source_for(canned.url)
+    with pytest.raises(error) as info:
+        source.poll_gpus()
+    source.close()
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_no_dcgm_series_says_so(canned):
+    source = source_for(canned.url)
+    with pytest.raises(BackendError, match="no DCGM exporter series"):
+        source.poll_gpus()
+    source.close()
+
+
+def test_slow_and_absent_servers(canned):
+    canned.delay = 1.0
+    slow = source_for(canned.url, timeout=0.2)
+    with pytest.raises(BackendTimeout, match="no answer from Prometheus at 127.0.0.1:.* in 0.2 s"):
+        slow.poll_gpus()
+    slow.close()
+    down = source_for(f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(BackendError, match="cannot reach Prometheus at 127.0.0.1") as info:
+        down.poll_gpus()
+    assert "\n" not in str(info.value)
+    down.close()
+
+
+def test_history_comes_from_query_range(canned):
+    asked = []
+
+    def answer(query):
+        asked.append(query)
+        value = {"utilization": 40, "memory": 1000, "temperature": 50, "power": 99}[
+            "utilization" if "GPU_UTIL" in query else "memory" if "FB_USED" in query
+            else "temperature" if "TEMP" in query else "power"]
+        return {"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {}, "values": [[100, str(value)], [160, str(value + 1)]]}]}}
+
+    canned.range_answer = answer
+    source = source_for(canned.url)
+    samples = source.history(UUID_A, 100, 160, 60)
+    source.close()
+    assert [(s.ts, s.utilization, s.memory_used_mib, s.temperature_c, s.power_w) for s in samples] == [
+        (100.0, 40.0, 1000.0, 50.0, 99.0), (160.0, 41.0, 1001.0, 51.0, 100.0)]
+    assert len(asked) == 4 and all(UUID_A in q for q in asked)
+    _, params, _ = canned.requests[0]
+    assert (params["start"], params["end"], params["step"]) == ("100.000", "160.000", "60")
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls_is_verified_and_a_custom_ca_is_honoured(canned, tmp_path):
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = _self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    canned.socket = context.wrap_socket(canned.socket, server_side=True)
+    canned.answers = fleet_answers()
+    url = f"https://127.0.0.1:{canned.server_address[1]}"
+    untrusted = source_for(url)
+    with pytest.raises(BackendError, match="TLS with Prometheus at 127.0.0.1:.* failed") as info:
+        untrusted.poll_gpus()
+    assert "\n" not in str(info.value)
+    untrusted.close()
+    trusted = source_for(url, ca_file=str(cert))
+    assert len(trusted.poll_gpus().gpus) == 2
+    trusted.close()
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_settings_are_checked(tmp_path):
+    token = tmp_path / "t"
+    token.write_text("x")
+    assert PrometheusSettings("https://prom.example.com/prometheus", token_file=str(token)).check({})
+    assert PrometheusSettings("http://127.0.0.1:9090", token_file=str(token)).check({})
+    for settings, words in [
+        (PrometheusSettings("prom.example.com"), "not an http"),
+        (PrometheusSettings("ftp://prom.example.com"), "not an http"),
+        (PrometheusSettings("https://p.example.com/?x=1"), "no query"),
+        (PrometheusSettings("http://prom.example.com", token_file=str(token)), "only sent over https"),
+        (PrometheusSettings("https://p.example.com", token_file=str(tmp_path / "none")), "no such file"),
+        (PrometheusSettings("https://p.example.com", ca_file=str(tmp_path / "none")), "ca file: no such file"),
+        (PrometheusSettings("https://p.example.com", token_file=str(token), username="u"), "not both"),
+        (PrometheusSettings("https://p.example.com", timeout=0), "timeout"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            settings.check({})
+    with pytest.raises(ValueError, match="only sent over https"):
+        PrometheusSettings("http://prom.example.com").check({TOKEN_ENV: "x"})
+
+
+def test_value_answers_are_read_without_decoding_each_series_and_match_the_json_reading():
+    result = [series(45, UUID=UUID_A), series("7.5", GPU_I_ID="1", UUID=UUID_M), series("NaN", UUID="GPU-c"),
+              series("+Inf", UUID="GPU-d")]
+    compact = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}},
+                         separators=(",", ":")).encode()
+    fast = pm.parse_vector(compact)
+    assert [(k, gi, v) for k, gi, v, _ in fast[:2]] == [(UUID_A, "", 45.0), (UUID_M, "1", 7.5)]
+    assert all(labels is None for *_, labels in fast), "read by the expression, not decoded"
+    spaced = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+    slow = pm.parse_vector(spaced)
+    assert [(k, gi, v) for k, gi, v, _ in slow][:2] == [(k, gi, v) for k, gi, v, _ in fast][:2]
+    assert len(slow) == len(fast) == 4
+    # One series with another label: the whole answer is decoded as JSON, nothing is lost.
+    mixed = compact.replace(b'{"UUID":"GPU-c"}', b'{"Hostname":"n","UUID":"GPU-c"}')
+    again = pm.parse_vector(mixed)
+    assert len(again) == 4 and again[2][3] == {"Hostname": "n", "UUID": "GPU-c"}
+    gpus, slices = pm.fold({pm.UTIL: fast})
+    assert set(gpus) == {UUID_A, UUID_M} and set(slices) == {(UUID_M, "1")}, "NaN and Inf are no values"
+    with pytest.raises(pm.PrometheusAnswerError):
+        pm.parse_vector(b"<html>")
