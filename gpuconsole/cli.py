@@ -128,6 +128,7 @@ def _common_options() -> _Parser:
     group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
     group.add_argument("--no-db", action="store_true", default=argparse.SUPPRESS, help="keep no cache and no history on disk")
     group.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="configuration file with [[budgets]] (default $GPUCONSOLE_CONFIG or config.toml in the user config dir)")
+    group.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="change nothing: every action is denied, to everyone")
     return common
 
 
@@ -152,6 +153,7 @@ DEFAULTS = {
     "theme": None,
     "json": False,
     "config": None,
+    "read_only": False,
 }
 
 
@@ -181,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.cost_cmd import add_cost_parser
 
     add_cost_parser(sub)
+    from gpuconsole.access_parsers import add_access_parsers
+
+    add_access_parsers(sub, common)
     return parser
 
 
@@ -258,7 +263,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         watch_jobs=args.command is None,  # commands read once: a list, no watch threads
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
-                             act_on_budgets=act_on_budgets)
+                             act_on_budgets=act_on_budgets, read_only=args.read_only)
     path = _db_path(args)
     if path is None:
         return Console(options)
@@ -298,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.cost_cmd import run_cost
 
             return run_cost(args)
+        if args.command in ("users", "audit", "instance", "job"):
+            from gpuconsole.access_parsers import run_access_command
+
+            _setup_logging(tui=False)
+            return run_access_command(args, make_console)
         if args.command == "budget":
             from gpuconsole.budget_cmd import run_budget
 

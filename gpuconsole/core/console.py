@@ -27,6 +27,7 @@ from gpuconsole.core.cloud_ops import CloudOps
 from gpuconsole.core.config import ConfigError, ConfigFile, load_config
 from gpuconsole.core.cost_explorer import CostExplorer
 from gpuconsole.core.cron_costs import cronjob_costs
+from gpuconsole.core.guard import Guard, default_guard
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.job_ops import JobOps
@@ -77,6 +78,8 @@ class ConsoleOptions:
     config_path: Path | None = None  # --config; None: $GPUCONSOLE_CONFIG or the user config dir
     cost_explorer_calls: int = 4  # Cost Explorer requests a day at most (each is billed); 0: none
     act_on_budgets: bool = True  # notify and run automatic budget actions as snapshots show them due
+    read_only: bool = False  # --read-only: every change is denied, to everyone
+    guard: Guard | None = None  # who may act, and the audit log; None: the files of this home
 
 
 class Console:
@@ -106,7 +109,8 @@ class Console:
         self._lock = threading.Lock()
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
-        self.actions = ActionLog()
+        self.guard = options.guard if options.guard is not None else default_guard(read_only=options.read_only)
+        self.actions = ActionLog(guard=self.guard)
         self.idle_tracker = IdleTracker()
         self._cron_memo: tuple[object, tuple[CostLine, ...], tuple[str, ...]] = (None, (), ())
         self._stopping = threading.Event()
