@@ -44,7 +44,7 @@ def interactive() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
-def ensure_mfa(guard: Any, kind: Any, code: str | None) -> None:
+def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "") -> None:
     """Give the guard a fresh MFA code when ``kind`` needs one now (from ``--mfa-code``,
     ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited; raises :class:`CommandFailed`."""
     from gpuconsole.core.mfa import MfaError, env_code
@@ -57,7 +57,7 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None) -> None:
     if not code:
         return  # the guard denies it, records the attempt and says a code is needed
     try:
-        guard.verify_mfa(code)
+        guard.verify_mfa(code, f"{kind.value} {target}".strip())
     except MfaError as exc:
         raise CommandFailed(f"MFA: {exc}") from None
 

@@ -233,7 +233,7 @@ def _mfa(ops: Any, args: argparse.Namespace) -> None:
     from gpuconsole.core.actions import ActionKind
 
     try:
-        ensure_mfa(ops.log.guard, ActionKind.BUDGET_REMOVE, args.mfa_code)
+        ensure_mfa(ops.log.guard, ActionKind.BUDGET_REMOVE, args.mfa_code, args.name)
     except CommandFailed as exc:
         raise _Failed(str(exc)) from None
 

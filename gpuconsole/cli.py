@@ -287,10 +287,9 @@ def _setup_logging(tui: bool) -> None:
         logging.basicConfig(level=level, stream=sys.stderr, format="gpuconsole: %(levelname)s: %(message)s")
         return
     try:
-        from gpuconsole.core.paths import default_db_path
+        from gpuconsole.core.paths import default_db_path, private_file
 
-        path = default_db_path().parent / "gpuconsole.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = private_file(default_db_path().parent / "gpuconsole.log")
         logging.basicConfig(level=level, filename=path, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     except OSError:
         logging.getLogger().addHandler(logging.NullHandler())

@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         elif kind.destructive:
             confirmation = "yes" if args.yes or ask(confirmation_prompt(kind, target)).lower() in ("y", "yes") else ""
         if console.guard.why_not(kind, target) is None:
-            ensure_mfa(console.guard, kind, args.mfa_code)
+            ensure_mfa(console.guard, kind, args.mfa_code, target)
         result = console.cloud.perform(ActionRequest(kind, target, region, confirmation))
     finally:
         console.close()

@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             asked = ask(f"{verb.capitalize()} {object_kind} {namespace}/{name}? (y/n)").lower() if not args.yes else ""
             confirmation = "yes" if args.yes or asked in ("y", "yes") else ""
         if console.guard.why_not(kind, f"{namespace}/{name}") is None and not getattr(args, "dry_run", False):
-            ensure_mfa(console.guard, kind, args.mfa_code)
+            ensure_mfa(console.guard, kind, args.mfa_code, f"{namespace}/{name}")
         if verb == "submit":
             result = jobs.submit(_request(args, namespace, name, console.guard.user), dry_run=args.dry_run)
         elif verb == "delete":

@@ -140,7 +140,7 @@ def _change(guard: Any, args: argparse.Namespace, out: TextIO) -> int:
     params: tuple[tuple[str, str], ...] = ()
     if role is not None:
         params = (("role", role.value), ("namespaces", ",".join(namespaces)))
-    ensure_mfa(guard, kind, args.mfa_code)
+    ensure_mfa(guard, kind, args.mfa_code, args.name)
 
     def do() -> str:
         if command == "add":

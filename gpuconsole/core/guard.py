@@ -71,15 +71,17 @@ class Guard:
         """Whether a code must be entered before ``kind`` runs now."""
         return self.mfa_required(kind) and not self.mfa.fresh(self.user, self.users.mfa_window_s())
 
-    def verify_mfa(self, code: str) -> None:
-        """Check an MFA code (audited either way). Raises :class:`MfaError` with why it failed."""
+    def verify_mfa(self, code: str, purpose: str = "") -> None:
+        """Check an MFA code (audited either way, with the ``purpose`` it was asked for, e.g.
+        ``"stop i-0abc"``). Raises :class:`MfaError` with why it failed."""
         principal = self.principal
+        params = [("for", purpose)] if purpose else []
         try:
             self.mfa.verify(self.user, code)
         except MfaError as exc:
-            self._append(principal, MFA_ACTION, self.user, (), f"denied: {exc}")
+            self._append(principal, MFA_ACTION, self.user, params, f"denied: {exc}")
             raise
-        self._append(principal, MFA_ACTION, self.user, (), "ok")
+        self._append(principal, MFA_ACTION, self.user, params, "ok")
 
     def enroll_mfa(self) -> tuple[str, str]:
         """A new TOTP secret for this user (audited); returns the secret and its otpauth URI."""

@@ -64,7 +64,7 @@ def _unwritable_reason(path: Path) -> str | None:
     if not ancestor.is_dir():
         return f"{ancestor} is not a directory"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        private_dir(parent)
     except OSError as exc:
         return f"cannot create {parent}: {exc.strerror or exc}"
     if not os.access(parent, os.W_OK | os.X_OK):
