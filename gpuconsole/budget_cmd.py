@@ -169,9 +169,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _ops(args: argparse.Namespace, store: Any) -> Any:
-    from gpuconsole.core.budget_ops import BudgetOps
-
     from gpuconsole.access_cmd import guarded_log, make_guard
+    from gpuconsole.core.budget_ops import BudgetOps
 
     return BudgetOps(store=store, config=_config(args), demo_start=time.time() if args.demo else None, act=False,
                      log=guarded_log(make_guard(args)))

@@ -14,7 +14,17 @@ from gpuconsole.core.access import Role, needs_mfa_kind
 from gpuconsole.core.actions import ActionKind
 from gpuconsole.core.audit import AuditLog
 from gpuconsole.core.mfa import code_at
-from tests.access_world import CASES, CRONJOBS, INSTANCE, JOBS, NAMES, OTHER_NS, OWN_NS, expected_allowed, make_home
+from tests.access_world import (
+    CASES,
+    CRONJOBS,
+    INSTANCE,
+    JOBS,
+    NAMES,
+    OTHER_NS,
+    OWN_NS,
+    expected_allowed,
+    make_home,
+)
 
 DEMO = ["--demo", "--no-db"]
 

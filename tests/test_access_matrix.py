@@ -9,7 +9,16 @@ from gpuconsole.core.access import Role
 from gpuconsole.core.actions import ActionDenied, ActionError, ActionKind
 from gpuconsole.core.console import Console, ConsoleOptions
 from gpuconsole.core.sources import SourceOptions
-from tests.access_world import CASES, NAMES, door, expected_allowed, guard_for, make_home, open_mfa, target_of
+from tests.access_world import (
+    CASES,
+    NAMES,
+    door,
+    expected_allowed,
+    guard_for,
+    make_home,
+    open_mfa,
+    target_of,
+)
 from tests.helpers import FrozenClock
 
 NOW = 1_800_000_000.0
@@ -60,7 +69,7 @@ def test_every_action_for_every_role_through_the_core(tmp_path, kind, role, scop
 
 
 def test_a_developer_is_told_why_in_one_line(tmp_path) -> None:
-    console, guard, _ = console_as(tmp_path, Role.DEVELOPER)
+    console, _guard, _ = console_as(tmp_path, Role.DEVELOPER)
     try:
         with pytest.raises(ActionDenied, match=r"^denied: developer dev may act only in namespace\(s\) team-nlp, not in namespace research$"):
             console.jobs.trigger("research", "weekly-benchmark")

@@ -26,7 +26,7 @@ from pathlib import Path
 from gpuconsole.core.paths import private_dir, private_file, write_private
 
 GENESIS = "0" * 64
-SECRET_KEY = re.compile(r"secret|token|passw|credential|api.?key|access.?key|auth|webhook|command|mfa|code", re.I)
+SECRET_KEY = re.compile(r"secret|token|passw|credential|api.?key|access.?key|auth|webhook|command|mfa|code", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"(AKIA|ASIA)[A-Z0-9]{16}|(?i:bearer\s+\S+)|://[^/\s:@]+:[^/\s@]+@")
 REDACTED = "***"
 FIELDS = ("seq", "ts", "actor", "role", "action", "target", "params", "result", "prev_hash", "hash")

@@ -14,8 +14,21 @@ import time
 from collections.abc import Callable
 
 from gpuconsole.core import paths
-from gpuconsole.core.access import Principal, Role, UsersTable, current_user, denial, needs_mfa_kind
-from gpuconsole.core.actions import AUTOMATIC_PREFIX, ActionError, ActionKind, ActionRequest, ActionResult
+from gpuconsole.core.access import (
+    Principal,
+    Role,
+    UsersTable,
+    current_user,
+    denial,
+    needs_mfa_kind,
+)
+from gpuconsole.core.actions import (
+    AUTOMATIC_PREFIX,
+    ActionError,
+    ActionKind,
+    ActionRequest,
+    ActionResult,
+)
 from gpuconsole.core.audit import AuditError, AuditLog, result_text
 from gpuconsole.core.mfa import MfaError, MfaStore
 
