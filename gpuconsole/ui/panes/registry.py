@@ -8,4 +8,5 @@ PANES: dict[str, tuple[str, str]] = {
     "jobs": ("Jobs", "3"),
     "instances": ("Instances", "4"),
     "budgets": ("Budgets", "5"),
+    "audit": ("Audit", "6"),
 }
