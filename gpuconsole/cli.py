@@ -19,7 +19,7 @@ from gpuconsole.core.sources import CLOUD_SOURCES, GPU_SOURCES, JOB_SOURCES, che
 
 EPILOG = """\
 keys in the console:
-  1-5 / tab   switch panes (overview, GPUs, jobs, instances, budgets)
+  1-6 / tab   switch panes (overview, GPUs, jobs, instances, budgets, audit)
   /           filter the current table        enter  details of the selected row
   ctrl+p      command palette (every action)  ?      all key bindings
   d           open the demo (when no backend is configured)      q  quit
