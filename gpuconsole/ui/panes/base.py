@@ -58,7 +58,7 @@ class FilterInput(Input):
 
 
 class Pane(Vertical):
-    """Base of the five panes.
+    """Base of the panes.
 
     Subclasses set ``kind`` (the source that feeds them), compose their body in
     ``compose_body`` and render a snapshot in ``render_snapshot``.

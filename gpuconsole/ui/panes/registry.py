@@ -1,4 +1,4 @@
-"""The five panes: id → (title, number key). The order is the tab order."""
+"""The panes: id → (title, number key). The order is the tab order."""
 
 from __future__ import annotations
 
