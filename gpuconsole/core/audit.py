@@ -192,13 +192,16 @@ class AuditLog:
                 conn.close()
         return AuditRecord(seq, ts, actor, role, action, target, text, result, prev, digest)
 
-    def records(self, flt: AuditFilter | None = None, limit: int | None = None) -> list[AuditRecord]:
-        """Records in chain order (oldest first), filtered; with ``limit`` the newest that many."""
+    def records(self, flt: AuditFilter | None = None, limit: int | None = None, *,
+                action: str | None = None) -> list[AuditRecord]:
+        """Records in chain order (oldest first), filtered; with ``limit`` the newest that many;
+        with ``action`` only that action's (selected by SQLite)."""
         if not self.path.exists():
             return []
         conn = self._connect()
+        where, args = (" WHERE action = ?", (action,)) if action else ("", ())
         try:
-            rows = conn.execute(f"SELECT {', '.join(FIELDS)} FROM records ORDER BY seq").fetchall()
+            rows = conn.execute(f"SELECT {', '.join(FIELDS)} FROM records{where} ORDER BY seq", args).fetchall()  # noqa: S608
         except sqlite3.Error as exc:
             raise AuditError(f"cannot read the audit log {self.path}: {exc}") from exc
         finally:

@@ -104,6 +104,8 @@ class Console:
         self.store = store
         self._open_store = open_store
         self._store_alerts: list[Alert] = []
+        self._hygiene_alerts: tuple[Alert, ...] = ()
+        self._hygiene_wake = threading.Event()  # a refresh (after every action) checks again now
         self.clock = options.clock
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
@@ -249,9 +251,31 @@ class Console:
             self.open_store_in_background()
         if self.cost_explorer is not None:
             threading.Thread(target=self._watch_billing, name="cost-explorer", daemon=True).start()
+        threading.Thread(target=self._watch_key_hygiene, name="key-hygiene", daemon=True).start()
+
+    def _watch_key_hygiene(self) -> None:
+        """Key age, credential expiry and insecure launches: at start, then hourly."""
+        from gpuconsole.core.key_hygiene import LAUNCH_CHECK_S, KeyHygiene
+
+        hygiene = KeyHygiene(None, None, self.guard.audit)
+        while not self._stopping.is_set():
+            runners = self.hub.runners
+            cloud, jobs = runners.get(SourceKind.CLOUD), runners.get(SourceKind.JOBS)
+            hygiene.cloud, hygiene.jobs = (cloud.source if cloud else None), (jobs.source if jobs else None)
+            try:
+                alerts = hygiene.check(self.snapshot.instances, self.clock())
+            except Exception:  # noqa: BLE001 - a check that fails must not stop the console
+                log.warning("key hygiene check failed", exc_info=True)
+                alerts = self._hygiene_alerts
+            if [a.message for a in alerts] != [a.message for a in self._hygiene_alerts]:
+                self._hygiene_alerts = alerts
+                self._publish()
+            self._hygiene_wake.wait(LAUNCH_CHECK_S)
+            self._hygiene_wake.clear()
 
     def stop(self) -> None:
         self._stopping.set()
+        self._hygiene_wake.set()
         self.hub.stop()
 
     def close(self) -> None:
@@ -262,6 +286,7 @@ class Console:
 
     def refresh(self) -> None:
         self.hub.refresh()
+        self._hygiene_wake.set()
 
     def switch_to_demo(self) -> None:
         """Replace every source with the simulated world (the user asked for the demo)."""
@@ -402,7 +427,7 @@ class Console:
         cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
         snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
         cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
-        return _with_alerts(snapshot, self._store_alerts, budget_alerts + cron_alerts)
+        return _with_alerts(snapshot, [*self._store_alerts, *self._hygiene_alerts], budget_alerts + cron_alerts)
 
     def _cron_costs(self, jobs_reading: object, cloud_reading: object, cronjobs: tuple[CronJob, ...],
                     jobs: tuple[Job, ...], instances: tuple[Instance, ...], budgets: tuple[Budget, ...],

@@ -135,6 +135,8 @@ class Guard:
             params.append(("region", request.region))
         if request.confirmation.startswith(AUTOMATIC_PREFIX):
             params.append(("confirmation", request.confirmation))
+        if result.ok and result.message:
+            params.append(("outcome", result.message))  # what was done: the ids a launch created…
         self._append(self.principal, request.kind.value, request.target, params, result_text(result.ok, result.message))
 
     def _append(self, principal: Principal, action: str, target: str, params: list[tuple[str, str]] | tuple[()],
