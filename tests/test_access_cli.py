@@ -196,3 +196,13 @@ def test_files_gpuconsole_creates_are_private(tmp_path, monkeypatch, capsys) -> 
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
     assert stat.S_IMODE(db.parent.parent.stat().st_mode) == 0o700
+
+
+def test_read_only_denies_every_command_to_an_admin(home, monkeypatch, capsys) -> None:
+    audit, secret = home
+    act_as(monkeypatch, Role.ADMIN)
+    assert main([*DEMO, "--read-only", "job", "trigger", "team-nlp/nightly-eval"]) == 1
+    assert "denied: the console runs read-only" in capsys.readouterr().err
+    assert main(["--read-only", "users", "add", "zed", "--role", "auditor", "--mfa-code", code_at(secret, time.time())]) == 1
+    assert [r.result.split(":")[0] for r in audit.records() if r.action in ("trigger-cronjob", "user-add")] == [
+        "denied", "denied"]

@@ -19,7 +19,17 @@ from gpuconsole.model import InstanceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
-from tests.access_world import CASES, INSTANCE, JOBS, NAMES, OTHER_NS, OWN_NS, expected_allowed, guard_for, make_home
+from tests.access_world import (
+    CASES,
+    INSTANCE,
+    JOBS,
+    NAMES,
+    OTHER_NS,
+    OWN_NS,
+    expected_allowed,
+    guard_for,
+    make_home,
+)
 from tests.helpers import FrozenClock, wait_until
 from tests.test_app import SIZE, started, table
 

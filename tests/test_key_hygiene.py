@@ -9,7 +9,13 @@ import time
 
 from gpuconsole.backends.kube_credentials import credential_expiries, jwt_expiry
 from gpuconsole.core.audit import AuditLog
-from gpuconsole.core.key_hygiene import DAY, KeyHygiene, aws_key_alerts, expiry_alerts, launch_alerts
+from gpuconsole.core.key_hygiene import (
+    DAY,
+    KeyHygiene,
+    aws_key_alerts,
+    expiry_alerts,
+    launch_alerts,
+)
 from gpuconsole.model import Instance, InstanceState, Market, Severity
 
 NOW = 1_800_000_000.0

@@ -96,7 +96,7 @@ def _stdlib_not_after(pem: bytes) -> float | None:
         handle.write(pem)
         handle.flush()
         try:
-            decoded = ssl._ssl._test_decode_cert(handle.name)  # type: ignore[attr-defined]  # noqa: SLF001
+            decoded = ssl._ssl._test_decode_cert(handle.name)  # type: ignore[attr-defined]
         except (ssl.SSLError, OSError, AttributeError):
             return None
     return float(ssl.cert_time_to_seconds(decoded["notAfter"]))

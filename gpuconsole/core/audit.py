@@ -201,7 +201,7 @@ class AuditLog:
         conn = self._connect()
         where, args = (" WHERE action = ?", (action,)) if action else ("", ())
         try:
-            rows = conn.execute(f"SELECT {', '.join(FIELDS)} FROM records{where} ORDER BY seq", args).fetchall()  # noqa: S608
+            rows = conn.execute(f"SELECT {', '.join(FIELDS)} FROM records{where} ORDER BY seq", args).fetchall()
         except sqlite3.Error as exc:
             raise AuditError(f"cannot read the audit log {self.path}: {exc}") from exc
         finally:

@@ -8,9 +8,11 @@ of the users table, so a burst of stops asks once.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
@@ -27,7 +29,7 @@ class MfaPrompt(ModalScreen[bool]):
     | esc | cancel |
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, kind: ActionKind, purpose: str) -> None:
         super().__init__()
