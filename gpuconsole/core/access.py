@@ -273,7 +273,9 @@ class UsersTable:
             "users": {u.name: {"role": u.role.value, "namespaces": list(u.namespaces)}
                       for u in sorted(table.users.values(), key=lambda u: u.name)},
         }
-        write_private(self.path, json.dumps(data, indent=2) + "\n")
+        # A table an admin made readable to every login of a bastion (0644) keeps its mode.
+        mode = self.path.stat().st_mode & 0o777 if self.path.exists() else 0o600
+        write_private(self.path, json.dumps(data, indent=2) + "\n", mode & 0o644 | 0o600)
 
 
 def check_name(name: str) -> str:

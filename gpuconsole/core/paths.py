@@ -89,10 +89,19 @@ PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
 
+SITE_USERS = Path("/etc/gpuconsole/users.json")
+
+
 def users_path() -> Path:
-    """``$GPUCONSOLE_USERS`` when set, else ``users.json`` in the user's configuration directory."""
+    """``$GPUCONSOLE_USERS`` when set; else the bastion's table ``/etc/gpuconsole/users.json``
+    when there is one (every login reads the same roles); else ``users.json`` in the user's
+    configuration directory."""
     override = os.environ.get(USERS_ENV)
-    return Path(override).expanduser() if override else config_dir() / "users.json"
+    if override:
+        return Path(override).expanduser()
+    if SITE_USERS.is_file():
+        return SITE_USERS
+    return config_dir() / "users.json"
 
 
 def mfa_path() -> Path:
@@ -138,18 +147,18 @@ def private_file(path: Path) -> Path:
     return path
 
 
-def write_private(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically, the new file 0600 from its first byte."""
+def write_private(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
+    """Replace ``path`` with ``text`` atomically, the new file 0600 (or ``mode``) from its first byte."""
     path = Path(path).expanduser()
     private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, PRIVATE_FILE)
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode & PRIVATE_FILE)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, PRIVATE_FILE)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -140,8 +140,8 @@ class Pane(Vertical):
 
     def redraw(self) -> None:
         snap, palette = self.snapshot, self.palette
-        if snap is None or palette is None:
-            return
+        if snap is None or palette is None or not self.query(".source-line"):
+            return  # not composed yet (a hidden pane mounts after the first frame): shown once it is
         status = snap.source(self.kind) if self.kind is not None else None
         missing = status is not None and status.state is SourceState.UNCONFIGURED
         line = status_text(status, snap.taken_at, palette)
