@@ -34,10 +34,15 @@ examples:
   gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
   gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
   gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
+  gpuconsole users init                    become the first admin and enrol MFA (roles: users --help)
+  gpuconsole audit verify                  check the audit log's hash chain (exit 1 when tampered)
+  gpuconsole --read-only                   the console with every change disabled
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
   GPUCONSOLE_CONFIG   configuration file with [[budgets]] (default: the user config directory)
+  GPUCONSOLE_USERS, GPUCONSOLE_MFA, GPUCONSOLE_AUDIT_DB   users table, MFA secrets, audit log
+  GPUCONSOLE_MFA_CODE   the MFA code for a command that needs one
   AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
   KUBECONFIG      kubeconfig file(s), ':'-separated (default ~/.kube/config)
   NO_COLOR        disable colour

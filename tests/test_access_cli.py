@@ -206,3 +206,14 @@ def test_read_only_denies_every_command_to_an_admin(home, monkeypatch, capsys) -
     assert main(["--read-only", "users", "add", "zed", "--role", "auditor", "--mfa-code", code_at(secret, time.time())]) == 1
     assert [r.result.split(":")[0] for r in audit.records() if r.action in ("trigger-cronjob", "user-add")] == [
         "denied", "denied"]
+
+
+def test_audit_usage_sums_the_demo_jobs_per_user_and_namespace(home, monkeypatch, capsys) -> None:
+    act_as(monkeypatch, Role.AUDITOR)
+    assert main(["audit", "usage", "--demo", "--no-db", "--json", "--wait", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "gpuconsole.usage/1" and doc["gpu_hours"] > 0
+    assert {line["key"] for line in doc["by_namespace"]} >= {"team-nlp", "research"}
+    assert round(sum(line["cost"] for line in doc["by_user"]), 2) == round(doc["cost"], 2)
+    act_as(monkeypatch, Role.DEVELOPER)
+    assert main(["audit", "usage", "--demo", "--no-db"]) == 1

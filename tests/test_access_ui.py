@@ -76,6 +76,8 @@ def access_line(app, pane_id: str) -> str:
 UI_ACTIONS = {
     # kind: (pane key, pane id, table id, key pressed, action name, parameters)
     ActionKind.STOP: ("4", "instances", "instance-table", "s", "instance", ("stop",)),
+    ActionKind.TERMINATE: ("4", "instances", "instance-table", "x", "instance", ("terminate",)),
+    ActionKind.SUSPEND_JOB: ("3", "jobs", "job-table", "s", "suspend", ()),
     ActionKind.DELETE_JOB: ("3", "jobs", "job-table", "ctrl+d", "delete", ()),
     ActionKind.TRIGGER_CRONJOB: ("3", "jobs", "cron-table", "T", "trigger", ()),
 }
@@ -83,9 +85,9 @@ UI_ACTIONS = {
 
 def row_key(app, kind: ActionKind, scope: str) -> str:
     ns = OWN_NS if scope == "own" else OTHER_NS
-    if kind is ActionKind.STOP:
+    if kind in (ActionKind.STOP, ActionKind.TERMINATE):
         return INSTANCE
-    if kind is ActionKind.DELETE_JOB:
+    if kind in (ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB):
         return next(j.uid for j in app.snapshot.jobs if j.namespace == ns and j.name == JOBS[ns])
     cron = {OWN_NS: "nightly-eval", OTHER_NS: "weekly-benchmark"}[ns]
     return next(c.uid for c in app.snapshot.cronjobs if c.namespace == ns and c.name == cron)
@@ -105,7 +107,9 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
         if not expected_allowed(kind, role, scope):
             assert pane.check_action(action, params) is None  # dimmed in the footer, the key does nothing
             reason = app.core.guard.why_not(kind, namespace=OTHER_NS if scope == "other" else OWN_NS)
-            assert reason and reason in access_line(app, pane_id)
+            assert (key, reason) in pane.access_reasons()
+            keys, _, first = access_line(app, pane_id).partition(" — ")
+            assert key in keys.split() and first == pane.access_reasons()[0][1]
             await pilot.press(key)
             await pilot.pause()
             assert not isinstance(app.screen, ConfirmScreen)
@@ -117,7 +121,11 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
         await pilot.pause()
         if kind.destructive:
             assert isinstance(app.screen, ConfirmScreen)
-            await pilot.press("y")
+            if kind is ActionKind.TERMINATE:
+                app.screen.query_one(Input).value = INSTANCE  # typed, not y
+                await pilot.press("enter")
+            else:
+                await pilot.press("y")
         if role is Role.ADMIN and kind.destructive:
             await wait_until(lambda: isinstance(app.screen, MfaPrompt))
             app.screen.query_one(Input).value = "000000" if code_at(secret, NOW) != "000000" else "111111"
