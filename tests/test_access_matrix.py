@@ -145,3 +145,17 @@ def test_process_kills_follow_the_developer_rule(tmp_path) -> None:
     assert denial(dev, own) is None
     assert needs_mfa_kind(kill)
     assert denial(Principal("aud", Role.AUDITOR), own) is not None
+
+
+def test_a_users_table_made_readable_for_a_bastion_keeps_its_mode(tmp_path) -> None:
+    import stat
+
+    from gpuconsole.core.access import UsersTable
+
+    table = UsersTable(tmp_path / "etc" / "users.json")
+    table.init("root")
+    assert stat.S_IMODE(table.path.stat().st_mode) == 0o600
+    table.path.chmod(0o644)
+    table.add("dev", Role.DEVELOPER, ("team-nlp",))
+    assert stat.S_IMODE(table.path.stat().st_mode) == 0o644
+    assert table.principal("dev").namespaces == ("team-nlp",)
