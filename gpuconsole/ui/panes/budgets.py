@@ -18,9 +18,9 @@ from gpuconsole.model import (
     SourceKind,
     ThresholdBasis,
 )
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
-from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.screens.budget_form import BudgetForm
 from gpuconsole.ui.screens.confirm import ConfirmScreen

@@ -16,9 +16,9 @@ from textual.binding import Binding, BindingType
 
 from gpuconsole.core.actions import ActionError, ActionKind, ActionResult
 from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, Node, SourceKind
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import age, bar, money, short_node
 from gpuconsole.ui.palette import Palette
-from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 
