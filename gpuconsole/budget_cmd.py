@@ -119,6 +119,9 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
 
     remove = actions.add_parser("remove", parents=[common], help="remove a saved budget")
     remove.add_argument("name", metavar="NAME")
+    from gpuconsole.access_cmd import add_mfa_option
+
+    add_mfa_option(remove)
 
     check = actions.add_parser(
         "check", parents=[common], help="read the sources once: exit 0 under all thresholds, 1 past one, 2 on error",
@@ -166,9 +169,11 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _ops(args: argparse.Namespace, store: Any) -> Any:
+    from gpuconsole.access_cmd import guarded_log, make_guard
     from gpuconsole.core.budget_ops import BudgetOps
 
-    return BudgetOps(store=store, config=_config(args), demo_start=time.time() if args.demo else None, act=False)
+    return BudgetOps(store=store, config=_config(args), demo_start=time.time() if args.demo else None, act=False,
+                     log=guarded_log(make_guard(args)))
 
 
 def _add(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:
@@ -209,7 +214,9 @@ def _remove(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO
     store = open_store()
     try:
         try:
-            result = _ops(args, store).remove(args.name)
+            ops = _ops(args, store)
+            _mfa(ops, args)
+            result = ops.remove(args.name)
         except ActionError as exc:
             raise _Failed(str(exc)) from None
     finally:
@@ -217,6 +224,17 @@ def _remove(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO
             store.close()
     out.write(result.message + "\n")
     return 0
+
+
+def _mfa(ops: Any, args: argparse.Namespace) -> None:
+    """A fresh MFA code for an admin's budget remove (the guard denies and records it without)."""
+    from gpuconsole.access_cmd import CommandFailed, ensure_mfa
+    from gpuconsole.core.actions import ActionKind
+
+    try:
+        ensure_mfa(ops.log.guard, ActionKind.BUDGET_REMOVE, args.mfa_code, args.name)
+    except CommandFailed as exc:
+        raise _Failed(str(exc)) from None
 
 
 def _list(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:

@@ -19,7 +19,7 @@ from gpuconsole.core.sources import CLOUD_SOURCES, GPU_SOURCES, JOB_SOURCES, che
 
 EPILOG = """\
 keys in the console:
-  1-5 / tab   switch panes (overview, GPUs, jobs, instances, budgets)
+  1-6 / tab   switch panes (overview, GPUs, jobs, instances, budgets, audit)
   /           filter the current table        enter  details of the selected row
   ctrl+p      command palette (every action)  ?      all key bindings
   d           open the demo (when no backend is configured)      q  quit
@@ -37,10 +37,15 @@ examples:
   gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
   gpuconsole --prometheus https://prom.example.com --prometheus-token-file ~/.prom-token
                                            every GPU of the fleet from the DCGM exporter's series
+  gpuconsole users init                    become the first admin and enrol MFA (roles: users --help)
+  gpuconsole audit verify                  check the audit log's hash chain (exit 1 when tampered)
+  gpuconsole --read-only                   the console with every change disabled
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
   GPUCONSOLE_CONFIG   configuration file with [[budgets]] (default: the user config directory)
+  GPUCONSOLE_USERS, GPUCONSOLE_MFA, GPUCONSOLE_AUDIT_DB   users table, MFA secrets, audit log
+  GPUCONSOLE_MFA_CODE   the MFA code for a command that needs one
   AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
   KUBECONFIG      kubeconfig file(s), ':'-separated (default ~/.kube/config)
   GPUCONSOLE_PROMETHEUS_TOKEN, GPUCONSOLE_PROMETHEUS_PASSWORD   Prometheus credentials
@@ -138,6 +143,7 @@ def _common_options() -> _Parser:
     group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
     group.add_argument("--no-db", action="store_true", default=argparse.SUPPRESS, help="keep no cache and no history on disk")
     group.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="configuration file with [[budgets]] (default $GPUCONSOLE_CONFIG or config.toml in the user config dir)")
+    group.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="change nothing: every action is denied, to everyone")
     return common
 
 
@@ -167,6 +173,7 @@ DEFAULTS = {
     "prometheus_user": None,
     "prometheus_password_file": None,
     "prometheus_ca": None,
+    "read_only": False,
 }
 
 
@@ -204,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.exporter_cmd import add_exporter_parser
 
     add_exporter_parser(sub, _positive_int, _non_negative_int, _demo_nodes)
+
+    from gpuconsole.access_parsers import add_access_parsers
+
+    add_access_parsers(sub, common)
     return parser
 
 
@@ -290,7 +301,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         prometheus=prometheus,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
-                             act_on_budgets=act_on_budgets)
+                             act_on_budgets=act_on_budgets, read_only=args.read_only)
     path = _db_path(args)
     if path is None:
         return Console(options)
@@ -314,10 +325,9 @@ def _setup_logging(tui: bool) -> None:
         logging.basicConfig(level=level, stream=sys.stderr, format="gpuconsole: %(levelname)s: %(message)s")
         return
     try:
-        from gpuconsole.core.paths import default_db_path
+        from gpuconsole.core.paths import default_db_path, private_file
 
-        path = default_db_path().parent / "gpuconsole.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = private_file(default_db_path().parent / "gpuconsole.log")
         logging.basicConfig(level=level, filename=path, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     except OSError:
         logging.getLogger().addHandler(logging.NullHandler())
@@ -330,6 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.cost_cmd import run_cost
 
             return run_cost(args)
+        if args.command in ("users", "audit", "instance", "job"):
+            from gpuconsole.access_parsers import run_access_command
+
+            _setup_logging(tui=False)
+            return run_access_command(args, make_console)
         if args.command == "sim-exporter":
             from gpuconsole.exporter_cmd import run_exporter
 

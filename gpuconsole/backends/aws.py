@@ -506,3 +506,21 @@ class AwsCloud:
         ec2 = self._client("ec2", region)
         with self._errors(region):
             ec2.terminate_instances(InstanceIds=[instance_id])
+
+    def access_keys(self) -> tuple[tuple[str, float, bool, bool], ...]:
+        """The IAM access keys of the identity in use: ``(key id, created, active, in use)``.
+
+        For the key-age alert; an identity that is not an IAM user (an SSO role, an instance
+        profile) has none, and the answer is empty.
+        """
+        self._check_credentials()
+        in_use = self._secrets[0] if self._secrets else ""
+        if in_use.startswith("ASIA"):
+            return ()  # temporary credentials of a role: no long-lived key to age
+        region = self.regions[0] if self.regions else "us-east-1"
+        iam = self._client("iam", region)
+        with self._errors():
+            pages = iam.get_paginator("list_access_keys").paginate()
+            keys = [k for page in pages for k in page.get("AccessKeyMetadata", ())]
+        return tuple((k["AccessKeyId"], k["CreateDate"].timestamp(), k.get("Status") == "Active",
+                      k["AccessKeyId"] == in_use) for k in keys)

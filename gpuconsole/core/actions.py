@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gpuconsole.backends.base import BackendError
 
@@ -42,6 +43,9 @@ class ActionKind(str, enum.Enum):
     BUDGET_REMOVE = "budget-remove"
     NOTIFY = "notify"
     KILL_PROCESS = "kill-process"
+    USER_ADD = "user-add"
+    USER_SET_ROLE = "user-set-role"
+    USER_REMOVE = "user-remove"
 
     @property
     def destructive(self) -> bool:
@@ -100,6 +104,20 @@ class ActionError(Exception):
     """An action was refused or failed; the message is one line for the user."""
 
 
+class ActionDenied(ActionError):
+    """The role, the MFA check or ``--read-only`` refused the action (message ``denied: …``)."""
+
+
+class ActionGuard(Protocol):
+    """Who may act, and the audit trail (:class:`gpuconsole.core.guard.Guard`)."""
+
+    def admit(self, request: ActionRequest) -> None:
+        """Raise :class:`ActionError` saying why ``request`` may not run."""
+
+    def record(self, result: ActionResult) -> None:
+        """Append ``result`` to the audit log."""
+
+
 def confirmation_prompt(kind: ActionKind, target: str) -> str:
     """What the user is asked before ``kind`` runs on ``target``."""
     if kind in TYPED_CONFIRMATION:
@@ -131,12 +149,15 @@ def one_line(exc: BaseException) -> str:
 class ActionLog:
     """The recent results, newest last, for the UI's status line and the tests (bounded)."""
 
-    def __init__(self, limit: int = 200) -> None:
+    def __init__(self, limit: int = 200, guard: ActionGuard | None = None) -> None:
         self._limit = limit
         self._items: list[ActionResult] = []
         self._lock = threading.Lock()
+        self.guard = guard  # checks every request of run_action and audits every result added
 
     def add(self, result: ActionResult) -> None:
+        if self.guard is not None:
+            self.guard.record(result)
         with self._lock:
             self._items.append(result)
             del self._items[: -self._limit]
@@ -150,9 +171,19 @@ def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
                clock: Callable[[], float] = time.time) -> ActionResult:
     """Check ``request``, run ``do`` (which returns a one-line success message), record the result.
 
+    The log's guard, when it has one, admits the request first (role, namespace, MFA,
+    ``--read-only``), whatever its kind, and audits every result.
+
     Raises:
-        ActionError: refused (not confirmed) or failed in the backend; recorded either way.
+        ActionError: denied, refused (not confirmed) or failed in the backend; recorded either way.
     """
+    if record.guard is not None:
+        try:
+            record.guard.admit(request)
+        except ActionError as exc:
+            record.add(ActionResult(request, False, f"denied: {exc}", clock()))
+            log.info("%s denied: %s", request.describe(), exc)
+            raise ActionDenied(f"denied: {exc}") from exc
     try:
         check_confirmation(request)
     except ActionError as exc:

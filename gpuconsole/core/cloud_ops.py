@@ -155,7 +155,9 @@ class CloudOps:
             return f"launched {ids} ({final.instance_type}, {final.market.value}) in {final.availability_zone or final.region}"
 
         params = (("market", spec.market.value), ("count", str(spec.count)),
-                  ("zone", spec.availability_zone), *((f"tag:{k}", v) for k, v in spec.tags))
+                  ("zone", spec.availability_zone), *((f"tag:{k}", v) for k, v in spec.tags),
+                  ("encrypted", "yes" if spec.encrypted else "no"),
+                  ("imds", "v2-required" if spec.imdsv2_required else "v1-allowed"))
         request = ActionRequest(ActionKind.LAUNCH, spec.instance_type, spec.region, params=params)
         try:
             run_action(request, do, self.log, self.clock)

@@ -28,6 +28,7 @@ from gpuconsole.core.config import ConfigError, ConfigFile, load_config
 from gpuconsole.core.cost_explorer import CostExplorer
 from gpuconsole.core.cron_costs import cronjob_costs
 from gpuconsole.core.gpu_ops import GpuOps
+from gpuconsole.core.guard import Guard, default_guard
 from gpuconsole.core.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.idle import IdleTracker, by_owner
 from gpuconsole.core.job_ops import JobOps
@@ -79,6 +80,8 @@ class ConsoleOptions:
     config_path: Path | None = None  # --config; None: $GPUCONSOLE_CONFIG or the user config dir
     cost_explorer_calls: int = 4  # Cost Explorer requests a day at most (each is billed); 0: none
     act_on_budgets: bool = True  # notify and run automatic budget actions as snapshots show them due
+    read_only: bool = False  # --read-only: every change is denied, to everyone
+    guard: Guard | None = None  # who may act, and the audit log; None: the files of this home
 
 
 class Console:
@@ -103,12 +106,15 @@ class Console:
         self.store = store
         self._open_store = open_store
         self._store_alerts: list[Alert] = []
+        self._hygiene_alerts: tuple[Alert, ...] = ()
+        self._hygiene_wake = threading.Event()  # a refresh (after every action) checks again now
         self.clock = options.clock
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
-        self.actions = ActionLog()
+        self.guard = options.guard if options.guard is not None else default_guard(read_only=options.read_only)
+        self.actions = ActionLog(guard=self.guard)
         self.idle_tracker = IdleTracker()
         self._cron_memo: tuple[object, tuple[CostLine, ...], tuple[str, ...]] = (None, (), ())
         self._stopping = threading.Event()
@@ -116,7 +122,7 @@ class Console:
         self.cloud = self._make_cloud()
         self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
         self.gpus = GpuOps(lambda: self._runner_source(SourceKind.GPUS), lambda: self.hub.reading(SourceKind.GPUS),  # type: ignore[arg-type,return-value]
-                           self.clock, self.actions)
+                           self.clock, self.actions, pod_namespace=self._pod_namespace)
         self.cost_explorer = self._make_cost_explorer()
         self.budget_ops = self._make_budget_ops(store, pending=open_store is not None and store is None)
         self.snapshot = self._compose()
@@ -181,6 +187,12 @@ class Console:
             act=self.options.act_on_budgets,
             on_change=self.refresh,
         )
+
+    def _pod_namespace(self, pod_uid: str) -> str | None:
+        """The namespace of the job whose pod has ``pod_uid``, from the last jobs reading."""
+        reading = self.hub.reading(SourceKind.JOBS)
+        jobs = getattr(reading, "jobs", ())
+        return next((j.namespace for j in jobs if j.pod_uid == pod_uid), None)
 
     def _job_backend(self) -> object | None:
         return self._runner_source(SourceKind.JOBS)
@@ -252,9 +264,31 @@ class Console:
             self.open_store_in_background()
         if self.cost_explorer is not None:
             threading.Thread(target=self._watch_billing, name="cost-explorer", daemon=True).start()
+        threading.Thread(target=self._watch_key_hygiene, name="key-hygiene", daemon=True).start()
+
+    def _watch_key_hygiene(self) -> None:
+        """Key age, credential expiry and insecure launches: at start, then hourly."""
+        from gpuconsole.core.key_hygiene import LAUNCH_CHECK_S, KeyHygiene
+
+        hygiene = KeyHygiene(None, None, self.guard.audit)
+        while not self._stopping.is_set():
+            runners = self.hub.runners
+            cloud, jobs = runners.get(SourceKind.CLOUD), runners.get(SourceKind.JOBS)
+            hygiene.cloud, hygiene.jobs = (cloud.source if cloud else None), (jobs.source if jobs else None)
+            try:
+                alerts = hygiene.check(self.snapshot.instances, self.clock())
+            except Exception:  # noqa: BLE001 - a check that fails must not stop the console
+                log.warning("key hygiene check failed", exc_info=True)
+                alerts = self._hygiene_alerts
+            if [a.message for a in alerts] != [a.message for a in self._hygiene_alerts]:
+                self._hygiene_alerts = alerts
+                self._publish()
+            self._hygiene_wake.wait(LAUNCH_CHECK_S)
+            self._hygiene_wake.clear()
 
     def stop(self) -> None:
         self._stopping.set()
+        self._hygiene_wake.set()
         self.hub.stop()
 
     def close(self) -> None:
@@ -265,6 +299,7 @@ class Console:
 
     def refresh(self) -> None:
         self.hub.refresh()
+        self._hygiene_wake.set()
 
     def switch_to_demo(self) -> None:
         """Replace every source with the simulated world (the user asked for the demo)."""
@@ -419,7 +454,7 @@ class Console:
         cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
         snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
         cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
-        return _with_alerts(snapshot, self._store_alerts, budget_alerts + cron_alerts)
+        return _with_alerts(snapshot, [*self._store_alerts, *self._hygiene_alerts], budget_alerts + cron_alerts)
 
     def _cron_costs(self, jobs_reading: object, cloud_reading: object, cronjobs: tuple[CronJob, ...],
                     jobs: tuple[Job, ...], instances: tuple[Instance, ...], budgets: tuple[Budget, ...],

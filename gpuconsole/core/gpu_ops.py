@@ -97,9 +97,11 @@ class GpuOps:
     """
 
     def __init__(self, source: Callable[[], Any], reading: Callable[[], GpuReading | None],
-                 clock: Callable[[], float] = time.time, log: ActionLog | None = None) -> None:
+                 clock: Callable[[], float] = time.time, log: ActionLog | None = None,
+                 pod_namespace: Callable[[str], str | None] = lambda pod_uid: None) -> None:
         self._source = source
         self._reading = reading
+        self._pod_namespace = pod_namespace
         self.clock = clock
         self.log = log if log is not None else ActionLog()
         self.ring = GpuRing()
@@ -124,10 +126,19 @@ class GpuOps:
         self.ring.watch(uuid)
         return self.ring.samples(uuid, seconds, self.clock())
 
-    @staticmethod
-    def kill_request(gpu_uuid: str, pid: int, signal_name: str, confirmation: str = "") -> ActionRequest:
-        return ActionRequest(ActionKind.KILL_PROCESS, str(pid), confirmation=confirmation,
-                             params=(("signal", signal_name), ("gpu", gpu_uuid)))
+    def kill_request(self, gpu_uuid: str, pid: int, signal_name: str, confirmation: str = "") -> ActionRequest:
+        """The request, naming the process's user and its pod's namespace where the last poll saw
+        them (what decides whether a developer may send the signal)."""
+        params: list[tuple[str, str]] = [("signal", signal_name), ("gpu", gpu_uuid)]
+        reading = self._reading()
+        gpu = next((g for g in reading.gpus if g.uuid == gpu_uuid), None) if reading is not None else None
+        proc = next((p for p in gpu.processes if p.pid == pid), None) if gpu is not None else None
+        if proc is not None and proc.user:
+            params.append(("user", proc.user))
+        namespace = self._pod_namespace(proc.pod_uid) if proc is not None and proc.pod_uid else None
+        if namespace:
+            params.append(("namespace", namespace))
+        return ActionRequest(ActionKind.KILL_PROCESS, str(pid), confirmation=confirmation, params=tuple(params))
 
     def kill(self, gpu_uuid: str, pid: int, signal_name: str, confirmation: str) -> ActionResult:
         """Send SIGTERM or SIGKILL to a process on a GPU, once the user said ``"yes"``.

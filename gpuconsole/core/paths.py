@@ -64,7 +64,7 @@ def _unwritable_reason(path: Path) -> str | None:
     if not ancestor.is_dir():
         return f"{ancestor} is not a directory"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        private_dir(parent)
     except OSError as exc:
         return f"cannot create {parent}: {exc.strerror or exc}"
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -78,3 +78,88 @@ def _unwritable_reason(path: Path) -> str | None:
     except OSError as exc:
         return f"cannot create files in {parent}: {exc.strerror or exc}"
     return None
+
+
+# --------------------------------------------------------------------------- access and audit files
+
+USERS_ENV = "GPUCONSOLE_USERS"
+MFA_ENV = "GPUCONSOLE_MFA"
+AUDIT_ENV = "GPUCONSOLE_AUDIT_DB"
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+SITE_USERS = Path("/etc/gpuconsole/users.json")
+
+
+def users_path() -> Path:
+    """``$GPUCONSOLE_USERS`` when set; else the bastion's table ``/etc/gpuconsole/users.json``
+    when there is one (every login reads the same roles); else ``users.json`` in the user's
+    configuration directory."""
+    override = os.environ.get(USERS_ENV)
+    if override:
+        return Path(override).expanduser()
+    if SITE_USERS.is_file():
+        return SITE_USERS
+    return config_dir() / "users.json"
+
+
+def mfa_path() -> Path:
+    """``$GPUCONSOLE_MFA`` when set, else ``mfa.json`` (the TOTP secrets) in the user's data directory."""
+    override = os.environ.get(MFA_ENV)
+    return Path(override).expanduser() if override else platformdirs.user_data_path(APP_NAME) / "mfa.json"
+
+
+def audit_db_path() -> Path:
+    """``$GPUCONSOLE_AUDIT_DB`` when set, else ``audit.db`` in the state directory (never the cache)."""
+    override = os.environ.get(AUDIT_ENV)
+    return Path(override).expanduser() if override else state_dir() / "audit.db"
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) readable by its owner only (0700); an existing
+    directory gpuconsole made keeps working, tightened to 0700."""
+    path = Path(path).expanduser()
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+        os.chmod(directory, PRIVATE_DIR)
+    if not missing and path.is_dir() and path.name and APP_NAME in path.parts[-1]:
+        try:
+            os.chmod(path, PRIVATE_DIR)
+        except OSError:
+            pass
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Make sure ``path`` exists and only its owner may read or write it (0600); its directory
+    is created 0700 when missing."""
+    path = Path(path).expanduser()
+    private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, PRIVATE_FILE)
+    os.close(fd)
+    os.chmod(path, PRIVATE_FILE)
+    return path
+
+
+def write_private(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
+    """Replace ``path`` with ``text`` atomically, the new file 0600 (or ``mode``) from its first byte."""
+    path = Path(path).expanduser()
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode & PRIVATE_FILE)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -66,7 +66,7 @@ from gpuconsole.core.history import (
     RAW_RETENTION_S,
     ROLLUP_GRACE_S,
 )
-from gpuconsole.core.paths import StoreError
+from gpuconsole.core.paths import StoreError, private_dir, private_file
 from gpuconsole.model import Budget, Gpu, GpuSample, from_jsonable, to_jsonable
 
 __all__ = [
@@ -153,7 +153,8 @@ class Store:
         self._ids_lock = threading.Lock()
         self._gate = _Gate()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
+            private_file(self.path)  # 0600 before SQLite writes a byte (its -wal and -shm follow it)
         except OSError as exc:
             raise StoreError(f"cannot create {self.path.parent} for the database: {exc.strerror or exc}") from exc
         self._announce(self._open())
@@ -541,6 +542,7 @@ class Store:
     def _prepare_fresh(self) -> None:
         """Create the schema in a file that has just been set aside; only a fault here raises."""
         try:
+            private_file(self.path)
             version = self._prepare()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot create a fresh database at {self.path}: {exc}") from exc

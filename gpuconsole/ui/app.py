@@ -3,7 +3,7 @@
 Key bindings (also listed by ``?`` and reachable from the command palette, ``ctrl+p``):
 
 ==============  ==================================================
-``1`` … ``5``   Overview, GPUs, Jobs, Instances, Budgets
+``1`` … ``6``   Overview, GPUs, Jobs, Instances, Budgets, Audit
 ``tab``         next pane (``shift+tab`` previous)
 ``/``           filter the current table (``esc`` clears)
 ``enter``       details of the selected GPU
@@ -38,6 +38,7 @@ from gpuconsole.model import FleetSnapshot, SourceState
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
+from gpuconsole.ui.panes.audit import AuditPane
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.budgets import BudgetsPane
 from gpuconsole.ui.panes.gpus import GpusPane
@@ -56,12 +57,15 @@ from gpuconsole.ui.themes import (
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from gpuconsole.ui.widgets.text_view import TextView
 
+ACCESS_EVERY_S = 30.0  # how often the users table is read again (a role may change while the console runs)
+
 PANE_CLASSES: dict[str, type[Pane]] = {
     "overview": OverviewPane,
     "gpus": GpusPane,
     "jobs": JobsPane,
     "instances": InstancesPane,
     "budgets": BudgetsPane,
+    "audit": AuditPane,
 }
 
 
@@ -82,11 +86,12 @@ class GpuConsoleApp(App[int]):
     TITLE = "gpuconsole"
     CSS_PATH = [
         "app.tcss",
-        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets")),
+        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit")),
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
         "screens/confirm.tcss",
         "screens/budget_form.tcss",
+        "screens/mfa_prompt.tcss",
     ]
     COMMANDS = App.COMMANDS | {
         partial(_provider, name)
@@ -99,6 +104,7 @@ class GpuConsoleApp(App[int]):
         Binding("3", "show_pane('jobs')", "Jobs", show=False),
         Binding("4", "show_pane('instances')", "Instances", show=False),
         Binding("5", "show_pane('budgets')", "Budgets", show=False),
+        Binding("6", "show_pane('audit')", "Audit", show=False),
         Binding("tab", "cycle_pane(1)", "Next pane", show=False, priority=True),
         Binding("shift+tab", "cycle_pane(-1)", "Previous pane", show=False, priority=True),
         Binding("slash", "filter", "Filter"),
@@ -128,6 +134,7 @@ class GpuConsoleApp(App[int]):
         self._last_paint = 0.0
         self._paint_every = min(core.options.interval, 1.0)
         self._store_requested = False
+        self.access_principal = None  # who the user is (users table), read by load_access
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -147,6 +154,8 @@ class GpuConsoleApp(App[int]):
         self._pane_tabs = self.query_one(PaneTabs)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
         self.core.subscribe(self._from_worker)
+        self.load_access()
+        self.set_interval(ACCESS_EVERY_S, self.load_access)
         if self.start_console:
             # The cache database opens once the first complete frame is on screen (or after a
             # second at most), so SQLite never delays what the user sees first.
@@ -213,6 +222,11 @@ class GpuConsoleApp(App[int]):
             bar.append(status.kind.value)
         bar.append("   ")
         bar.append(f"{money(snap.burn_per_hour)}/h", self.palette.strong)
+        from gpuconsole.ui.access import identity_text
+
+        who = identity_text(self)
+        if who:
+            bar.append(f"   {who}", self.palette.accent)
         self._top_bar.show(bar)
 
     @property
@@ -323,6 +337,18 @@ class GpuConsoleApp(App[int]):
         from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
 
         self.push_screen(GpuDetailScreen(uuid))
+
+    @work(thread=True, exclusive=True, group="access", exit_on_error=False, description="read the users table")
+    def load_access(self) -> None:
+        """Who the user is (role, namespaces), read off the UI thread; panes then disable what
+        the role may not do. The core checks every action either way."""
+        principal = self.core.guard.principal
+        if principal != self.access_principal:
+            self.call_from_thread(self._access_changed, principal)
+
+    def _access_changed(self, principal: object) -> None:
+        self.access_principal = principal
+        self.show_snapshot(self.snapshot)
 
     @work(thread=True, exclusive=True, group="kube-context", exit_on_error=False, description="switch context")
     def switch_context(self, name: str) -> None:

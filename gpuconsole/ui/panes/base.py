@@ -11,9 +11,11 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input
 
+from gpuconsole.core.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.live_table import LiveTable
@@ -60,7 +62,7 @@ class FilterInput(Input):
 
 
 class Pane(Vertical):
-    """Base of the five panes.
+    """Base of the panes.
 
     Subclasses set ``kind`` (the source that feeds them), compose their body in
     ``compose_body`` and render a snapshot in ``render_snapshot``.
@@ -80,6 +82,7 @@ class Pane(Vertical):
         yield TextView(classes="missing")
         yield from self.compose_body()
         yield TextView(classes="row-detail")
+        yield TextView(classes="access-line")
         if self.filterable:
             yield FilterInput(placeholder="filter: type to narrow, enter to keep, esc to clear", classes="filter")
 
@@ -88,6 +91,7 @@ class Pane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one(".missing", TextView).display = False
+        self.query_one(".access-line", TextView).display = False
         if self.filterable:
             self.query_one(FilterInput).display = False
 
@@ -140,8 +144,8 @@ class Pane(Vertical):
 
     def redraw(self) -> None:
         snap, palette = self.snapshot, self.palette
-        if snap is None or palette is None:
-            return
+        if snap is None or palette is None or not self.query(".source-line"):
+            return  # not composed yet (a hidden pane mounts after the first frame): shown once it is
         status = snap.source(self.kind) if self.kind is not None else None
         missing = status is not None and status.state is SourceState.UNCONFIGURED
         line = status_text(status, snap.taken_at, palette)
@@ -180,10 +184,54 @@ class Pane(Vertical):
         line.display = content is not None
         if content is not None:
             line.show(content)
+        self.update_access()
 
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
         """The words for the selected row of ``table_id``; None hides the line."""
         return None
+
+    # ------------------------------------------------------------------ access
+    def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:
+        """The change a key of this pane makes (and the namespace it acts in, for the selected
+        row), so a key the role may not use is disabled; None: the key changes nothing."""
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        asked = self.guarded_kind(action, parameters)
+        if asked is None:
+            return True
+        from gpuconsole.ui.access import why_not
+
+        return None if why_not(self.app, *asked) else True  # None: shown dimmed, does nothing
+
+    def access_reasons(self) -> list[tuple[str, str]]:
+        """(key, reason) for each key of this pane the user may not use now."""
+        from textual.actions import parse
+
+        from gpuconsole.ui.access import why_not
+
+        reasons = []
+        for binding in self.BINDINGS:
+            if not isinstance(binding, Binding):
+                continue
+            _, name, params = parse(binding.action)
+            asked = self.guarded_kind(name, params)
+            why = why_not(self.app, *asked) if asked is not None else None
+            if why:
+                reasons.append((binding.key_display or binding.key, why))
+        return reasons
+
+    def update_access(self) -> None:
+        """Say under the table why keys are disabled (the footer only dims them)."""
+        line = self.query_one(".access-line", TextView)
+        reasons = self.access_reasons()
+        line.display = bool(reasons)
+        if reasons:
+            keys = " ".join(sorted({key for key, _ in reasons}))
+            text = Text(f"disabled: {keys} — ", style=self.palette.warn if self.palette else "")
+            text.append(reasons[0][1])
+            line.show(text)
+        self.refresh_bindings()
 
     def summary(self, snapshot: FleetSnapshot) -> Text | str:
         """Counts shown after the source status (e.g. ``64 GPUs · 12 shown``)."""

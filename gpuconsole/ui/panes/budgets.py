@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.actions import ActionError
+from gpuconsole.core.actions import ActionError, ActionKind
 from gpuconsole.model import (
     Budget,
     BudgetStatus,
@@ -18,6 +18,7 @@ from gpuconsole.model import (
     SourceKind,
     ThresholdBasis,
 )
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
@@ -106,6 +107,10 @@ class BudgetsPane(Pane):
         Binding("g", "run_pending", "Run action"),
     ]
 
+    def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:
+        kinds = {"add_budget": ActionKind.BUDGET_ADD, "remove_budget": ActionKind.BUDGET_REMOVE, "run_pending": ActionKind.STOP}
+        return (kinds[action], None) if action in kinds else None
+
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="budget-table")
         yield LiveTable(PENDING_COLUMNS, id="pending-table")
@@ -171,7 +176,7 @@ class BudgetsPane(Pane):
 
         def answered(answer: str | None) -> None:
             if answer is not None:
-                self._budget_call(lambda: core.budget_ops.remove(key))
+                self._budget_call(lambda: core.budget_ops.remove(key), ActionKind.BUDGET_REMOVE, f"remove budget {key}")
 
         self.app.push_screen(ConfirmScreen("Remove budget", f"Remove budget {key}? (y/n)"), answered)
 
@@ -188,14 +193,18 @@ class BudgetsPane(Pane):
 
         def answered(answer: str | None) -> None:
             if answer is not None:
-                self._budget_call(lambda: core.budget_ops.run(action, answer))
+                kind = ActionKind.SUSPEND_CRONJOB if action.action.value == "suspend-cronjobs" else ActionKind.STOP
+                self._budget_call(lambda: core.budget_ops.run(action, answer), kind,
+                                  f"budget {action.budget}: {action.action.value}")
 
         self.app.push_screen(
             ConfirmScreen(f"Budget {action.budget}: {action.action.value}", "Run it now? (y/n)", what), answered)
 
     @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
-    def _budget_call(self, call) -> None:  # noqa: ANN001 - a callable returning an ActionResult
+    def _budget_call(self, call, kind: ActionKind | None = None, what: str = "") -> None:  # noqa: ANN001 - a callable returning an ActionResult
         core = self.app.core  # type: ignore[attr-defined]
+        if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._budget_call(call, kind, what)):
+            return
         try:
             result = call()
         except (ActionError, ValueError) as exc:

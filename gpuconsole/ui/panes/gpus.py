@@ -22,10 +22,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
-from gpuconsole.core.actions import ActionError
+from gpuconsole.core.actions import ActionError, ActionKind
 from gpuconsole.core.attribution import attribute
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
 from gpuconsole.ui.format import money, short_node
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.gpu_rows import (
@@ -162,6 +163,14 @@ class GpusPane(Pane):
         self.post_message(self.OpenDetail(key.split("/", 1)[0]))
 
     # ------------------------------------------------------------------ signals
+    def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:
+        if action != "signal":
+            return None
+        chosen, snap = self.selected_process(), self.snapshot
+        pod = chosen[1].pod_uid if chosen is not None else None
+        job = next((j for j in snap.jobs if j.pod_uid == pod), None) if pod and snap is not None else None
+        return ActionKind.KILL_PROCESS, job.namespace if job is not None else None
+
     def action_signal(self, signal_name: str) -> None:
         """Ask y/n, then send ``signal_name`` to the selected process through the core."""
         chosen = self.selected_process()
@@ -194,6 +203,9 @@ class GpusPane(Pane):
     @work(thread=True, group="gpu-action", exit_on_error=False, description="signal a GPU process")
     def _send(self, gpu_uuid: str, pid: int, signal_name: str, answer: str) -> None:
         core = self.app.core  # type: ignore[attr-defined]
+        what = f"{signal_name} pid {pid}"
+        if ask_mfa_then(self.app, ActionKind.KILL_PROCESS, what, lambda: self._send(gpu_uuid, pid, signal_name, answer)):
+            return
         try:
             result = core.gpus.kill(gpu_uuid, pid, signal_name, answer)
         except ActionError as exc:

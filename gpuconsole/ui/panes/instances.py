@@ -13,6 +13,7 @@ from gpuconsole.core.actions import TYPED_CONFIRMATION, ActionError, ActionKind,
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
 from gpuconsole.ui.format import age, money
 from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.gpus import short_model
 from gpuconsole.ui.screens.confirm import ConfirmScreen
@@ -87,6 +88,11 @@ class InstancesPane(Pane):
         Binding("x", "instance('terminate')", "Terminate"),
         Binding("n", "new_instance", "New instance"),
     ]
+
+    def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:
+        if action == "instance" and parameters:
+            return ActionKind(str(parameters[0])), None
+        return (ActionKind.LAUNCH, None) if action == "new_instance" else None
 
     def action_new_instance(self) -> None:
         """``n``: the launch wizard, or a line saying why this console cannot launch."""
@@ -175,6 +181,8 @@ class InstancesPane(Pane):
     @work(thread=True, group="instance-action", exit_on_error=False, description="instance action")
     def _perform(self, request: ActionRequest) -> None:
         core = self.app.core  # type: ignore[attr-defined]
+        if ask_mfa_then(self.app, request.kind, request.describe(), lambda: self._perform(request)):
+            return
         try:
             result = core.cloud.perform(request)
         except ActionError as exc:

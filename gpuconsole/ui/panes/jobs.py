@@ -14,8 +14,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.actions import ActionError, ActionResult
+from gpuconsole.core.actions import ActionError, ActionKind, ActionResult
 from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, Node, SourceKind
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import age, bar, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
@@ -305,6 +306,14 @@ class JobsPane(Pane):
             return ("Job", job) if job is not None else None
         return None
 
+    def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:
+        kind = {"delete": ActionKind.DELETE_JOB, "suspend": ActionKind.SUSPEND_JOB, "trigger": ActionKind.TRIGGER_CRONJOB,
+                "submit": ActionKind.SUBMIT_JOB}.get(action)
+        if kind is None:
+            return None
+        chosen = self.selected() if kind is not ActionKind.SUBMIT_JOB else None
+        return kind, chosen[1].namespace if chosen is not None else None
+
     def _target(self, verb: str) -> tuple[str, Job | CronJob] | None:
         """The selection an action applies to, or None after saying why there is none."""
         if not self.app.core.jobs.available:  # type: ignore[attr-defined]
@@ -374,7 +383,7 @@ class JobsPane(Pane):
         goes = ("its pods stop and it leaves the queue" if kind == "Job"
                 else "its schedule and the jobs it started go too")
         self._confirm(f"Delete {kind}", f"Delete {what}? (y/n)", f"{self._facts(kind, item)}\nDeleting it: {goes}.",
-                      what, lambda answer: jobs.delete(kind, item.namespace, item.name, answer))
+                      what, lambda answer: jobs.delete(kind, item.namespace, item.name, answer), ActionKind.DELETE_JOB)
 
     def action_suspend(self) -> None:
         chosen = self._target("suspend or resume")
@@ -393,7 +402,8 @@ class JobsPane(Pane):
         effect = ("its pods are stopped (progress since the last checkpoint is lost) until it is resumed"
                   if kind == "Job" else "no new run starts until it is resumed; a running one goes on")
         self._confirm(f"Suspend {kind}", f"Suspend {what}? (y/n)", f"{self._facts(kind, item)}\nSuspended: {effect}.",
-                      what, lambda answer: jobs.suspend(kind, item.namespace, item.name, answer))
+                      what, lambda answer: jobs.suspend(kind, item.namespace, item.name, answer),
+                      ActionKind.SUSPEND_JOB if kind == "Job" else ActionKind.SUSPEND_CRONJOB)
 
     def action_trigger(self) -> None:
         chosen = self._target("run now")
@@ -417,7 +427,7 @@ class JobsPane(Pane):
                 f" · owner {item.owner or '-'}")
 
     def _confirm(self, title: str, prompt: str, details: str, what: str,
-                 call: Callable[[str], ActionResult]) -> None:
+                 call: Callable[[str], ActionResult], kind: ActionKind | None = None) -> None:
         from gpuconsole.ui.screens.confirm import ConfirmScreen
 
         verb = title.split()[0].lower()
@@ -426,13 +436,15 @@ class JobsPane(Pane):
             if answer is None:
                 self.app.notify(f"{verb} cancelled")
                 return
-            self._perform(f"{verb} {what}", lambda: call(answer))
+            self._perform(f"{verb} {what}", lambda: call(answer), kind)
 
         self.app.push_screen(ConfirmScreen(title, prompt, details), answered)
 
     @work(thread=True, group="job-action", exit_on_error=False, description="job action")
-    def _perform(self, what: str, call: Callable[[], ActionResult]) -> None:
+    def _perform(self, what: str, call: Callable[[], ActionResult], kind: ActionKind | None = None) -> None:
         core = self.app.core  # type: ignore[attr-defined]
+        if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._perform(what, call, kind)):
+            return
         try:
             result = call()
         except ActionError as exc:

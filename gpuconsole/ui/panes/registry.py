@@ -1,4 +1,4 @@
-"""The five panes: id → (title, number key). The order is the tab order."""
+"""The panes: id → (title, number key). The order is the tab order."""
 
 from __future__ import annotations
 
@@ -8,4 +8,5 @@ PANES: dict[str, tuple[str, str]] = {
     "jobs": ("Jobs", "3"),
     "instances": ("Instances", "4"),
     "budgets": ("Budgets", "5"),
+    "audit": ("Audit", "6"),
 }

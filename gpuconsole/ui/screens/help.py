@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 KEYS: list[tuple[str, str]] = [
-    ("1 … 5", "Overview · GPUs · Jobs · Instances · Budgets"),
+    ("1 … 6", "Overview · GPUs · Jobs · Instances · Budgets · Audit"),
     ("tab / shift+tab", "next / previous pane"),
     ("↑ ↓ pgup pgdn", "move in a table"),
     ("enter", "details of the selected GPU (sparklines, slices, processes)"),

@@ -16,7 +16,7 @@ from gpuconsole.ui.widgets.text_view import TextView
 
 
 class PaneTabs(TextView):
-    """``1 Overview  2 GPUs  3 Jobs  4 Instances  5 Budgets``."""
+    """``1 Overview  2 GPUs  3 Jobs  4 Instances  5 Budgets  6 Audit``."""
 
     class Clicked(Message):
         """The user clicked a pane's name."""

@@ -1,0 +1,71 @@
+"""What the UI shows of the access rules: disabled keys with the reason, and the MFA prompt.
+
+The core decides (:mod:`gpuconsole.core.guard`); the UI only mirrors it so a key the role may
+not use is dimmed in the footer and its reason is on screen. The principal (who the user is,
+from the users table) is read in a worker and cached on the app as ``access_principal``;
+until it is read, nothing is disabled and the core still guards every action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuconsole.core.access import Principal, denial
+from gpuconsole.core.actions import ActionKind, ActionRequest
+
+
+def principal_of(app: Any) -> Principal | None:
+    return getattr(app, "access_principal", None)
+
+
+def why_not(app: Any, kind: ActionKind, namespace: str | None = None) -> str | None:
+    """Why the user of ``app`` may not run ``kind`` (in ``namespace``), or None.
+
+    Without a namespace a developer is asked about its first one, so a key that some row
+    allows stays enabled.
+    """
+    principal = principal_of(app)
+    core = getattr(app, "core", None)
+    guard = getattr(core, "guard", None)
+    if principal is None or guard is None:
+        return None
+    if namespace is None and principal.namespaces:
+        namespace = principal.namespaces[0]
+    params = (("namespace", namespace),) if namespace else ()
+    return denial(principal, ActionRequest(kind, namespace or "-", params=params), read_only=guard.read_only)
+
+
+def identity_text(app: Any) -> str:
+    """``ada · admin``, ``dev · developer (team-nlp)``, ``READ-ONLY``… for the top bar; empty for
+    a fresh install without a users table (the OS user acts as admin)."""
+    principal = principal_of(app)
+    guard = getattr(getattr(app, "core", None), "guard", None)
+    parts = []
+    if principal is not None and principal.managed:
+        role = principal.role_text
+        if principal.role is not None and principal.role.value == "developer":
+            role += f" ({', '.join(principal.namespaces) or 'no namespace'})"
+        parts.append(f"{principal.name} · {role}")
+    if guard is not None and guard.read_only:
+        parts.append("READ-ONLY")
+    return "  ".join(parts)
+
+
+def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], object]) -> bool:
+    """From a worker thread: when ``kind`` needs a fresh MFA code, ask for it on screen and call
+    ``run`` (again) once a code is accepted. Returns True when it asked (the caller stops)."""
+    guard = app.core.guard
+    if not guard.mfa_pending(kind) or not guard.mfa.enrolled(guard.user):
+        return False  # no code needed, or none can be given: the core decides and says why
+
+    def answered(ok: bool | None) -> None:
+        if ok:
+            run()
+        else:
+            app.notify(f"{purpose}: cancelled (no MFA code)", severity="warning")
+
+    from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
+
+    app.call_from_thread(app.push_screen, MfaPrompt(kind, purpose), answered)
+    return True

@@ -1,0 +1,219 @@
+"""Every action with a command × every role through the CLI, checking the exit status, the one
+line on stderr and the audit record; the users and audit commands; file modes."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+
+import pytest
+
+from gpuconsole.cli import main
+from gpuconsole.core.access import Role, needs_mfa_kind
+from gpuconsole.core.actions import ActionKind
+from gpuconsole.core.audit import AuditLog
+from gpuconsole.core.mfa import code_at
+from tests.access_world import (
+    CASES,
+    CRONJOBS,
+    INSTANCE,
+    JOBS,
+    NAMES,
+    OTHER_NS,
+    OWN_NS,
+    expected_allowed,
+    make_home,
+)
+
+DEMO = ["--demo", "--no-db"]
+
+
+def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
+    ns = OWN_NS if scope == "own" else OTHER_NS
+    job, cron = f"{ns}/{JOBS[ns]}", f"{ns}/{CRONJOBS[ns]}"
+    return {
+        ActionKind.START: [*DEMO, "instance", "start", INSTANCE],
+        ActionKind.STOP: [*DEMO, "instance", "stop", INSTANCE, "--yes"],
+        ActionKind.REBOOT: [*DEMO, "instance", "reboot", INSTANCE, "--yes"],
+        ActionKind.TERMINATE: [*DEMO, "instance", "terminate", INSTANCE, "--confirm", INSTANCE],
+        ActionKind.SUBMIT_JOB: [*DEMO, "job", "submit", f"{ns}/matrix-job", "--image", "busybox"],
+        ActionKind.DELETE_JOB: [*DEMO, "job", "delete", job, "--yes"],
+        ActionKind.SUSPEND_JOB: [*DEMO, "job", "suspend", job, "--yes"],
+        ActionKind.RESUME_JOB: [*DEMO, "job", "resume", job],
+        ActionKind.SUSPEND_CRONJOB: [*DEMO, "job", "suspend", cron, "--kind", "CronJob", "--yes"],
+        ActionKind.TRIGGER_CRONJOB: [*DEMO, "job", "trigger", cron],
+        ActionKind.BUDGET_ADD: ["budget", "add", "matrix", "--amount", "100", "--db", db],
+        ActionKind.BUDGET_REMOVE: ["budget", "remove", "kept", "--db", db],
+        ActionKind.USER_ADD: ["users", "add", "newbie", "--role", "auditor"],
+        ActionKind.USER_SET_ROLE: ["users", "set-role", "aud", "--role", "auditor"],
+        ActionKind.USER_REMOVE: ["users", "remove", "aud"],
+    }[kind]
+
+
+CLI_KINDS = [k for k in ActionKind if k not in (ActionKind.LAUNCH, ActionKind.NOTIFY) and not k.value.startswith("kill")]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    users, mfa, audit, secret = make_home(tmp_path, time.time)
+    monkeypatch.setenv("GPUCONSOLE_USERS", str(users.path))
+    monkeypatch.setenv("GPUCONSOLE_MFA", str(mfa.path))
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(audit.path))
+    return audit, secret
+
+
+def act_as(monkeypatch, role: Role) -> None:
+    monkeypatch.setenv("LOGNAME", NAMES[role])
+
+
+@pytest.mark.parametrize("role,scope", CASES, ids=[f"{r.value}-{s}" for r, s in CASES])
+@pytest.mark.parametrize("kind", CLI_KINDS, ids=[k.value for k in CLI_KINDS])
+def test_every_action_for_every_role_through_the_cli(home, tmp_path, monkeypatch, capsys, kind, role, scope) -> None:
+    audit, secret = home
+    db = str(tmp_path / "cache" / "cli.db")
+    if kind is ActionKind.BUDGET_REMOVE:
+        from gpuconsole.core.store import Store
+        from gpuconsole.model import Budget
+
+        store = Store(db)
+        store.save_budget(Budget(name="kept", amount=5.0, origin="store"))
+        store.close()
+    act_as(monkeypatch, role)
+    argv = argv_for(kind, scope, db)
+    if role is Role.ADMIN and needs_mfa_kind(kind):
+        argv += ["--mfa-code", code_at(secret, time.time())]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    allowed = expected_allowed(kind, role, scope)
+    last = [r for r in audit.records() if r.action == kind.value][-1]
+    assert (last.actor, last.role) == (NAMES[role], role.value)
+    if allowed:
+        assert rc == 0, err
+        assert last.result == "ok"
+    else:
+        assert rc != 0
+        assert err.startswith("gpuconsole: error: denied: ") and err.count("\n") == 1
+        assert last.result.startswith("denied: ")
+    assert AuditLog(audit.path).verify().ok
+
+
+def test_an_admin_without_a_code_is_denied_and_recorded(home, monkeypatch, capsys) -> None:
+    audit, _secret = home
+    act_as(monkeypatch, Role.ADMIN)
+    assert main([*DEMO, "instance", "stop", INSTANCE, "--yes"]) == 1
+    assert "needs a current MFA code" in capsys.readouterr().err
+    assert audit.records()[-1].result.startswith("denied: stop needs a current MFA code")
+
+
+def test_a_wrong_code_is_refused_counted_and_recorded(home, monkeypatch, capsys) -> None:
+    audit, secret = home
+    act_as(monkeypatch, Role.ADMIN)
+    wrong = "000000" if code_at(secret, time.time()) != "000000" else "111111"
+    assert main([*DEMO, "instance", "stop", INSTANCE, "--yes", "--mfa-code", wrong]) == 1
+    assert "MFA: wrong code (1 of 5" in capsys.readouterr().err
+    last = audit.records()[-1]
+    assert (last.action, last.result.split(" (")[0], json.loads(last.params)) == (
+        "mfa-verify", "denied: wrong code", {"for": f"stop {INSTANCE}"})
+
+
+def test_audit_verify_names_the_first_bad_record_and_exits_1(home, capsys) -> None:
+    import sqlite3
+
+    audit, _ = home
+    for n in range(3):
+        audit.append("ada", "admin", "stop", f"i-{n}", (), "ok")
+    assert main(["audit", "verify"]) == 0
+    assert "chain verified" in capsys.readouterr().out
+    conn = sqlite3.connect(audit.path)
+    conn.execute("DROP TRIGGER records_no_update")
+    conn.execute("UPDATE records SET target = 'i-x' WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    assert main(["audit", "verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gpuconsole: audit log TAMPERED: record 2 was edited") and err.count("\n") == 1
+
+
+def test_audit_list_and_export_for_auditors_not_developers(home, monkeypatch, capsys, tmp_path) -> None:
+    audit, _ = home
+    audit.append("dev", "developer", "delete-job", "team-nlp/a", (("kind", "Job"),), "ok")
+    audit.append("aud", "auditor", "stop", "i-1", (), "denied: auditors may change nothing")
+    act_as(monkeypatch, Role.AUDITOR)
+    assert main(["audit", "list", "--actor", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert "delete-job" in out and "i-1" not in out
+    assert main(["audit", "export", "--json", "--result", "denied"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["target"] for r in doc["records"]] == ["i-1"]
+    target = tmp_path / "out" / "audit.csv"
+    assert main(["audit", "export", "--csv", "-o", str(target)]) == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    act_as(monkeypatch, Role.DEVELOPER)
+    capsys.readouterr()
+    assert main(["audit", "list"]) == 1
+    assert "only admins and auditors read the audit log" in capsys.readouterr().err
+
+
+def test_bad_input_is_one_line_and_exit_2(home, monkeypatch, capsys) -> None:
+    act_as(monkeypatch, Role.ADMIN)
+    for argv in (["users", "add", "bad/name", "--role", "admin"], ["users", "add", "x", "--role", "boss"],
+                 [*DEMO, "job", "delete", "no-slash"], ["audit", "list", "--since", "yesterday"],
+                 ["users", "add", "x", "--role", "admin", "--namespace", "Bad_NS"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("gpuconsole: error: ") and err.count("\n") == 1, err
+
+
+def test_users_init_list_and_the_last_admin(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("LOGNAME", "root-admin")
+    assert main(["users", "list"]) == 0
+    assert "no users table yet" in capsys.readouterr().out
+    assert main(["users", "init"]) == 0
+    out = capsys.readouterr().out
+    assert "root-admin is now admin" in out and "otpauth://totp/gpuconsole:root-admin?" in out and "▀" in out
+    assert main(["users", "init"]) == 1
+    capsys.readouterr()
+    assert main(["users", "list", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["you"] == {"name": "root-admin", "role": "admin", "managed": True}
+    from gpuconsole.core.paths import mfa_path
+
+    secret = json.loads(mfa_path().read_text())["users"]["root-admin"]["secret"]
+    assert main(["users", "remove", "root-admin", "--mfa-code", code_at(secret, time.time())]) == 1
+    assert "last admin" in capsys.readouterr().err
+
+
+def test_files_gpuconsole_creates_are_private(tmp_path, monkeypatch, capsys) -> None:
+    from gpuconsole.core import paths
+
+    monkeypatch.setenv("LOGNAME", "ada")
+    db = tmp_path / "cache" / "deep" / "gpuconsole.db"
+    assert main(["users", "init", "--no-qr"]) == 0
+    assert main(["budget", "add", "b1", "--amount", "10", "--db", str(db)]) == 0
+    files = [paths.users_path(), paths.mfa_path(), paths.audit_db_path(), db]
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
+    assert stat.S_IMODE(db.parent.parent.stat().st_mode) == 0o700
+
+
+def test_read_only_denies_every_command_to_an_admin(home, monkeypatch, capsys) -> None:
+    audit, secret = home
+    act_as(monkeypatch, Role.ADMIN)
+    assert main([*DEMO, "--read-only", "job", "trigger", "team-nlp/nightly-eval"]) == 1
+    assert "denied: the console runs read-only" in capsys.readouterr().err
+    assert main(["--read-only", "users", "add", "zed", "--role", "auditor", "--mfa-code", code_at(secret, time.time())]) == 1
+    assert [r.result.split(":")[0] for r in audit.records() if r.action in ("trigger-cronjob", "user-add")] == [
+        "denied", "denied"]
+
+
+def test_audit_usage_sums_the_demo_jobs_per_user_and_namespace(home, monkeypatch, capsys) -> None:
+    act_as(monkeypatch, Role.AUDITOR)
+    assert main(["audit", "usage", "--demo", "--no-db", "--json", "--wait", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "gpuconsole.usage/1" and doc["gpu_hours"] > 0
+    assert {line["key"] for line in doc["by_namespace"]} >= {"team-nlp", "research"}
+    assert round(sum(line["cost"] for line in doc["by_user"]), 2) == round(doc["cost"], 2)
+    act_as(monkeypatch, Role.DEVELOPER)
+    assert main(["audit", "usage", "--demo", "--no-db"]) == 1
