@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {8: "", 64: "", 1024: "≤ 8% · tick ≤ 50 ms", 8192: "≤ 20% · responsive"}
 
 
+def log(message: str) -> None:
+    print(f"[fleet] {message}", file=sys.stderr, flush=True)
+
+
 def nodes_for(gpus: int, seed: int = 7) -> int:
     """The smallest ``--demo-nodes N`` whose simulated fleet has at least ``gpus`` GPUs (1 for 8)."""
     from gpuconsole.backends.sim.world import SimWorld
@@ -53,7 +57,9 @@ async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
-    argv = ["--demo", "--no-db", "--demo-nodes", str(nodes_for(gpus))]
+    nodes = nodes_for(gpus)
+    log(f"{gpus} GPUs: --demo-nodes {nodes}")
+    argv = ["--demo", "--no-db", "--demo-nodes", str(nodes)]
     console = make_console(parse_args(argv))
     ticks: list[float] = []
 
@@ -72,11 +78,13 @@ async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]
             await asyncio.sleep(settle)
             table = app.query_one("#gpu-table", VirtualTable)
             shown = table.row_count
+            log(f"settled: {shown} rows, {len(ticks)} ticks so far; measuring {seconds:g} s")
             ticks.clear()
             wall0, cpu0 = time.perf_counter(), time.process_time()
             await asyncio.sleep(seconds)
             cpu = 100.0 * (time.process_time() - cpu0) / (time.perf_counter() - wall0)
             tick_list = list(ticks)
+            log(f"{len(tick_list)} ticks, CPU {cpu:.0f}%; pressing keys")
             table.focus()
             keys = []
             for _ in range(9):

@@ -303,7 +303,9 @@ def test_nodes_capacity_allocatable_allocated_and_product(kube: KubeCluster) -> 
         pod = ks.pod_for(indexed, node="gpu-node-1", suffix=f"{index}-x7k2p")
         pod["metadata"]["labels"][kube_mapping.COMPLETION_INDEX] = str(index)
         kube.server.add(pod)
-    reading = poll_until(backend, lambda r: "indexed" in by_name(r))
+    # The job and its two pods come by separate watches: wait until both pods have arrived.
+    # (Pod 1 alone would name pod 1: a mapping that ignored the index never gets here.)
+    reading = poll_until(backend, lambda r: "indexed" in by_name(r) and by_name(r)["indexed"].pod == "indexed-0-x7k2p")
     assert by_name(reading)["indexed"].pod == "indexed-0-x7k2p", "index 0 of an Indexed Job"
 
     job = kube.server.add(ks.job("late", "ml", gpus=2))
