@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.cost_cmd import run_cost
 
             return run_cost(args)
-        if args.command in ("users", "audit", "instance", "job"):
+        if args.command in ("users", "audit", "instance", "job", "process"):
             from gpuconsole.access_parsers import run_access_command
 
             _setup_logging(tui=False)

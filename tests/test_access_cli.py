@@ -33,6 +33,9 @@ def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
     ns = OWN_NS if scope == "own" else OTHER_NS
     job, cron = f"{ns}/{JOBS[ns]}", f"{ns}/{CRONJOBS[ns]}"
     return {
+        ActionKind.LAUNCH: [*DEMO, "instance", "launch", "--type", "g5.xlarge", "--region", "us-east-1", "--yes",
+                            "--only-this-zone"],
+        ActionKind.KILL_PROCESS: [*DEMO, "process", "kill", str(pid_of_job(ns)), "--yes"],
         ActionKind.START: [*DEMO, "instance", "start", INSTANCE],
         ActionKind.STOP: [*DEMO, "instance", "stop", INSTANCE, "--yes"],
         ActionKind.REBOOT: [*DEMO, "instance", "reboot", INSTANCE, "--yes"],
@@ -51,7 +54,23 @@ def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
     }[kind]
 
 
-CLI_KINDS = [k for k in ActionKind if k not in (ActionKind.LAUNCH, ActionKind.NOTIFY) and not k.value.startswith("kill")]
+CLI_KINDS = [k for k in ActionKind if k is not ActionKind.NOTIFY]
+
+
+def pid_of_job(ns: str) -> int:
+    """The pid of a GPU process of the demo job ``JOBS[ns]`` (seed 7), as ``process kill`` finds it."""
+    from gpuconsole.core.console import Console, ConsoleOptions
+    from gpuconsole.core.sources import SourceOptions
+
+    console = Console(ConsoleOptions(sources=SourceOptions(demo=True)))
+    try:
+        console.start(open_store=False)
+        console.wait_for_first_answers(10)
+        snap = console.snapshot
+        job = next(j for j in snap.jobs if j.namespace == ns and j.name == JOBS[ns])
+        return next(p.pid for g in snap.gpus for p in g.processes if p.pod_uid == job.pod_uid)
+    finally:
+        console.close()
 
 
 @pytest.fixture

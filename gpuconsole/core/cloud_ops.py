@@ -136,15 +136,16 @@ class CloudOps:
 
         Raises:
             LaunchFailed: every attempt failed (the attempts are on the exception).
-            ActionError: the spec is invalid.
+            ActionError: denied, or the spec is invalid (recorded either way).
         """
-        problems = validate(spec)
-        if problems:
-            field, message = next(iter(problems.items()))
-            raise ActionError(f"{field}: {message}")
         outcome: list[LaunchResult] = []
 
         def do() -> str:
+            # Checked after the guard, so a denied launch is audited even with a bad spec.
+            problems = validate(spec)
+            if problems:
+                field, message = next(iter(problems.items()))
+                raise BackendError(f"{field}: {message}")
             result = self.launcher().launch(spec, on_attempt, try_alternatives=try_alternatives)
             outcome.append(result)
             if not result.ok:
