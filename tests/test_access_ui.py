@@ -10,12 +10,12 @@ from contextlib import asynccontextmanager
 import pytest
 from textual.widgets import Input
 
-from gpuconsole.core.access import Role
+from gpuconsole.core.access import Role, needs_mfa_kind
 from gpuconsole.core.actions import ActionKind
 from gpuconsole.core.console import Console, ConsoleOptions
 from gpuconsole.core.mfa import code_at
 from gpuconsole.core.sources import SourceOptions
-from gpuconsole.model import InstanceState
+from gpuconsole.model import Budget, InstanceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import PID
 from gpuconsole.ui.screens.confirm import ConfirmScreen
@@ -82,18 +82,47 @@ UI_ACTIONS = {
     ActionKind.DELETE_JOB: ("3", "jobs", "job-table", "ctrl+d", "delete", ()),
     ActionKind.TRIGGER_CRONJOB: ("3", "jobs", "cron-table", "T", "trigger", ()),
     ActionKind.KILL_PROCESS: ("2", "gpus", "gpu-table", "T", "signal", ("SIGTERM",)),
+    ActionKind.REBOOT: ("4", "instances", "instance-table", "b", "instance", ("reboot",)),
+    ActionKind.SUSPEND_CRONJOB: ("3", "jobs", "cron-table", "s", "suspend", ()),
+    ActionKind.BUDGET_REMOVE: ("5", "budgets", "budget-table", "x", "remove_budget", ()),
+    ActionKind.BUDGET_ADD: ("5", "budgets", "budget-table", "a", "add_budget", ()),
+    ActionKind.RESUME_JOB: ("3", "jobs", "job-table", "s", "suspend", ()),
 }
+
+
+async def set_the_scene(app, kind: ActionKind, scope: str) -> None:
+    """What an action needs to act on (a saved budget, a suspended job),
+    made through the core without the guard, and seen in the snapshot."""
+    core = app.core
+    guard, core.actions.guard = core.actions.guard, None
+    try:
+        if kind is ActionKind.BUDGET_REMOVE:
+            core.budget_ops.add(Budget(name="matrix", amount=100.0))
+        elif kind is ActionKind.RESUME_JOB:
+            ns = OWN_NS if scope == "own" else OTHER_NS
+            core.jobs.suspend("Job", ns, JOBS[ns], "yes")
+        else:
+            return
+    finally:
+        core.actions.guard = guard
+    core.refresh()
+    if kind is ActionKind.RESUME_JOB:
+        await wait_until(lambda: any(j.name in JOBS.values() and j.state.value == "suspended" for j in app.snapshot.jobs))
 
 
 def row_key(app, kind: ActionKind, scope: str) -> str:
     ns = OWN_NS if scope == "own" else OTHER_NS
-    if kind in (ActionKind.STOP, ActionKind.TERMINATE):
+    if kind in (ActionKind.STOP, ActionKind.TERMINATE, ActionKind.REBOOT):
         return INSTANCE
+    if kind is ActionKind.BUDGET_ADD:
+        return "sprint"  # any row: adding does not depend on it
+    if kind is ActionKind.BUDGET_REMOVE:
+        return "matrix"  # saved by the test (the demo's own budget cannot be removed)
     if kind is ActionKind.KILL_PROCESS:  # a process of the job's pod, a row under its GPU
         job = next(j for j in app.snapshot.jobs if j.namespace == ns and j.name == JOBS[ns])
         gpu, proc = next((g, p) for g in app.snapshot.gpus for p in g.processes if p.pod_uid == job.pod_uid)
         return f"{gpu.uuid}{PID}{proc.pid}"
-    if kind in (ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB):
+    if kind in (ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB, ActionKind.RESUME_JOB):
         return next(j.uid for j in app.snapshot.jobs if j.namespace == ns and j.name == JOBS[ns])
     cron = {OWN_NS: "nightly-eval", OTHER_NS: "weekly-benchmark"}[ns]
     return next(c.uid for c in app.snapshot.cronjobs if c.namespace == ns and c.name == cron)
@@ -106,6 +135,7 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
     async with console_app(tmp_path, role) as (app, pilot, secret):
         if table_id == "cron-table":
             await pilot.press("3", "c")
+        await set_the_scene(app, kind, scope)
         await select_row(app, pilot, pane_key, table_id, row_key(app, kind, scope))
         pane = app.query_one(f"#{pane_id}-pane")
         audit = app.core.guard.audit
@@ -125,14 +155,17 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
         assert access_line(app, pane_id) == "" or kind.value not in access_line(app, pane_id)
         await pilot.press(key)
         await pilot.pause()
-        if kind.destructive:
+        if kind is ActionKind.BUDGET_ADD:  # the form: its preset "alert and pause at $1,000", saved
+            await pilot.press("f2", "ctrl+s")
+            await pilot.pause()
+        if kind.destructive or isinstance(app.screen, ConfirmScreen):
             assert isinstance(app.screen, ConfirmScreen)
             if kind is ActionKind.TERMINATE:
                 app.screen.query_one(Input).value = INSTANCE  # typed, not y
                 await pilot.press("enter")
             else:
                 await pilot.press("y")
-        if role is Role.ADMIN and kind.destructive:
+        if role is Role.ADMIN and needs_mfa_kind(kind):
             await wait_until(lambda: isinstance(app.screen, MfaPrompt))
             app.screen.query_one(Input).value = "000000" if code_at(secret, NOW) != "000000" else "111111"
             await pilot.press("enter")
@@ -142,7 +175,7 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
         await wait_until(lambda: any(r.action == kind.value for r in audit.records()[before:]))
         last = [r for r in audit.records() if r.action == kind.value][-1]
         assert (last.actor, last.role, last.result) == (NAMES[role], role.value, "ok")
-        if role is Role.ADMIN and kind.destructive:
+        if role is Role.ADMIN and needs_mfa_kind(kind):
             mfa = [r.result.split(" (")[0] for r in audit.records()[before:] if r.action == "mfa-verify"]
             assert mfa == ["denied: wrong code", "ok"]
 
