@@ -385,13 +385,13 @@ class BudgetOps:
     def remove(self, name: str) -> ActionResult:
         """Delete a saved budget. Raises :class:`ActionError` for a budget of the configuration
         file or the demo, or an unknown name (one line)."""
-        existing = self.get(name)
-        if existing is None:
-            raise ActionError(f"no budget named {name}")
-        if existing.origin != "store":
-            raise ActionError(self._not_here(existing, "removed"))
-
         def do() -> str:
+            # Checked after the guard, so a denied attempt is audited whatever it named.
+            existing = self.get(name)
+            if existing is None:
+                raise BackendError(f"no budget named {name}")
+            if existing.origin != "store":
+                raise BackendError(self._not_here(existing, "removed"))
             store = self._store
             if store is not None:
                 try:
