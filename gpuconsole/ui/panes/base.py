@@ -225,6 +225,9 @@ class Pane(Vertical):
         """Say under the table why keys are disabled (the footer only dims them)."""
         line = self.query_one(".access-line", TextView)
         reasons = self.access_reasons()
+        if reasons == getattr(self, "_shown_reasons", None):
+            return  # the keys' states are as shown: refreshing the footer would rebuild it
+        self._shown_reasons = reasons
         line.display = bool(reasons)
         if reasons:
             keys = " ".join(sorted({key for key, _ in reasons}))
