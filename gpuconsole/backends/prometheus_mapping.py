@@ -156,30 +156,27 @@ class PrometheusAnswerError(ValueError):
     """An answer that is not what the Prometheus HTTP API returns."""
 
 
-def vector(answer: Any) -> list[Any]:
-    """The ``result`` list of an instant query's ``vector`` answer (already JSON-decoded)."""
+def _result(answer: Any, expected: str) -> list[Any]:
+    """The ``result`` list of an answer whose ``resultType`` must be ``expected``."""
     try:
         data = answer["data"]
         kind = data["resultType"]
         result = data["result"]
     except (KeyError, TypeError) as exc:
         raise PrometheusAnswerError("an answer without data.result") from exc
-    if kind != "vector" or not isinstance(result, list):
-        raise PrometheusAnswerError(f"expected a vector, got {kind!r}")
+    if kind != expected or not isinstance(result, list):
+        raise PrometheusAnswerError(f"expected a {expected}, got {kind!r}")
     return result
+
+
+def vector(answer: Any) -> list[Any]:
+    """The ``result`` list of an instant query's ``vector`` answer (already JSON-decoded)."""
+    return _result(answer, "vector")
 
 
 def matrix(answer: Any) -> list[Any]:
     """The ``result`` list of a range query's ``matrix`` answer."""
-    try:
-        data = answer["data"]
-        kind = data["resultType"]
-        result = data["result"]
-    except (KeyError, TypeError) as exc:
-        raise PrometheusAnswerError("an answer without data.result") from exc
-    if kind != "matrix" or not isinstance(result, list):
-        raise PrometheusAnswerError(f"expected a matrix, got {kind!r}")
-    return result
+    return _result(answer, "matrix")
 
 
 class _Ident:
