@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import Input
 
 from gpuconsole.core.access import Role, needs_mfa_kind
-from gpuconsole.core.actions import ActionKind
+from gpuconsole.core.actions import ActionKind, ActionRequest
 from gpuconsole.core.console import Console, ConsoleOptions
 from gpuconsole.core.mfa import code_at
 from gpuconsole.core.sources import SourceOptions
@@ -87,17 +87,21 @@ UI_ACTIONS = {
     ActionKind.BUDGET_REMOVE: ("5", "budgets", "budget-table", "x", "remove_budget", ()),
     ActionKind.BUDGET_ADD: ("5", "budgets", "budget-table", "a", "add_budget", ()),
     ActionKind.RESUME_JOB: ("3", "jobs", "job-table", "s", "suspend", ()),
+    ActionKind.START: ("4", "instances", "instance-table", "S", "instance", ("start",)),
 }
 
 
 async def set_the_scene(app, kind: ActionKind, scope: str) -> None:
-    """What an action needs to act on (a saved budget, a suspended job),
+    """What an action needs to act on (a saved budget, a stopped instance, a suspended job),
     made through the core without the guard, and seen in the snapshot."""
     core = app.core
     guard, core.actions.guard = core.actions.guard, None
     try:
         if kind is ActionKind.BUDGET_REMOVE:
             core.budget_ops.add(Budget(name="matrix", amount=100.0))
+        elif kind is ActionKind.START:
+            core.cloud.perform(ActionRequest(ActionKind.STOP, INSTANCE, "us-east-1", "yes"))
+            core.clock.advance(300)  # the simulated instance finishes stopping
         elif kind is ActionKind.RESUME_JOB:
             ns = OWN_NS if scope == "own" else OTHER_NS
             core.jobs.suspend("Job", ns, JOBS[ns], "yes")
@@ -106,13 +110,16 @@ async def set_the_scene(app, kind: ActionKind, scope: str) -> None:
     finally:
         core.actions.guard = guard
     core.refresh()
+    if kind is ActionKind.START:
+        await wait_until(lambda: any(i.instance_id == INSTANCE and i.state is InstanceState.STOPPED
+                                     for i in app.snapshot.instances))
     if kind is ActionKind.RESUME_JOB:
         await wait_until(lambda: any(j.name in JOBS.values() and j.state.value == "suspended" for j in app.snapshot.jobs))
 
 
 def row_key(app, kind: ActionKind, scope: str) -> str:
     ns = OWN_NS if scope == "own" else OTHER_NS
-    if kind in (ActionKind.STOP, ActionKind.TERMINATE, ActionKind.REBOOT):
+    if kind in (ActionKind.STOP, ActionKind.TERMINATE, ActionKind.REBOOT, ActionKind.START):
         return INSTANCE
     if kind is ActionKind.BUDGET_ADD:
         return "sprint"  # any row: adding does not depend on it
@@ -245,3 +252,91 @@ async def test_a_developer_may_not_read_the_audit_pane(tmp_path) -> None:
         await wait_until(lambda: pane.query_one("#audit-denied").display)
         assert "only admins and auditors read the audit log" in str(pane.query_one("#audit-denied").content)
         assert not table(app, "audit-table").display
+
+
+@pytest.mark.parametrize("role,scope", CASES, ids=[f"{r.value}-{s}" for r, s in CASES])
+async def test_submitting_through_the_wizard_for_every_role(tmp_path, role, scope) -> None:
+    """The submit wizard: an auditor cannot open it; a developer may submit into its namespace
+    only (the core refuses another, and the audit log says so); an admin anywhere."""
+    from gpuconsole.ui.wizards.submit import SubmitWizard
+    from tests.test_jobs_pane import fill, open_submit, to_review
+
+    ns = OWN_NS if scope == "own" else OTHER_NS
+    async with console_app(tmp_path, role) as (app, pilot, secret):
+        audit = app.core.guard.audit
+        before = len(audit.records())
+        await pilot.press("3")
+        await pilot.pause()
+        pane = app.query_one("#jobs-pane")
+        if role is Role.AUDITOR:
+            assert pane.check_action("submit", ()) is None
+            await pilot.press("N")
+            await pilot.pause()
+            assert not isinstance(app.screen, SubmitWizard)
+            assert len(audit.records()) == before
+            return
+        wizard = await open_submit(app, pilot)
+        await pilot.press(*"matrix-job")
+        await fill(pilot, wizard, "job-namespace", ns)
+        await to_review(pilot, wizard)
+        if wizard.can_submit:
+            await pilot.press("ctrl+n")
+            if role is Role.ADMIN and needs_mfa_kind(ActionKind.SUBMIT_JOB):
+                await wait_until(lambda: isinstance(app.screen, MfaPrompt))
+                app.screen.query_one(Input).value = code_at(secret, NOW)
+                await pilot.press("enter")
+        await wait_until(lambda: any(r.action == "submit-job" for r in audit.records()[before:]))
+        last = [r for r in audit.records() if r.action == "submit-job"][-1]
+        assert (last.actor, last.role, last.target) == (NAMES[role], role.value, f"{ns}/matrix-job")
+        if expected_allowed(ActionKind.SUBMIT_JOB, role, scope):
+            assert last.result == "ok"
+            await wait_until(lambda: any(j.name == "matrix-job" and j.namespace == ns for j in app.snapshot.jobs))
+        else:
+            assert last.result.startswith("denied: ") and ns in last.result
+            assert not any(j.name == "matrix-job" for j in app.snapshot.jobs)
+
+
+@pytest.mark.parametrize("role,scope", CASES, ids=[f"{r.value}-{s}" for r, s in CASES])
+async def test_launching_through_the_wizard_for_every_role(tmp_path, role, scope) -> None:
+    """Only an admin may launch: for the others ``n`` is disabled with the reason; an admin
+    goes through the wizard, gives its MFA code where one is needed, and the launch is audited."""
+    from gpuconsole.model import Market
+    from gpuconsole.ui.wizards.provision import ProvisionWizard
+    from tests.test_wizard import (
+        choose_type,
+        choose_zone,
+        launch,
+        open_wizard,
+        to_review,
+    )
+
+    async with console_app(tmp_path, role) as (app, pilot, secret):
+        audit = app.core.guard.audit
+        before = len(audit.records())
+        await pilot.press("4")
+        await pilot.pause()
+        pane = app.query_one("#instances-pane")
+        if not expected_allowed(ActionKind.LAUNCH, role, scope):
+            assert pane.check_action("new_instance", ()) is None
+            assert ("n", app.core.guard.why_not(ActionKind.LAUNCH)) in pane.access_reasons()
+            await pilot.press("n")
+            await pilot.pause()
+            assert not isinstance(app.screen, ProvisionWizard)
+            assert len(audit.records()) == before
+            return
+        wizard = await open_wizard(app, pilot)
+        await choose_type(pilot, wizard, "p4de.24xlarge")
+        await choose_zone(pilot, wizard, "us-east-1a", Market.ON_DEMAND)
+        await to_review(pilot, wizard)
+        assert wizard.review_step.can_launch, wizard.review_step.dry_run_message
+        if needs_mfa_kind(ActionKind.LAUNCH):
+            await pilot.press("ctrl+n")
+            await wait_until(lambda: isinstance(app.screen, MfaPrompt))
+            app.screen.query_one(Input).value = code_at(secret, NOW)
+            await pilot.press("enter")
+            await wait_until(lambda: not wizard.launch_step.running and wizard.step == 4)
+        else:
+            await launch(pilot, wizard)
+        await wait_until(lambda: any(r.action == "launch" for r in audit.records()[before:]))
+        last = [r for r in audit.records() if r.action == "launch"][-1]
+        assert (last.actor, last.role, last.target, last.result) == (NAMES[role], role.value, "p4de.24xlarge", "ok")
