@@ -94,6 +94,21 @@ def _demo_nodes(text: str) -> int:
 MAX_SECONDS = 86400.0
 
 
+def _moment(text: str) -> float:
+    """A UTC time, ISO 8601 (``2026-11-16T14:00Z``) or POSIX seconds."""
+    from datetime import UTC, datetime
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} (e.g. 2026-11-16T14:00Z)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -119,6 +134,8 @@ def _common_options() -> _Parser:
     group.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help="run on a simulated GPU cloud")
     group.add_argument("--seed", type=_non_negative_int, default=argparse.SUPPRESS, metavar="N", help="seed of the simulated world (default 7)")
     group.add_argument("--demo-nodes", type=_demo_nodes, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
+    group.add_argument("--demo-at", type=_moment, default=argparse.SUPPRESS, metavar="TIME",
+                       help="start the simulated world at this UTC time (ISO 8601), so every run shows the same world")
     group.add_argument("--demo-faults", default=argparse.SUPPRESS, metavar="SPEC", help="inject faults, e.g. gpus:error,jobs:hang,cloud:slow=3 (modes: error, hang, slow[=S], flaky)")
     group.add_argument("--gpus", choices=GPU_SOURCES, default=argparse.SUPPRESS, help="GPU telemetry source (default auto)")
     kube = common.add_argument_group("Kubernetes (the kubeconfig, as kubectl finds it)")
@@ -152,6 +169,7 @@ DEFAULTS = {
     "seed": 7,
     "demo_nodes": None,
     "demo_faults": None,
+    "demo_at": None,
     "gpus": "auto",
     "cloud": "auto",
     "regions": (),
@@ -265,6 +283,16 @@ def _open_store(path: Path):  # noqa: ANN202 - Store, imported lazily (sqlite-ut
     return store
 
 
+def _demo_clock(args: argparse.Namespace) -> dict[str, object]:
+    """With ``--demo-at``, a clock that starts there and runs at the wall clock's pace."""
+    if args.demo_at is None:
+        return {}
+    import time
+
+    origin, at = time.time(), math.floor(args.demo_at)
+    return {"clock": lambda: at + (time.time() - origin)}
+
+
 def make_console(args: argparse.Namespace, *, background_store: bool = False, act_on_budgets: bool = True):  # noqa: ANN201 - Console
     """The Console the flags ask for.
 
@@ -288,6 +316,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         seed=args.seed,
         demo_nodes=args.demo_nodes,
         demo_faults=args.demo_faults,
+        sim_start=math.floor(args.demo_at) if args.demo_at is not None else None,
         gpus=args.gpus,
         cloud=args.cloud,
         regions=tuple(dict.fromkeys(args.regions)),
@@ -301,7 +330,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         prometheus=prometheus,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
-                             act_on_budgets=act_on_budgets, read_only=args.read_only)
+                             act_on_budgets=act_on_budgets, read_only=args.read_only, **_demo_clock(args))
     path = _db_path(args)
     if path is None:
         return Console(options)

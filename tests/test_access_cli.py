@@ -14,6 +14,7 @@ from gpuconsole.core.access import Role, needs_mfa_kind
 from gpuconsole.core.actions import ActionKind
 from gpuconsole.core.audit import AuditLog
 from gpuconsole.core.mfa import code_at
+from gpuconsole.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
 from tests.access_world import (
     CASES,
     CRONJOBS,
@@ -26,16 +27,17 @@ from tests.access_world import (
     make_home,
 )
 
-DEMO = ["--demo", "--no-db"]
+DEMO = ["--demo", "--no-db", "--demo-at", "2026-11-16T14:00Z"]  # the world the names below come from
 
 
 def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
     ns = OWN_NS if scope == "own" else OTHER_NS
     job, cron = f"{ns}/{JOBS[ns]}", f"{ns}/{CRONJOBS[ns]}"
+    if kind is ActionKind.KILL_PROCESS:
+        return [*DEMO, "process", "kill", str(pid_of_job(ns)), "--yes"]
     return {
         ActionKind.LAUNCH: [*DEMO, "instance", "launch", "--type", "g5.xlarge", "--region", "us-east-1", "--yes",
                             "--only-this-zone"],
-        ActionKind.KILL_PROCESS: [*DEMO, "process", "kill", str(pid_of_job(ns)), "--yes"],
         ActionKind.START: [*DEMO, "instance", "start", INSTANCE],
         ActionKind.STOP: [*DEMO, "instance", "stop", INSTANCE, "--yes"],
         ActionKind.REBOOT: [*DEMO, "instance", "reboot", INSTANCE, "--yes"],
@@ -62,7 +64,8 @@ def pid_of_job(ns: str) -> int:
     from gpuconsole.core.console import Console, ConsoleOptions
     from gpuconsole.core.sources import SourceOptions
 
-    console = Console(ConsoleOptions(sources=SourceOptions(demo=True)))
+    origin = time.time()
+    console = Console(ConsoleOptions(sources=SourceOptions(demo=True, sim_start=START), clock=lambda: START + time.time() - origin))
     try:
         console.start(open_store=False)
         console.wait_for_first_answers(10)

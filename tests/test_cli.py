@@ -851,3 +851,18 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
     err = child.stderr.read().decode()
     assert child.wait(timeout=60) == 0
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_demo_at_shows_the_same_world_on_every_run(capsys) -> None:
+    """``--demo-at`` starts the simulated world at a fixed time: two runs list the same jobs,
+    taken at that time, and a bad time is one line and exit 2."""
+    runs = []
+    for _ in range(2):
+        assert main(["snapshot", "--demo", "--no-db", "--demo-at", "2026-11-16T14:00Z", "--json", "--wait", "5"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        runs.append(sorted(j["name"] for j in data["jobs"]))
+        assert abs(data["taken_at"] - 1_794_837_600) < 60  # 2026-11-16T14:00Z, not today
+    assert runs[0] == runs[1] and "mistral-lora-rdlb2" in runs[0]
+    assert main(["snapshot", "--demo", "--demo-at", "yesterday"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a time: 'yesterday'" in err
