@@ -1,7 +1,7 @@
 """A Kubernetes API test server for the Kubernetes adapter's tests, and the objects it serves.
 
 The official client reaches it the way it reaches a cluster: over HTTP, from a kubeconfig. It
-keeps Jobs, CronJobs, Pods, Nodes and Events in memory with one resourceVersion counter (as etcd
+keeps Jobs, CronJobs, Pods, Nodes, Events and Services in memory with one resourceVersion counter (as etcd
 does) and serves what the adapter uses, the way the API server does:
 
 * lists, cluster-wide and per namespace (``/apis/batch/v1/jobs``,
@@ -71,6 +71,7 @@ RESOURCES: dict[str, Resource] = {
     "pods": Resource("pods", "v1", "Pod"),
     "nodes": Resource("nodes", "v1", "Node", namespaced=False),
     "events": Resource("events", "v1", "Event"),
+    "services": Resource("services", "v1", "Service"),  # a distributed job's headless Service
 }
 BY_KIND = {r.kind: r for r in RESOURCES.values()}
 

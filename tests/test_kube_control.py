@@ -10,7 +10,12 @@ import time
 import kubernetes
 import pytest
 
-from gpuconsole.backends.base import BackendError, BackendPermissionDenied, BackendTimeout, JobControl
+from gpuconsole.backends.base import (
+    BackendError,
+    BackendPermissionDenied,
+    BackendTimeout,
+    JobControl,
+)
 from gpuconsole.backends.kube_control import KubeJobControl
 from gpuconsole.core.manifests import manifests
 from tests import kube_server
@@ -24,17 +29,6 @@ from tests.test_manifests import (
     EXPECTED_SERVICE,
     JOB_REQUEST,
 )
-
-
-@pytest.fixture
-def services(kube, monkeypatch):
-    """The test server with Services too: it serves Jobs, CronJobs, Pods, Nodes and Events only,
-    and a distributed job's headless Service is a core/v1 Service."""
-    resource = kube_server.Resource("services", "v1", "Service")
-    monkeypatch.setitem(kube_server.RESOURCES, "services", resource)
-    monkeypatch.setitem(kube_server.BY_KIND, "Service", resource)
-    monkeypatch.setitem(kube.server._objects, "services", {})
-    return kube
 
 
 def control_for(kube, timeout: float = 2.0) -> KubeJobControl:
@@ -59,10 +53,10 @@ def test_a_job_reaches_the_server_exactly_as_reviewed(kube) -> None:
     assert stored["spec"] == EXPECTED_JOB["spec"] and stored["metadata"]["uid"]
 
 
-def test_distributed_training_sends_the_indexed_job_then_its_service_owned_by_it(services) -> None:
-    control = control_for(services)
+def test_distributed_training_sends_the_indexed_job_then_its_service_owned_by_it(kube) -> None:
+    control = control_for(kube)
     assert control.submit(manifests(DISTRIBUTED_REQUEST)) == ["Job research/llama-ddp", "Service research/llama-ddp"]
-    server = services.server
+    server = kube.server
     assert posted(server, "namespaces/research/jobs") == [EXPECTED_INDEXED_JOB]
     uid = server.get("Job", "llama-ddp", "research")["metadata"]["uid"]
     owned = {**EXPECTED_SERVICE, "metadata": {**EXPECTED_SERVICE["metadata"], "ownerReferences": [
@@ -77,9 +71,9 @@ def test_a_cronjob_is_sent_exactly(kube) -> None:
     assert posted(kube.server, "namespaces/inference/cronjobs") == [EXPECTED_CRONJOB]
 
 
-def test_a_dry_run_checks_every_object_and_stores_nothing(services) -> None:
-    server = services.server
-    control = control_for(services)
+def test_a_dry_run_checks_every_object_and_stores_nothing(kube) -> None:
+    server = kube.server
+    control = control_for(kube)
     assert control.submit(manifests(DISTRIBUTED_REQUEST), dry_run=True) == [
         "Job research/llama-ddp", "Service research/llama-ddp"]
     assert [r.query.get("dryRun") for r in server.requested(method="POST")] == ["All", "All"]
@@ -106,10 +100,10 @@ def test_an_object_the_server_refuses_comes_back_as_one_line(kube) -> None:
     assert "\n" not in str(taken.value)
 
 
-def test_a_service_refused_after_its_job_says_what_was_created(services) -> None:
-    services.server.fail(409, path_contains="/services", method="POST", message='services "llama-ddp" already exists')
+def test_a_service_refused_after_its_job_says_what_was_created(kube) -> None:
+    kube.server.fail(409, path_contains="/services", method="POST", message='services "llama-ddp" already exists')
     with pytest.raises(BackendError) as refused:
-        control_for(services).submit(manifests(DISTRIBUTED_REQUEST))
+        control_for(kube).submit(manifests(DISTRIBUTED_REQUEST))
     assert str(refused.value) == ('creating Service research/llama-ddp: services "llama-ddp" already exists '
                                   "(created before it: Job research/llama-ddp)")
 
