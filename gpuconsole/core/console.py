@@ -272,9 +272,7 @@ class Console:
 
         hygiene = KeyHygiene(None, None, self.guard.audit)
         while not self._stopping.is_set():
-            runners = self.hub.runners
-            cloud, jobs = runners.get(SourceKind.CLOUD), runners.get(SourceKind.JOBS)
-            hygiene.cloud, hygiene.jobs = (cloud.source if cloud else None), (jobs.source if jobs else None)
+            hygiene.cloud, hygiene.jobs = self._runner_source(SourceKind.CLOUD), self._runner_source(SourceKind.JOBS)
             try:
                 alerts = hygiene.check(self.snapshot.instances, self.clock())
             except Exception:  # noqa: BLE001 - a check that fails must not stop the console
@@ -365,8 +363,7 @@ class Console:
         that source fails.
         """
         now = self.clock()
-        runner = self.hub.runners.get(SourceKind.GPUS)
-        source = runner.source if runner else None
+        source = self._runner_source(SourceKind.GPUS)
         if Capability.HISTORY in getattr(source, "capabilities", ()) and hasattr(source, "history"):
             try:
                 return list(source.history(uuid, now - seconds, now, max(1.0, seconds / HISTORY_POINTS)))

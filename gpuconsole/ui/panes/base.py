@@ -23,7 +23,6 @@ from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from gpuconsole.ui.widgets.text_view import TextView
 
 TABLES = "LiveTable, VirtualTable"  # the selector of every table a pane may hold
-Table = LiveTable | VirtualTable
 
 SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
 
