@@ -207,8 +207,10 @@ class Pane(Vertical):
         """(key, reason) for each key of this pane the user may not use now."""
         from textual.actions import parse
 
-        from gpuconsole.ui.access import why_not
+        from gpuconsole.ui.access import principal_of, why_not
 
+        if principal_of(self.app) is None:
+            return []  # who the user is has not been read yet: nothing is disabled
         reasons = []
         for binding in self.BINDINGS:
             if not isinstance(binding, Binding):
