@@ -241,6 +241,7 @@ class KubeApiServer:
         self._oldest = self._rv  # history keeps the events after this version
         self._history: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, plural, type, object)
         self._pages: dict[str, tuple[list[dict[str, Any]], int]] = {}  # continue token → (rest, rv)
+        self._encoding: dict[int, tuple[dict[str, Any], bytes]] = {}  # id(object) → (object, its JSON)
         self._expire_next = 0
         self._faults: list[Fault] = []
         self._hang_until = 0.0
@@ -347,6 +348,7 @@ class KubeApiServer:
             meta.setdefault("generation", 1)
             meta["resourceVersion"] = str(self._bump())
             self._objects[resource.plural][self._key(resource, stored)] = stored
+            self._encoded(stored)
             self._emit(resource, "ADDED", stored)
             return copy.deepcopy(stored)
 
@@ -390,6 +392,7 @@ class KubeApiServer:
                 updated = merge_patch(current, change or {})
             updated["metadata"]["resourceVersion"] = str(self._bump())
             self._objects[resource.plural][key] = updated
+            self._encoded(updated)
             self._emit(resource, "MODIFIED", updated)
             return copy.deepcopy(updated)
 
@@ -620,14 +623,26 @@ class KubeApiServer:
                 next_token = uuid.uuid4().hex
                 self._pages[next_token] = (rest, version)
                 meta.update({"continue": next_token, "remainingItemCount": len(rest)})
-        items = []
-        for obj in objects:
-            item = dict(obj)
-            item.pop("kind", None)
-            item.pop("apiVersion", None)
-            items.append(item)
-        _send_json(handler, 200, {"kind": f"{resource.kind}List", "apiVersion": resource.group_version,
-                                  "metadata": meta, "items": items})
+        head = json.dumps({"kind": f"{resource.kind}List", "apiVersion": resource.group_version, "metadata": meta})
+        items = b", ".join(self._encoded(obj) for obj in objects)
+        _send(handler, 200, "application/json", head[:-1].encode() + b', "items": [' + items + b"]}")
+
+    def _encoded(self, obj: dict[str, Any]) -> bytes:
+        """An object as a list item (no kind or apiVersion) in JSON, encoded once per version (when
+        it is stored, as a real API server has it ready in its cache; stored objects are never
+        changed in place)."""
+        hit = self._encoding.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        item = dict(obj)
+        item.pop("kind", None)
+        item.pop("apiVersion", None)
+        encoded = json.dumps(item).encode()
+        with self._lock:
+            if len(self._encoding) > 2 * sum(map(len, self._objects.values())) + 1000:
+                self._encoding.clear()  # drop the encodings of objects changed or deleted since
+            self._encoding[id(obj)] = (obj, encoded)
+        return encoded
 
     def _watch(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource, namespace: str | None) -> None:
         selected = self._selected(resource, namespace, request)

@@ -46,7 +46,7 @@ from typing import Any
 
 import urllib3
 
-from gpuconsole.backends import kube_mapping
+from gpuconsole.backends import kube_mapping, kube_schema
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
@@ -83,6 +83,25 @@ def _kubernetes() -> Any:
     import kubernetes.watch.watch
 
     return kubernetes
+
+
+_import_started = threading.Lock()
+
+
+def _import_early() -> None:
+    """Start importing ``kubernetes`` in a thread of its own, once per process: the console
+    builds its sources before the window opens, so the import runs while the UI starts, and the
+    first poll finds it done (or waits on the import lock for the rest)."""
+    if not _import_started.acquire(blocking=False):
+        return
+    threading.Thread(target=_import_quietly, name="kube-import", daemon=True).start()
+
+
+def _import_quietly() -> None:
+    try:
+        _kubernetes()
+    except Exception:  # noqa: BLE001 - the first poll imports it again and reports the error
+        log.debug("importing kubernetes failed", exc_info=True)
 
 
 class _Gone(BackendError):
@@ -353,6 +372,7 @@ class KubeJobs:
         self._last: tuple[int, JobsReading, float | None] | None = None
         self._skipped: dict[tuple[str, str], str] = {}  # (kind, uid) → resourceVersion logged
         self._control: Any = None
+        _import_early()
 
     # ----------------------------------------------------------------- configuration and client
 
@@ -486,7 +506,7 @@ class KubeJobs:
             while True:
                 ahead = _peek_continue(data)
                 coming = pool.submit(self._fetch, kind, namespace, where, ahead) if ahead else None
-                page = _json(data, where)
+                page = kube_schema.decode_page(kind.name, data) or _json(data, where)
                 if not isinstance(page, Mapping) or not isinstance(page.get("items", []), list):
                     raise BackendError(f"unreadable answer {where}: not a list")
                 yield page
@@ -512,7 +532,7 @@ class KubeJobs:
                     for obj in page.get("items") or ():
                         record = self._read(kind, obj)
                         if record is not None:
-                            records[obj["metadata"]["uid"]] = record
+                            records[_uid(obj)] = record
                     meta = page.get("metadata")
                     meta = meta if isinstance(meta, Mapping) else {}
                     if not meta.get("continue"):
@@ -653,6 +673,12 @@ class KubeJobs:
                 api.close()
             except Exception:  # noqa: BLE001 - closing a pool must never fail an exit
                 log.debug("closing the Kubernetes client failed", exc_info=True)
+
+
+def _uid(obj: Any) -> str:
+    """The uid of a listed object that could be read (a decoded structure or plain JSON)."""
+    meta = getattr(obj, "metadata", None)
+    return meta.uid if isinstance(meta, kube_schema.Metadata) else obj["metadata"]["uid"]
 
 
 def _peek_continue(data: bytes) -> str | None:

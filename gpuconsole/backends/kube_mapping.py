@@ -39,6 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from gpuconsole.backends import kube_schema as schema
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
@@ -204,17 +205,19 @@ def _count(value: Any) -> int:
     return int(match.group(1))
 
 
-def owner_of(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def owner_of(kind: str, meta: schema.Metadata) -> schema.OwnerReference | None:
     """The owner reference of ``kind`` (the controller one first)."""
-    refs = [r for r in _items(_mapping(obj.get("metadata"), "metadata").get("ownerReferences"), "ownerReferences")
-            if (type(r) is dict or isinstance(r, Mapping)) and r.get("kind") == kind]
-    refs.sort(key=lambda r: not r.get("controller"))
+    refs = [r for r in meta.ownerReferences or () if r.kind == kind]
+    refs.sort(key=lambda r: not r.controller)
     return refs[0] if refs else None
 
 
 def describe(obj: Any) -> str:
     """``namespace/name`` of an object, as far as it can be read, for log lines."""
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if isinstance(obj, schema.Job | schema.Pod | schema.CronJob):
+        meta: Any = {"name": obj.metadata.name, "namespace": obj.metadata.namespace}
+    else:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if not isinstance(meta, Mapping):
         return "(no metadata)"
     name = meta.get("name", "?")
@@ -224,16 +227,18 @@ def describe(obj: Any) -> str:
 # --------------------------------------------------------------------------- GPU requests
 
 
-def container_devices(container: Mapping[str, Any]) -> dict[str, int]:
+def container_devices(container: schema.Container) -> dict[str, int]:
     """GPUs (key ``""``) and MIG devices (key: the profile) one container asks for."""
-    resources = _mapping(container.get("resources"), "resources")
-    limits = _mapping(resources.get("limits"), "limits")
-    requests = _mapping(resources.get("requests"), "requests")
+    resources = container.resources
+    if resources is None:
+        return {}
+    limits = resources.limits or _EMPTY
+    requests = resources.requests or _EMPTY
     devices: dict[str, int] = {}
     for name in set(limits) | set(requests):
         if name == GPU_RESOURCE:
             key = ""
-        elif isinstance(name, str) and name.startswith(MIG_RESOURCE_PREFIX):
+        elif name.startswith(MIG_RESOURCE_PREFIX):
             key = name[len(MIG_RESOURCE_PREFIX):]
         else:
             continue
@@ -243,14 +248,14 @@ def container_devices(container: Mapping[str, Any]) -> dict[str, int]:
     return devices
 
 
-def pod_devices(spec: Mapping[str, Any]) -> dict[str, int]:
+def pod_devices(spec: schema.PodSpec) -> dict[str, int]:
     """What a pod spec asks for: the sum over its containers, or an init container's if more."""
     total: dict[str, int] = {}
-    for container in _items(spec.get("containers"), "containers"):
-        for key, count in container_devices(_mapping(container, "container")).items():
+    for container in spec.containers or ():
+        for key, count in container_devices(container).items():
             total[key] = total.get(key, 0) + count
-    for container in _items(spec.get("initContainers"), "initContainers"):
-        for key, count in container_devices(_mapping(container, "initContainer")).items():
+    for container in spec.initContainers or ():
+        for key, count in container_devices(container).items():
             total[key] = max(total.get(key, 0), count)
     return total
 
@@ -266,25 +271,22 @@ def gpu_request(devices: Mapping[str, int], pods: int = 1) -> tuple[int, str | N
     return mig[profile] * pods, profile
 
 
-def _pods_at_once(job_spec: Mapping[str, Any]) -> int:
-    parallelism = job_spec.get("parallelism")
-    pods = 1 if parallelism is None else _count(parallelism)
-    completions = job_spec.get("completions")
-    if completions is not None:
-        pods = min(pods, _count(completions))
+def _pods_at_once(job_spec: schema.JobSpec) -> int:
+    pods = 1 if job_spec.parallelism is None else _count(job_spec.parallelism)
+    if job_spec.completions is not None:
+        pods = min(pods, _count(job_spec.completions))
     return max(pods, 1)
 
 
-def _template_spec(job_spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    template = _mapping(job_spec.get("template"), "template")
-    return _mapping(template.get("spec"), "template.spec")
+def _template_spec(job_spec: schema.JobSpec) -> schema.PodSpec:
+    template = job_spec.template
+    return template.spec if template is not None and template.spec is not None else schema.EMPTY_POD_SPEC
 
 
-def _first_image(pod_spec: Mapping[str, Any]) -> str:
-    for container in _items(pod_spec.get("containers"), "containers"):
-        image = _mapping(container, "container").get("image")
-        if isinstance(image, str):
-            return image
+def _first_image(pod_spec: schema.PodSpec) -> str:
+    for container in pod_spec.containers or ():
+        if isinstance(container.image, str):
+            return container.image
     return ""
 
 
@@ -300,89 +302,89 @@ def _owner_label(*label_sets: Mapping[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- objects → records
 
 
-def job_record(obj: Mapping[str, Any]) -> JobRecord:
-    """Read a batch/v1 Job.
+def job_record(obj: Mapping[str, Any] | schema.Job) -> JobRecord:
+    """Read a batch/v1 Job (plain JSON or already decoded as :class:`schema.Job`).
 
     Raises:
         KeyError, TypeError, ValueError: an object of a shape that cannot be read.
     """
-    meta = _metadata(obj)
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
-    conditions = {c.get("type"): c for c in _items(status.get("conditions"), "conditions") if type(c) is dict or isinstance(c, Mapping)}
+    job = schema.convert(obj, schema.Job)
+    meta = job.metadata
+    spec = job.spec or schema.EMPTY_JOB_SPEC
+    status = job.status or schema.EMPTY_JOB_STATUS
+    conditions = {c.type: c for c in status.conditions or ()}
 
-    def holds(kind: str) -> Mapping[str, Any] | None:
+    def holds(kind: str) -> schema.Condition | None:
         condition = conditions.get(kind)
-        return condition if condition is not None and condition.get("status") == "True" else None
+        return condition if condition is not None and condition.status == "True" else None
 
     final: JobState | None = None
-    finished = parse_time(status.get("completionTime"))
+    finished = parse_time(status.completionTime)
     if holds("Complete") or holds("SuccessCriteriaMet"):
         final = JobState.SUCCEEDED
     elif failed := (holds("Failed") or holds("FailureTarget")):
         final = JobState.FAILED
-        finished = finished or parse_time(failed.get("lastTransitionTime"))
-    elif spec.get("suspend") is True:
+        finished = finished or parse_time(failed.lastTransitionTime)
+    elif spec.suspend is True:
         final = JobState.SUSPENDED
     pod_spec = _template_spec(spec)
     gpus, mig = gpu_request(pod_devices(pod_spec), _pods_at_once(spec))
-    cron = owner_of("CronJob", obj)
-    template_labels = _mapping(_mapping(_mapping(spec.get("template"), "template").get("metadata"), "template.metadata")
-                               .get("labels"), "template labels")
+    cron = owner_of("CronJob", meta)
+    template = spec.template
+    template_labels = (template.metadata.labels if template is not None and template.metadata is not None else None)
     return JobRecord(
-        uid=meta["uid"],
-        name=meta["name"],
-        namespace=str(meta.get("namespace") or "default"),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        uid=meta.uid,
+        name=meta.name,
+        namespace=meta.namespace or "default",
+        created=parse_time(meta.creationTimestamp) or 0.0,
         final=final,
-        active=_count(status.get("active") or 0),
-        ready=_count(status.get("ready") or 0),
-        started=parse_time(status.get("startTime")),
+        active=_count(status.active or 0),
+        ready=_count(status.ready or 0),
+        started=parse_time(status.startTime),
         finished=finished if final in (JobState.SUCCEEDED, JobState.FAILED) else None,
         gpus=gpus,
         mig_profile=mig,
-        cronjob=str(cron["name"]) if cron is not None and cron.get("name") else None,
+        cronjob=str(cron.name) if cron is not None and cron.name else None,
         image=_first_image(pod_spec),
-        owner=_owner_label(_mapping(meta.get("labels"), "labels"), template_labels),
+        owner=_owner_label(meta.labels or _EMPTY, template_labels or _EMPTY),
     )
 
 
-def pod_record(obj: Mapping[str, Any]) -> PodRecord:
-    """Read a core/v1 Pod.
+def pod_record(obj: Mapping[str, Any] | schema.Pod) -> PodRecord:
+    """Read a core/v1 Pod (plain JSON or already decoded as :class:`schema.Pod`).
 
     Raises:
         KeyError, TypeError, ValueError: an object of a shape that cannot be read.
     """
-    meta = _metadata(obj)
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
-    labels = _mapping(meta.get("labels"), "labels")
-    job = owner_of("Job", obj)
-    job_uid = str(job["uid"]) if job is not None and job.get("uid") else next(
+    pod = schema.convert(obj, schema.Pod)
+    meta = pod.metadata
+    spec = pod.spec or schema.EMPTY_POD_SPEC
+    status = pod.status or schema.EMPTY_POD_STATUS
+    labels = meta.labels or _EMPTY
+    job = owner_of("Job", meta)
+    job_uid = str(job.uid) if job is not None and job.uid else next(
         (labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
-    job_name = str(job["name"]) if job is not None and job.get("name") else next(
+    job_name = str(job.name) if job is not None and job.name else next(
         (labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
     unschedulable = None
-    for condition in _items(status.get("conditions"), "conditions"):
-        if (type(condition) is dict or isinstance(condition, Mapping)) and condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            unschedulable = str(condition.get("message") or condition.get("reason") or "") or None
+    for condition in status.conditions or ():
+        if condition.type == "PodScheduled" and condition.status == "False":
+            unschedulable = str(condition.message or condition.reason or "") or None
     waiting = None
-    for cs in _items(status.get("containerStatuses"), "containerStatuses"):
-        state = _mapping(_mapping(cs, "containerStatus").get("state"), "state")
-        wait = _mapping(state.get("waiting"), "waiting")
-        if wait.get("reason") and wait.get("reason") != "ContainerCreating":
-            waiting = f"{wait['reason']}: {wait['message']}" if wait.get("message") else str(wait["reason"])
+    for cs in status.containerStatuses or ():
+        wait = cs.state.waiting if cs.state is not None else None
+        if wait is not None and wait.reason and wait.reason != "ContainerCreating":
+            waiting = f"{wait.reason}: {wait.message}" if wait.message else str(wait.reason)
             break
     devices = pod_devices(spec)
-    node = spec.get("nodeName")
-    annotations = _mapping(meta.get("annotations"), "annotations")
-    index = labels.get(COMPLETION_INDEX) or annotations.get(COMPLETION_INDEX)
+    node = spec.nodeName
+    index = labels.get(COMPLETION_INDEX) or (meta.annotations or _EMPTY).get(COMPLETION_INDEX)
     return PodRecord(
-        uid=meta["uid"],
-        name=meta["name"],
-        namespace=str(meta.get("namespace") or "default"),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        phase=str(status.get("phase") or "Pending"),
+        uid=meta.uid,
+        name=meta.name,
+        namespace=meta.namespace or "default",
+        created=parse_time(meta.creationTimestamp) or 0.0,
+        phase=str(status.phase or "Pending"),
         node=node if isinstance(node, str) and node else None,
         job_uid=job_uid,
         job_name=job_name,
@@ -469,33 +471,32 @@ def next_run(expression: str, zone: str | None, after: float) -> float | None:
     return when.timestamp() if when is not None else None
 
 
-def cronjob_record(obj: Mapping[str, Any]) -> CronJobRecord:
-    """Read a batch/v1 CronJob.
+def cronjob_record(obj: Mapping[str, Any] | schema.CronJob) -> CronJobRecord:
+    """Read a batch/v1 CronJob (plain JSON or already decoded as :class:`schema.CronJob`).
 
     Raises:
         KeyError, TypeError, ValueError: an object of a shape that cannot be read.
     """
-    meta = _metadata(obj)
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
-    schedule = spec["schedule"]
-    if not isinstance(schedule, str):
-        raise ValueError("schedule is not a string")
-    job_spec = _mapping(_mapping(spec.get("jobTemplate"), "jobTemplate").get("spec"), "jobTemplate.spec")
+    cron = schema.convert(obj, schema.CronJob)
+    meta, spec = cron.metadata, cron.spec
+    status = cron.status or schema.EMPTY_CRONJOB_STATUS
+    schedule = spec.schedule
+    job_spec = spec.jobTemplate.spec if spec.jobTemplate is not None else None
+    job_spec = job_spec or schema.EMPTY_JOB_SPEC
     gpus, mig = gpu_request(pod_devices(_template_spec(job_spec)), _pods_at_once(job_spec))
-    zone = spec.get("timeZone")
+    zone = spec.timeZone
     expression, zone = cron_expression(schedule, zone if isinstance(zone, str) else None)
     cronjob = CronJob(
-        uid=meta["uid"],
-        name=meta["name"],
-        namespace=str(meta.get("namespace") or "default"),
+        uid=meta.uid,
+        name=meta.name,
+        namespace=meta.namespace or "default",
         schedule=schedule,
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        suspended=spec.get("suspend") is True,
-        last_schedule=parse_time(status.get("lastScheduleTime")),
+        created=parse_time(meta.creationTimestamp) or 0.0,
+        suspended=spec.suspend is True,
+        last_schedule=parse_time(status.lastScheduleTime),
         gpus=gpus,
         mig_profile=mig,
-        active=len(_items(status.get("active"), "active")),
+        active=len(status.active or ()),
     )
     return CronJobRecord(cronjob, expression, zone)
 
