@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from textual.app import App, ComposeResult
 
 from gpuconsole.ui.widgets.live_table import right, text
@@ -59,6 +61,26 @@ def test_row_index_filters_100k_rows_exactly() -> None:
     want = [i.uid for i in ordered if "train-0999" in i.name and i.reason]
     assert got == want and len(got) == 20
     assert index.keys("no-such-job") == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="trai-n01 9xINS", max_size=8), min_size=1, max_size=12))
+def test_typing_narrows_to_exactly_what_a_full_scan_finds(texts: list[str]) -> None:
+    """A text that extends the last one is tested against the last answer only; every answer
+    is still the one a scan of every row gives, whatever is typed, deleted or typed again."""
+    index = new_index()
+    everything = items(2_000)
+    index.update(everything)
+    ordered = [index.by_key[k] for k in index.keys()]
+    typed = ""
+    for piece in texts:
+        typed = (typed + piece) if len(piece) % 3 else piece  # mostly extend, sometimes start over
+        terms = typed.lower().split()
+        want = [i.uid for i in ordered if all(t in f"{i.name} {i.reason}".lower() for t in terms)]
+        assert index.keys(typed) == want
+    index.update(items(1_000))  # a new snapshot: the last answer is not reused
+    assert index.keys(typed) == [k for k in index.keys() if all(
+        t in f"{index.by_key[k].name} {index.by_key[k].reason}".lower() for t in typed.lower().split())]
 
 
 def test_row_index_reuses_the_words_of_unchanged_items() -> None:

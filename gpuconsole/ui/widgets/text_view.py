@@ -1,7 +1,10 @@
 """A Static that repaints only when its text really changed.
 
 ``Static.update`` always asks for a new layout. At 1 Hz most lines (a source's ``live``, a card
-whose numbers did not move) are unchanged, and skipping those keeps an idle console cheap.
+whose numbers did not move) are unchanged, and skipping those keeps an idle console cheap. A
+view whose size does not depend on its text (a fixed height, a width that is not ``auto``, as
+the one-line status and detail lines of the panes) repaints without a new layout of the screen,
+which on a filter keystroke is most of the cost.
 """
 
 from __future__ import annotations
@@ -21,4 +24,6 @@ class TextView(Static):
         if self._shown is not None and text == self._shown:
             return
         self._shown = text
-        self.update(text)
+        width, height = self.styles.width, self.styles.height
+        sized = (width is None or not width.is_auto) and height is not None and not height.is_auto
+        self.update(text, layout=not sized)

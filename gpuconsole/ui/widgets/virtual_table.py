@@ -14,7 +14,7 @@ it looks like every other table in the console.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -298,6 +298,7 @@ class RowIndex:
         self.ordered: list[Any] = []
         self.by_key: dict[str, Any] = {}
         self._words: dict[str, tuple[Any, str]] = {}
+        self._last: tuple[str, object, list[str]] = ("", None, [])  # the last filter asked for and its keys
 
     def update(self, items: tuple[Any, ...]) -> None:
         if items is self._items:
@@ -315,9 +316,25 @@ class RowIndex:
         self._words = words
 
     def keys(self, filter_text: str = "") -> list[str]:
-        """The keys in table order whose words hold every term of ``filter_text``."""
+        """The keys in table order whose words hold every term of ``filter_text``.
+
+        Typing narrows: a text that extends the last one asked for (``train-00`` after
+        ``train-0``) can only match rows the last one matched, so only those are tested.
+        """
         if not filter_text:
             return list(self.by_key)
-        terms = filter_text.lower().split()
+        text = filter_text.lower()
+        last_text, last_words, last_keys = self._last
+        if last_words is self._words and last_text and text.startswith(last_text):
+            candidates: Iterable[str] = last_keys
+        else:
+            candidates = self.by_key
         words = self._words
-        return [key for key in self.by_key if all(term in words[key][1] for term in terms)]
+        terms = text.split()
+        if len(terms) == 1:
+            term = terms[0]
+            found = [key for key in candidates if term in words[key][1]]
+        else:
+            found = [key for key in candidates if all(term in words[key][1] for term in terms)]
+        self._last = (text, words, found)
+        return list(found)
