@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 MAX_EVENTS = 20
 
 
@@ -45,6 +43,8 @@ def object_yaml(obj: Mapping[str, Any]) -> str:
     meta = doc.get("metadata")
     if isinstance(meta, Mapping):
         doc["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    import yaml  # only when YAML is shown: it is not needed to start
+
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100).rstrip()
 
 

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
 from cronsim import CronSim, CronSimError
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.10-py3"
@@ -554,4 +553,6 @@ def manifests(req: JobRequest) -> list[dict[str, Any]]:
 
 def to_yaml(objects: list[dict[str, Any]]) -> str:
     """The manifests as one YAML stream (``---`` between objects), keys in Kubernetes order."""
+    import yaml  # only when YAML is shown: it is not needed to start
+
     return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False, width=100)
