@@ -403,8 +403,10 @@ def test_any_seed_gives_a_consistent_world(seed: int, steps: int, nodes: int | N
 
 def test_fast_gpu_constructor_builds_equal_values() -> None:
     args = ("GPU-x", "node", 0, "A100", 50.5, 1000, 81920, 50, 300.1, 400.0, MigMode.DISABLED, (), ())
+    assert telemetry._make_gpu is not Gpu, "the slotted constructor applies to the Gpu of the model as it is"
     made = telemetry._make_gpu(*args)
     assert made == Gpu(*args) and type(made) is Gpu
+    assert made.not_reported == () and made.pod is None and made.pci_bus_id == ""
     with pytest.raises(AttributeError):
         made.utilization = 1.0  # type: ignore[misc]
 
