@@ -190,6 +190,18 @@ class KeyLatency:
 
         return done
 
+    def filter_shown(self, table: Any, words: str, count: int, names: list[str]) -> Callable[[], bool]:
+        """A condition: ``table`` holds ``count`` rows and the screen shows the pane's
+        ``filter: words`` and each of ``names`` (the first rows' names): the narrowed table."""
+        marker = f"filter: {words.strip().lower()}"
+
+        def done() -> bool:
+            if table.row_count != count or not self.on_screen(marker):
+                return False
+            return all(self.on_screen(name) for name in names)
+
+        return done
+
 
 def key_event(key: str) -> Any:
     """The ``events.Key`` a terminal driver makes for ``key``, as ``App._press_keys`` builds it."""
