@@ -60,10 +60,11 @@ def nodes_for(gpus: int, seed: int = 7) -> int:
 
 
 async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]:
+    from keylat import KeyLatency
+
     from gpuconsole.cli import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.widgets.virtual_table import VirtualTable
-    from keylat import KeyLatency
 
     nodes = nodes_for(gpus)
     log(f"{gpus} GPUs: --demo-nodes {nodes}")

@@ -66,7 +66,7 @@ class KeyLatency:
     def __init__(self, app: Any, *, encode: bool = True) -> None:
         from textual.app import App
 
-        if not callable(getattr(App, "_display", None)):
+        if not hasattr(App, "_display"):
             import textual
 
             raise RuntimeError(f"textual {textual.__version__} has no App._display: update benchmarks/keylat.py")
@@ -206,7 +206,11 @@ class KeyLatency:
 def key_event(key: str) -> Any:
     """The ``events.Key`` a terminal driver makes for ``key``, as ``App._press_keys`` builds it."""
     from textual import events
-    from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
+    from textual.keys import (
+        REPLACED_KEYS,
+        _character_to_key,
+        _get_unicode_name_from_key,
+    )
 
     if len(key) == 1 and not key.isalnum():
         key = _character_to_key(key)

@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from keylat import KeyLatency  # noqa: E402
+from keylat import KeyLatency
+
 from tests import kube_server as ks  # noqa: E402
 
 FILTERS = ("train-0001", "train-0002", "train-0003", "train-000", "train-001")
