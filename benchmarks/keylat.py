@@ -164,17 +164,33 @@ class KeyLatency:
         """
         if done():
             raise ValueError(f"the condition holds before {key!r} is pressed")
-        driver = self.app._driver
+        wall0, cpu0 = time.perf_counter(), time.thread_time()
+        waiting = self._wait(done, wall0, cpu0)
+        self.send(key)
+        return await asyncio.wait_for(waiting, timeout)
+
+    def send(self, key: str) -> None:
+        """Send ``key`` as the terminal driver would, and return at once."""
         event = key_event(key)
+        event.set_sender(self.app)
+        self.app._driver.send_message(event)
+
+    async def frame(self, done: Callable[[], bool], since: tuple[float, float], *, timeout: float = 120.0) -> KeyTime:
+        """Wait for the first frame at whose end ``done()`` holds; times from ``since``
+        (``time.perf_counter()``, ``time.thread_time()`` read on the app's thread)."""
+        return await asyncio.wait_for(self._wait(done, *since), timeout)
+
+    def _wait(self, done: Callable[[], bool], wall0: float, cpu0: float) -> asyncio.Future[KeyTime]:
         future: asyncio.Future[KeyTime] = asyncio.get_running_loop().create_future()
         self._frames = 0
-        self._waiter = (done, future, time.perf_counter(), time.thread_time())
-        event.set_sender(self.app)
-        driver.send_message(event)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        finally:
-            self._waiter = None
+        self._waiter = (done, future, wall0, cpu0)
+
+        def clear(_: object) -> None:
+            if self._waiter is not None and self._waiter[1] is future:
+                self._waiter = None
+
+        future.add_done_callback(clear)
+        return future
 
     def row_shown(self, pane: Any, table: Any, row: int) -> Callable[[], bool]:
         """A condition: ``table``'s cursor is on ``row`` and the screen shows ``pane``'s line
@@ -190,15 +206,18 @@ class KeyLatency:
 
         return done
 
-    def filter_shown(self, table: Any, words: str, count: int, names: list[str]) -> Callable[[], bool]:
-        """A condition: ``table`` holds ``count`` rows and the screen shows the pane's
-        ``filter: words`` and each of ``names`` (the first rows' names): the narrowed table."""
+    def filter_shown(self, table: Any, words: str, name_of: Callable[[str], str]) -> Callable[[], bool]:
+        """A condition: ``table``'s rows have changed, and the screen shows the pane's
+        ``filter: words`` and the names (``name_of(key)``, as far as a 20-column cell shows
+        them) of the first three rows the table now holds: the narrowed table is on screen."""
         marker = f"filter: {words.strip().lower()}"
+        before = table._keys
 
         def done() -> bool:
-            if table.row_count != count or not self.on_screen(marker):
+            keys = table._keys
+            if keys is before or not self.on_screen(marker):
                 return False
-            return all(self.on_screen(name) for name in names)
+            return all(self.on_screen(name_of(key)[:20]) for key in keys[:3])
 
         return done
 

@@ -98,6 +98,7 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
             pilot_keys = []
             for text in FILTERS:
                 field.value = text[:-1]
+                field.cursor_position = len(field.value)
                 await pilot.pause()
                 before = table.row_count
                 k0 = time.perf_counter()
@@ -111,11 +112,10 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
                 precise = []
                 for text in FILTERS:
                     field.value = text[:-1]
+                    field.cursor_position = len(field.value)  # the next letter goes at the end
                     await pilot.pause()
                     await asyncio.sleep(0.05)
-                    rows = pane.jobs.keys(text)
-                    names = [pane.jobs.by_key[k].name for k in rows[:5]]
-                    precise.append(await keys.press(text[-1], keys.filter_shown(table, text, len(rows), names)))
+                    precise.append(await keys.press(text[-1], keys.filter_shown(table, text, lambda k: pane.jobs.by_key[k].name)))
             finally:
                 keys.close()
             idle = []
