@@ -52,17 +52,18 @@ def at_most(figure: str, value: float | None, unit: str, target: float | None, f
 # ---------------------------------------------------------------------- per script: rows from its JSON
 def startup_rows(doc: dict[str, Any]) -> list[Row]:
     rows = []
-    fleets = doc.get("fleets", {})
+    fleets = {key: f"{fleet['gpus']:,}" for key, fleet in doc.get("fleets", {}).items()}
     for key, fig in doc.get("first_complete_frame", {}).items():
         fleet, kind = key.split(":")
         target = 0.5 if fleet == "default" else None
-        label = f"first complete frame ({kind.replace('_', ' ')}), {fleets.get(fleet, {}).get('gpus', '?')} GPUs"
+        label = f"first complete frame ({kind.replace('_', ' ')}), {fleets.get(fleet, '?')} GPUs"
         rows.append(at_most(label, fig["median"], "s", target, "{:.2f}"))
     for section, where in (("idle_cpu_tmux", "tmux"), ("idle_cpu_headless", "headless")):
         for key, fig in doc.get(section, {}).items():
-            fleet, size = key.split(":")
+            fleet, _, size = key.partition(":")
+            size = size or "80x24"  # the headless figures are keyed by fleet only
             target = 3.0 if fleet == "default" and where == "tmux" else None
-            label = f"idle CPU at 1 Hz, {where} {size}, {fleets.get(fleet, {}).get('gpus', '?')} GPUs"
+            label = f"idle CPU at 1 Hz, {where} {size}, {fleets.get(fleet, '?')} GPUs"
             rows.append(at_most(label, fig["median"], "%", target, "{:.1f}"))
     return rows
 
@@ -212,7 +213,7 @@ def main() -> int:
         rows.extend(got)
     load_after = os.getloadavg()
     width = max(len(r.figure) for r in rows)
-    mwidth = max(len(r.measured) for r in rows)
+    mwidth = max(max(len(r.measured) for r in rows), len("measured"))
     twidth = max(max(len(r.target) for r in rows), len("target"))
     print(f"{'figure':<{width}} | {'measured':>{mwidth}} | {'target':<{twidth}} | met?")
     print(f"{'-' * width}-+-{'-' * mwidth}-+-{'-' * twidth}-+-----")
