@@ -13,8 +13,13 @@ then measures, over ``--seconds``:
   the wall time;
 - tick: the UI thread's time to take in one snapshot (top bar, pane strip, the GPUs pane's rows
   and the row under the cursor), median and worst;
-- key → screen: from a key press (``down`` in the GPUs table) to the frame that shows the cursor
-  on the next row, measured by the Pilot, so it includes the Pilot's own cost per key.
+- key → screen: input latency while the fleet refreshes. A key (``down`` in the GPUs table) is
+  sent as the terminal driver sends it, and the clock stops at the end of the first frame that
+  shows the cursor on the next row and the line under the table rewritten for it
+  (``benchmarks/keylat.py``; no Pilot waits). Keys are spaced 0.37 s apart so they land at every
+  phase of the 1 s refresh; median and worst, wall time, and the UI thread's CPU time (median).
+
+``--json`` prints the table's rows as JSON after it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {8: "", 64: "", 1024: "≤ 8% · tick ≤ 50 ms", 8192: "≤ 20% · responsive"}
+TARGETS = {8: "", 64: "", 1024: "≤ 8% · tick ≤ 50 ms", 8192: "≤ 20% · key ≤ 100 ms"}
+KEYS = 9  # keys timed per fleet
+KEY_SPACING_S = 0.37  # between keys, so they meet the 1 s refresh at different phases
 
 
 def log(message: str) -> None:
@@ -53,6 +60,8 @@ def nodes_for(gpus: int, seed: int = 7) -> int:
 
 
 async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]:
+    from keylat import KeyLatency
+
     from gpuconsole.cli import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.widgets.virtual_table import VirtualTable
@@ -86,21 +95,24 @@ async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]
             tick_list = list(ticks)
             log(f"{len(tick_list)} ticks, CPU {cpu:.0f}%; pressing keys")
             table.focus()
-            keys = []
-            for _ in range(9):
-                before = table.cursor_row
-                k0 = time.perf_counter()
-                await pilot.press("down")
-                while table.cursor_row == before:
-                    await asyncio.sleep(0.001)
-                await pilot.pause()
-                keys.append(time.perf_counter() - k0)
+            await pilot.pause()
+            pane = app.query_one("#gpus-pane")
+            keys = await KeyLatency.attach(app)
+            try:
+                times = []
+                for _ in range(KEYS):
+                    await asyncio.sleep(KEY_SPACING_S)
+                    times.append(await keys.press("down", keys.row_shown(pane, table, table.cursor_row + 1)))
+            finally:
+                keys.close()
             fleet = len(app.snapshot.gpus)
     finally:
         console.close()
     return {"gpus": fleet, "rows": shown, "cpu": cpu, "ticks": len(tick_list),
             "tick_median": statistics.median(tick_list) if tick_list else None,
-            "tick_max": max(tick_list) if tick_list else None, "key": statistics.median(keys)}
+            "tick_max": max(tick_list) if tick_list else None,
+            "key": statistics.median(t.wall for t in times), "key_max": max(t.wall for t in times),
+            "key_cpu": statistics.median(t.cpu for t in times)}
 
 
 def child(args: argparse.Namespace) -> int:
@@ -115,6 +127,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds measured per fleet (default 15)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after start-up before measuring (default 5)")
     parser.add_argument("--runs", type=int, default=1, help="runs per fleet; the table shows medians (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON after the table")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -131,15 +144,26 @@ def main() -> int:
                 return 1
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         rows.append((gpus, runs))
-    print(f"{'fleet':>12} {'rows':>7} {'CPU % of a core':>16} {'tick median':>12} {'tick worst':>11} {'key → screen':>13}   target")
+    table = []
     for gpus, runs in rows:
         def med(name: str, runs: list[dict] = runs) -> float:
             return statistics.median(r[name] for r in runs if r[name] is not None)
-        print(f"{runs[0]['gpus']:>8} GPUs {int(med('rows')):>7} {med('cpu'):>15.1f}% {med('tick_median') * 1000:>10.1f}ms"
-              f" {med('tick_max') * 1000:>9.1f}ms {med('key') * 1000:>11.0f}ms   {TARGETS.get(gpus, '')}")
+        table.append({"fleet": gpus, "gpus": runs[0]["gpus"], "rows": int(med("rows")), "cpu_percent": med("cpu"),
+                      "tick_median_ms": med("tick_median") * 1000, "tick_max_ms": med("tick_max") * 1000,
+                      "key_ms": med("key") * 1000, "key_max_ms": med("key_max") * 1000,
+                      "key_cpu_ms": med("key_cpu") * 1000, "target": TARGETS.get(gpus, "")})
+    print(f"{'fleet':>12} {'rows':>7} {'CPU % of a core':>16} {'tick median':>12} {'tick worst':>11}"
+          f" {'key → screen':>13} {'worst':>7} {'UI CPU':>7}   target")
+    for r in table:
+        print(f"{r['gpus']:>8} GPUs {r['rows']:>7} {r['cpu_percent']:>15.1f}% {r['tick_median_ms']:>10.1f}ms"
+              f" {r['tick_max_ms']:>9.1f}ms {r['key_ms']:>11.0f}ms {r['key_max_ms']:>5.0f}ms {r['key_cpu_ms']:>5.0f}ms"
+              f"   {r['target']}")
+    if args.json:
+        print(json.dumps(table, indent=2))
     return 0
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.exit(main())

@@ -1,6 +1,6 @@
 """GPU history in the Store: ingest rate, 30 days of 64 GPUs on disk, and chart reads and draws.
 
-    .venv/bin/python benchmarks/history.py [--runs N] [--setup-runs K]
+    .venv/bin/python benchmarks/history.py [--runs N] [--setup-runs K] [--json]
 
 Prints one table of medians:
 
@@ -17,6 +17,8 @@ Prints one table of medians:
   of the GPU detail view (utilization, memory, temperature, power; Textual's ``Sparkline``,
   100 cells wide) rendered on their own, and set and painted in a headless app (next to the
   time that app takes to paint the same frame with nothing changed: the harness's share).
+
+``--json`` prints the same figures as numbers after the table.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import json
 import statistics
 import sys
 import tempfile
@@ -142,9 +145,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="ingest runs, and reads per span x 4 (default 5)")
     parser.add_argument("--setup-runs", type=int, default=3, help="30-day set-ups, about 30 s each (default 3)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON after the table")
     args = parser.parse_args()
 
     rows: list[tuple[str, str]] = []
+    figures: dict[str, float] = {}
     for n, ticks in ((64, 600), (1024, 120)):
         results = [ingest(n, ticks) for _ in range(args.runs)]
         rate, tick, maintain = (statistics.median(r[i] for r in results) for i in range(3))
@@ -152,19 +157,25 @@ def main() -> int:
             (f"ingest, {n:,} GPUs per tick", f"{rate:,.0f} samples/s ({tick:.2f} ms per tick)"),
             (f"maintain, {n:,} GPUs (once a minute)", f"{maintain:.1f} ms"),
         ]
+        figures |= {f"ingest_{n}_samples_per_s": rate, f"ingest_{n}_tick_ms": tick, f"maintain_{n}_ms": maintain}
 
     with tempfile.TemporaryDirectory() as tmp:
         setups = [setup_month(Path(tmp) / f"month-{k}" / "gpuconsole.db") for k in range(args.setup_runs)]
         rows.append(("30 days x 64 GPUs: set-up", f"{statistics.median(s[0] for s in setups):.1f} s"))
         rows.append(("30 days x 64 GPUs: on disk", f"{statistics.median(s[1] for s in setups):.1f} MB"))
+        figures |= {"month_setup_s": statistics.median(s[0] for s in setups),
+                    "month_on_disk_mb": statistics.median(s[1] for s in setups)}
         path, uuids = Path(tmp) / "month-0" / "gpuconsole.db", setups[0][2]
         with Store(path) as store:
             for label, span in SPANS.items():
                 points = len(store.gpu_history(uuids[0], END - span, END))
                 ms = median_ms(lambda span=span: store.gpu_history(uuids[7], END - span, END), 4 * args.runs + 1)
                 rows.append((f"read {label} ({points:,} points)", f"{ms:.1f} ms"))
-            rows.append(("24 h chart: read + render 4 sparklines", f"{render_ms(store, uuids, 4 * args.runs + 1):.1f} ms"))
+                figures[f"read_{label.replace(' ', '')}_ms"] = ms
+            chart = render_ms(store, uuids, 4 * args.runs + 1)
+            rows.append(("24 h chart: read + render 4 sparklines", f"{chart:.1f} ms"))
             draw, floor = asyncio.run(draw_ms(store, uuids, 4 * args.runs + 1))
+            figures |= {"chart_24h_ms": chart, "chart_24h_app_ms": draw, "chart_24h_app_unchanged_ms": floor}
             note = f"{draw:.1f} ms ({floor:.1f} ms to paint the same frame unchanged)"
             rows.append(("24 h chart: read + set + paint, headless app", note))
 
@@ -172,6 +183,8 @@ def main() -> int:
     print(f"{'figure':<{width}}  median of runs")
     for label, value in rows:
         print(f"{label:<{width}}  {value}")
+    if args.json:
+        print(json.dumps(figures, indent=2))
     return 0
 
 

@@ -1,6 +1,6 @@
 """A fleet of 1,024 nodes × 8 GPUs read from Prometheus: the cost of one refresh, and CPU at rest.
 
-    .venv/bin/python benchmarks/prometheus_fleet.py [--nodes 1024] [--interval 1] [--seconds 20]
+    .venv/bin/python benchmarks/prometheus_fleet.py [--nodes 1024] [--interval 1] [--seconds 20] [--json]
 
 A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` with canned JSON
 for 8,192 GPUs: for each query, the series Prometheus would return for it (the labels its
@@ -17,6 +17,8 @@ Figures (medians over the refreshes of the window):
 - tick: the two together;
 - CPU: percent of one core used by the console's process (UI, Hub, source; the server is
   another process) over ``--seconds`` after the first refreshes.
+
+``--json`` prints the figures as JSON after the table.
 """
 
 from __future__ import annotations
@@ -211,6 +213,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1024, help="nodes of 8 GPUs (default 1024: 8,192 GPUs)")
     parser.add_argument("--interval", type=float, default=1.0, help="refresh (scrape) interval in seconds (default 1)")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the measured window (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON after the table")
     args = parser.parse_args()
     ports: multiprocessing.Queue = multiprocessing.Queue()
     server = multiprocessing.Process(target=serve, args=(args.nodes, ports), daemon=True)
@@ -229,6 +232,8 @@ def main() -> int:
     print(f"{'tick: query + parse + table update':<40}{figures['tick'] * 1000:>8.0f}ms   <= 200 ms")
     print(f"{f'CPU at a {args.interval:g} s interval (% of one core)':<40}{figures['cpu']:>9.1f}%   <= 20 %")
     print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window)")
+    if args.json:
+        print(json.dumps({"nodes": args.nodes, "interval": args.interval, **figures}, indent=2))
     return 0
 
 

@@ -91,6 +91,16 @@ def _demo_nodes(text: str) -> int:
     return value
 
 
+MAX_DEMO_JOBS = 1_000_000  # history beyond this only fills memory
+
+
+def _demo_jobs(text: str) -> int:
+    value = _non_negative_int(text)
+    if value > MAX_DEMO_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DEMO_JOBS:,} jobs, got {value}")
+    return value
+
+
 MAX_SECONDS = 86400.0
 
 
@@ -134,6 +144,8 @@ def _common_options() -> _Parser:
     group.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help="run on a simulated GPU cloud")
     group.add_argument("--seed", type=_non_negative_int, default=argparse.SUPPRESS, metavar="N", help="seed of the simulated world (default 7)")
     group.add_argument("--demo-nodes", type=_demo_nodes, default=argparse.SUPPRESS, metavar="N", help="simulate N nodes of up to 8 GPUs instead of the default fleet")
+    group.add_argument("--demo-jobs", type=_demo_jobs, default=argparse.SUPPRESS, metavar="N",
+                       help="list about N jobs: the live ones plus finished and queued history that never changes")
     group.add_argument("--demo-at", type=_moment, default=argparse.SUPPRESS, metavar="TIME",
                        help="start the simulated world at this UTC time (ISO 8601), so every run shows the same world")
     group.add_argument("--demo-faults", default=argparse.SUPPRESS, metavar="SPEC", help="inject faults, e.g. gpus:error,jobs:hang,cloud:slow=3 (modes: error, hang, slow[=S], flaky)")
@@ -168,6 +180,7 @@ DEFAULTS = {
     "demo": False,
     "seed": 7,
     "demo_nodes": None,
+    "demo_jobs": None,
     "demo_faults": None,
     "demo_at": None,
     "gpus": "auto",
@@ -315,6 +328,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         demo=args.demo,
         seed=args.seed,
         demo_nodes=args.demo_nodes,
+        demo_jobs=args.demo_jobs,
         demo_faults=args.demo_faults,
         sim_start=math.floor(args.demo_at) if args.demo_at is not None else None,
         gpus=args.gpus,

@@ -245,7 +245,8 @@ class Console:
         # simulator by its world too, so two demo worlds never mix in one screen.
         if name == "sim":
             sim = self.options.sources
-            return f"{kind.value}:sim:{sim.seed}:{sim.demo_nodes or 'default'}"
+            jobs = f":{sim.demo_jobs}-jobs" if sim.demo_jobs else ""
+            return f"{kind.value}:sim:{sim.seed}:{sim.demo_nodes or 'default'}{jobs}"
         return f"{kind.value}:{name}"
 
     @property

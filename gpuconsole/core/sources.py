@@ -41,6 +41,7 @@ class SourceOptions:
     demo: bool = False
     seed: int = 7
     demo_nodes: int | None = None
+    demo_jobs: int | None = None  # list about this many jobs, the rest static history
     demo_faults: str | None = None
     gpus: str = "auto"
     sim_start: float | None = None
@@ -114,6 +115,7 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
             seed=options.seed,
             nodes=options.demo_nodes,
             start=options.sim_start,
+            jobs=options.demo_jobs,
             faults=faults,
             clock=clock,
         )

@@ -40,6 +40,7 @@ def make_sim(
     start: float | None = None,
     faults: FaultPlan | None = None,
     clock: Callable[[], float] | None = None,
+    jobs: int | None = None,
 ) -> tuple[SimGpuSource, SimJobBackend, SimCloudBackend]:
     """Build a simulated world and the three backend faces that share it.
 
@@ -50,8 +51,9 @@ def make_sim(
         faults: misbehaviour to inject (``--demo-faults``); None for none.
         clock: what each poll advances the world to; defaults to the wall clock. Tests pass
             a fake clock to step the world exactly.
+        jobs: list about this many jobs, the live ones plus static history (``--demo-jobs``).
     """
     now = clock if clock is not None else time.time
-    world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start)
+    world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start, jobs=jobs)
     shared = SimCloud(world, now, faults)
     return SimGpuSource(shared), SimJobBackend(shared), SimCloudBackend(shared)

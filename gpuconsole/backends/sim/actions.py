@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from gpuconsole.backends.sim import catalog
-from gpuconsole.backends.sim.lifecycle import Lifecycle, cron_next
+from gpuconsole.backends.sim.archive import JobArchive
+from gpuconsole.backends.sim.lifecycle import cron_next
 from gpuconsole.backends.sim.state import SimInstance, SimJob
 from gpuconsole.backends.sim.workload import PYTORCH, TEAMS
 from gpuconsole.model import CronJob, Instance, InstanceState, Job, JobState, Market
@@ -28,7 +29,7 @@ def instance_model(inst: SimInstance, now: float) -> Instance:
                     round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing)
 
 
-class Actions(Lifecycle):
+class Actions(JobArchive):
     """User actions on the world; each takes effect at the current sim time."""
 
     def submit_job(self, name: str, namespace: str, gpus: int = 1, *, mig_profile: str | None = None,
@@ -70,7 +71,7 @@ class Actions(Lifecycle):
         Raises:
             KeyError: no job with that UID.
         """
-        job = self._jobs.pop(uid, None)
+        job = self._jobs.pop(uid, None) or self._drop_archived(uid)
         if job is None:
             raise KeyError(f"no job with uid {uid}")
         view = job.to_model()

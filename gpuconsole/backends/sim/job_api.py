@@ -15,6 +15,7 @@ so using these calls never changes what the rest of the world does until a job s
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 import re
 from datetime import UTC, datetime
@@ -113,6 +114,9 @@ class JobApi(Actions):
         for job in self._jobs.values():
             if job.name == name and job.namespace == namespace:
                 return job
+        archived = self._archived(namespace, name)
+        if archived is not None:
+            return archived
         raise KeyError(f'jobs.batch "{name}" not found')
 
     def _find_cronjob(self, namespace: str, name: str) -> SimCronJob:
@@ -249,6 +253,7 @@ class JobApi(Actions):
         job = self._find_job(namespace, name)
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
             return  # a finished Job ignores spec.suspend, as the controller does
+        self._revive(job)
         if suspended and job.state is not JobState.SUSPENDED:
             if job.state is JobState.RUNNING:
                 self._scheduler.release(job)
@@ -290,7 +295,7 @@ class JobApi(Actions):
         Raises:
             KeyError: no such pod. ValueError: its container has not started.
         """
-        for job in self._jobs.values():
+        for job in itertools.chain(self._jobs.values(), self._archive.values()):
             if job.namespace != namespace or not pod.startswith(job.name):
                 continue
             names = job.pod_names()

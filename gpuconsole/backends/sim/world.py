@@ -58,11 +58,16 @@ class SimWorld(Provisioning, JobApi, Seeding):
         nodes: None for the default demo fleet (8 instances, 25 GPUs, one MIG GPU); N ≥ 1 for
             a scaled fleet of N nodes of up to 8 GPUs each.
         start: sim time of the first reading (POSIX seconds); None takes the wall clock once.
+        jobs: None for the live jobs only; N to list about N jobs, the rest of them history
+            that never changes (see :mod:`.archive`).
     """
 
-    def __init__(self, seed: int = 7, nodes: int | None = None, start: float | None = None) -> None:
+    def __init__(self, seed: int = 7, nodes: int | None = None, start: float | None = None,
+                 jobs: int | None = None) -> None:
         if nodes is not None and nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
+        if jobs is not None and jobs < 0:
+            raise ValueError(f"jobs must be 0 or more, got {jobs}")
         self.seed = seed
         self._rng = random.Random(seed)
         self._noise = random.Random(f"{seed}:telemetry")
@@ -97,6 +102,9 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._arrival_rate = 0.9 * capacity / (MEAN_GPUS_PER_JOB * MEAN_JOB_SECONDS)
         self._pending_target = 5 if nodes is None else max(5, capacity // 60)
         self._seed_workload(demo=nodes is None)
+        self._archive, self._archive_view = {}, ()
+        if jobs:
+            self._seed_archive(jobs)
         telemetry.warm_up(self._gpus, self._noise.random)
         self._init_provisioning()
 
@@ -168,7 +176,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
                  mig_allocated=_mig_held(i) if i.slices else ())
             for i in self._scheduler.nodes
         )
-        jobs = tuple([j.to_model() for j in self._jobs.values()])
+        jobs = tuple([j.to_model() for j in self._jobs.values()]) + self._archive_view
         return JobsReading(jobs, cronjobs, nodes, self._now)
 
     def cloud_reading(self) -> CloudReading:
