@@ -139,3 +139,29 @@ async def test_enter_and_a_click_select_a_row() -> None:
         await pilot.pause()
         assert app.selected == ["k2", "k4"]
         assert str(table.get_cell("k4", "name")) == "row 4"
+
+
+async def test_a_filter_keeps_the_scroll_range_and_scrollbar_true_to_the_rows() -> None:
+    """Fewer rows that still overflow update the scroll range and scrollbar in place; rows that
+    fit on screen hide the scrollbar, and more rows bring it back."""
+    app = TableApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        table = app.query_one(VirtualTable)
+        rows = [(f"k{n}", (text(f"row {n}"), right(n), text(""))) for n in range(500)]
+        table.sync(rows)
+        await pilot.pause()
+        assert table.show_vertical_scrollbar and table.vertical_scrollbar.window_virtual_size == 501
+        table.focus()
+        for count, overflows in ((200, True), (40, True), (5, False), (300, True)):
+            table.sync(rows[:count])
+            await pilot.pause()
+            assert table.virtual_size.height == count + 1
+            assert table.show_vertical_scrollbar is overflows
+            if overflows:
+                assert table.vertical_scrollbar.window_virtual_size == count + 1
+            await pilot.press("end")
+            await pilot.pause()
+            assert table.selected_key == f"k{count - 1}"
+            assert table.scroll_y == table.max_scroll_y == max(0, count + 1 - table.scrollable_content_region.height)
+            await pilot.press("home")
+            await pilot.pause()

@@ -242,7 +242,24 @@ class VirtualTable(ScrollView, can_focus=True):
         spare = max(FLEX_MIN, self.scrollable_content_region.width - fixed - pads)
         self._widths = [w if w is not None else (spare if i == flexible[0] else len(label))
                         for i, (label, _k, w) in enumerate(self._column_spec)]
-        self.virtual_size = Size(sum(self._widths) + pads, len(self._keys) + 1)
+        self._set_virtual_size(Size(sum(self._widths) + pads, len(self._keys) + 1))
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """Set the scrollable size. ``virtual_size`` asks for a layout of the whole screen on any
+        change; when only the number of rows changed and the vertical scrollbar stays as it was
+        (shown, or not needed, before and after), the scrollbar is updated in place instead, which
+        on a filter keystroke saves a layout pass of every widget on screen."""
+        old = self.virtual_size
+        if size == old:
+            return
+        rows = self.container_size.height
+        if (self.is_mounted and rows > 0 and size.width == old.width
+                and (size.height > rows) == (old.height > rows)):
+            self.set_reactive(VirtualTable.virtual_size, size)
+            self._scroll_update(size)
+            self.refresh()
+            return
+        self.virtual_size = size
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
