@@ -83,6 +83,28 @@ def test_typing_narrows_to_exactly_what_a_full_scan_finds(texts: list[str]) -> N
         t in f"{index.by_key[k].name} {index.by_key[k].reason}".lower() for t in typed.lower().split())]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 399), st.integers(0, 7), st.booleans()), max_size=60),
+       st.integers(0, 3))
+def test_a_reading_that_changes_a_few_rows_is_ordered_as_a_full_sort_would(edits: list[tuple[int, int, bool]],
+                                                                            rounds: int) -> None:
+    """Few changes are merged into the last order, many are sorted afresh: the same rows either way."""
+    index = new_index()
+    current = {i.uid: i for i in items(400)}
+    index.update(tuple(current.values()))
+    for r in range(rounds + 1):
+        for n, gpus, remove in edits[r::rounds + 1]:
+            uid = f"u{n:06d}"
+            if remove:
+                current.pop(uid, None)
+            else:
+                current[uid] = Item(uid, f"train-{n:06d}", gpus, "moved" if gpus % 2 else "")
+        reading = tuple(current.values())
+        index.update(reading)
+        assert index.ordered == sorted(reading, key=lambda i: (-i.gpus, i.name))
+        assert index.keys("moved") == [i.uid for i in index.ordered if i.reason == "moved"]
+
+
 def test_row_index_reuses_the_words_of_unchanged_items() -> None:
     index = new_index()
     first = items(10)
