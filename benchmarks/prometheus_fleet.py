@@ -86,11 +86,14 @@ def value(metric: str, variant: int, i: int, rng: random.Random) -> float:
     return -1.0  # FB_RESERVED: not reported by this exporter (answered empty below)
 
 
-def canned_answers(nodes: int) -> dict[str, list[bytes]]:
-    """For each query the source sends (the identity query and one per metric), two JSON answers."""
+TIME = b'"@time@"'  # where an answer's evaluation time goes
+
+
+def canned_answers(nodes: int) -> dict[str, list[list[bytes]]]:
+    """For each query the source sends (the identity query and one per metric), two JSON answers,
+    each cut where the evaluation time goes (see :func:`evaluation_time`)."""
     labels = fleet_labels(nodes)
-    answers: dict[str, list[bytes]] = {}
-    now = time.time()
+    answers: dict[str, list[list[bytes]]] = {}
     for name in (pm.IDENTITY, *pm.METRICS):
         keep = pm.IDENTITY_LABELS if name == pm.IDENTITY else pm.KEY_LABELS
         metric = pm.ANCHOR if name == pm.IDENTITY else name
@@ -101,11 +104,20 @@ def canned_answers(nodes: int) -> dict[str, list[bytes]]:
             if metric != pm.FB_RESERVED:
                 for i, lab in enumerate(labels):
                     metric_labels = {k: v for k, v in lab.items() if k in keep}
-                    result.append({"metric": metric_labels, "value": [now, repr(value(metric, variant, i, rng))]})
+                    # The identity query counts the series of each set of labels: 1 each.
+                    sample = "1" if name == pm.IDENTITY else repr(value(metric, variant, i, rng))
+                    result.append({"metric": metric_labels, "value": ["@time@", sample]})
             body = {"status": "success", "data": {"resultType": "vector", "result": result}}
-            variants.append(json.dumps(body, separators=(",", ":")).encode())
+            variants.append(json.dumps(body, separators=(",", ":")).encode().split(TIME))
         answers[name] = variants
     return answers
+
+
+def evaluation_time(param: str | None) -> bytes:
+    """The ``time`` of a query as Prometheus writes it in the answer (seconds, to the millisecond)."""
+    ms = round(float(param) * 1000) if param else round(time.time() * 1000)
+    text = repr(ms / 1000)
+    return text.removesuffix(".0").encode()
 
 
 def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
@@ -123,7 +135,8 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
                 body = b'{"status":"error","errorType":"bad_data","error":"unknown query"}'
                 status = 400
             else:
-                body = answers[metric][counts[metric] % 2]
+                # Like Prometheus: every sample carries the evaluation time (the query's ``time``).
+                body = evaluation_time(params.get("time")).join(answers[metric][counts[metric] % 2])
                 counts[metric] += 1
                 status = 200
             self.send_response(status)
@@ -137,7 +150,8 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    port_out.put((server.server_address[1], sum(len(v[0]) for v in answers.values())))
+    size = sum(sum(map(len, v[0])) for v in answers.values())
+    port_out.put((server.server_address[1], size))
     server.serve_forever()
 
 

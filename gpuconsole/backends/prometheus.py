@@ -138,8 +138,10 @@ class PrometheusGpus:
         self.poll_timeout = 2.0 * settings.timeout
         self._queries = pm.instant_queries(settings.selector)
         self._by_uuid = True
-        self._identity: pm.Identity | None = None  # identity labels by series, read every SLOW_EVERY_S
-        self._slow: dict[str, list[pm.Series]] = {}
+        self._roster: pm.Roster | None = None  # what the identity labels name, read every SLOW_EVERY_S
+        self._slow: dict[str, pm.Column] = {}
+        # The last answer of each query read every SLOW_EVERY_S (without its times), and what was read from it.
+        self._kept: dict[str, tuple[bytes, pm.Column | pm.Roster]] = {}
         self._slow_at = 0.0
         self._lock = threading.Lock()
         self._pool: Any = None
@@ -227,48 +229,69 @@ class PrometheusGpus:
         """
         headers = self._headers()
         now = time.time()
-        slow_due = self._identity is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
+        slow_due = self._roster is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
         answers = self._query((*pm.FAST, *pm.SLOW, pm.IDENTITY) if slow_due else pm.FAST, now, headers)
         if slow_due:
             self._keep_slow(answers)
-        if self._identity is not None and not pm.keyed_by_uuid(self._identity) and self._by_uuid:
+        if self._roster is not None and not self._roster.keyed_by_uuid() and self._by_uuid:
             # An exporter without UUID labels: key the values by node and index from now on.
             self._by_uuid = False
             self._queries = pm.instant_queries(self.settings.selector, by_uuid=False)
+            self._kept.clear()
             answers = self._query(pm.FAST, now, headers)
-        elif not slow_due and self._unnamed(answers.get(pm.ANCHOR, ())):
+        elif not slow_due and self._unnamed(answers.get(pm.ANCHOR)):
             self._keep_slow(self._query((*pm.SLOW, pm.IDENTITY), now, headers))
-        results = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
-        gpus, slices = pm.fold(results, self._identity)
+        columns = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
+        roster = (self._roster or pm.Roster({})).including(columns)
+        gpus = pm.build_gpus(columns, roster)
         if not gpus:
             raise BackendError(f"Prometheus at {self.host} has no DCGM exporter series ({pm.ANCHOR}): "
                                "is the exporter scraped?")
-        return GpuReading(pm.build_gpus(gpus, slices), now, pm.driver_versions(gpus, slices))
+        return GpuReading(gpus, now, pm.driver_versions(roster))
 
-    def _keep_slow(self, answers: dict[str, list[pm.Series]]) -> None:
-        self._identity = pm.identities(answers.pop(pm.IDENTITY, []))
+    def _keep_slow(self, answers: dict[str, Any]) -> None:
+        self._roster = answers.pop(pm.IDENTITY)
         self._slow = {m: answers.pop(m) for m in pm.SLOW if m in answers}
         self._slow_at = time.monotonic()
 
-    def _unnamed(self, items: list[pm.Series]) -> bool:
-        """Whether a series of the anchor metric is one the kept identity labels do not name."""
-        identity = self._identity or {}
-        return any((key, gi) not in identity for key, gi, _value, _labels in items)
+    def _unnamed(self, column: pm.Column | None) -> bool:
+        """Whether the anchor metric has a series the kept identity labels do not name."""
+        if column is None:
+            return False
+        roster = self._roster or pm.Roster({})
+        return not (column.whole.keys() <= roster.gpus.keys() and column.parts.keys() <= roster.named.keys())
 
-    def _query(self, names: tuple[str, ...], now: float, headers: Mapping[str, str]) -> dict[str, list[pm.Series]]:
-        """Run the named instant queries at ``now``, a few at a time; the first failure is raised."""
+    def _query(self, names: tuple[str, ...], now: float, headers: Mapping[str, str]) -> dict[str, Any]:
+        """Run the named instant queries at ``now``, a few at a time; the first failure is raised.
+
+        Returns:
+            ``{metric: Column}``, and the :class:`~gpuconsole.backends.prometheus_mapping.Roster`
+            of the identity query under :data:`~gpuconsole.backends.prometheus_mapping.IDENTITY`.
+        """
         params = {"time": f"{now:.3f}"}
         executor = self._pool_of_workers()
+        previous = self._roster
+        kept = dict(self._kept)
 
-        def one(name: str) -> list[pm.Series]:
+        def one(name: str) -> pm.Column | pm.Roster:
             body = self._get("/api/v1/query", {"query": self._queries[name], **params}, headers, raw=True)
+            seldom = name not in pm.FAST
+            if seldom:
+                # Read again only when it changed: these answers mostly stay the same for hours.
+                same = pm.without_times(body)
+                last = kept.get(name)
+                if last is not None and last[0] == same:
+                    return last[1]
             try:
-                return pm.parse_vector(body)
+                read = pm.read_roster(body, previous) if name == pm.IDENTITY else pm.read_values(body)
             except pm.PrometheusAnswerError as exc:
                 raise BackendError(f"Prometheus at {self.host}: {exc} for {name}") from exc
+            if seldom:
+                self._kept[name] = (same, read)
+            return read
 
         futures = {name: executor.submit(one, name) for name in names}
-        results: dict[str, list[pm.Series]] = {}
+        results: dict[str, Any] = {}
         error: BaseException | None = None
         for name, future in futures.items():
             try:

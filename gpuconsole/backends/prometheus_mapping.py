@@ -1,14 +1,20 @@
 """DCGM exporter series, as the Prometheus HTTP API returns them, into :mod:`gpuconsole.model`.
 
-Pure functions, no I/O: the queries :class:`~gpuconsole.backends.prometheus.PrometheusGpus` sends,
-and the translation of their JSON answers into :class:`Gpu` and :class:`MigSlice` values.
+No I/O: the queries :class:`~gpuconsole.backends.prometheus.PrometheusGpus` sends, and the
+translation of their JSON answers into :class:`Gpu` and :class:`MigSlice` values.
 
-One instant query per metric reads the whole fleet. Each query aggregates with ``max by`` over
-the labels this module reads, so Prometheus drops the rest (``instance``, ``job``, ``device``,
-``pci_bus_id`` …) before the answer is written: the answer, and the JSON to parse, is half the
-size. The query of ``DCGM_FI_DEV_FB_USED`` (reported for every GPU and every MIG instance)
-carries the identity labels: node, index, model, MIG profile, pod; the others only the key of a
-series, the GPU's ``UUID`` (or node and index, for an exporter without it) and ``GPU_I_ID``.
+One instant query per metric reads the whole fleet. Each query aggregates over the labels this
+module reads, so Prometheus drops the rest (``instance``, ``job``, ``device``, ``pci_bus_id`` …)
+before the answer is written: the answer, and the JSON to parse, is half the size. The identity
+query (``count by`` over ``DCGM_FI_DEV_FB_USED``, reported for every GPU and every MIG instance)
+carries the identity labels: node, index, model, MIG profile, pod; the value queries (``max by``)
+only the key of a series, the GPU's ``UUID`` (or node and index, for an exporter without it) and
+``GPU_I_ID``.
+
+A poll of 8,192 GPUs is mostly Python objects made and read, so the answers are read into one
+dict per metric (:class:`Column`) by regular expressions, the identity labels into a
+:class:`Roster` that the next read reuses where they have not changed, and the GPUs are built
+from both in one pass.
 
 A series with a ``GPU_I_ID`` label belongs to a MIG instance of the GPU named by ``UUID``; one
 without it to the whole GPU. Where the exporter reports a value only per MIG instance (memory,
@@ -22,6 +28,8 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice
@@ -68,12 +76,13 @@ _COMPUTE_RE = re.compile(r"^(?:\d+c\.)?(\d+)g\.")
 def instant_query(metric: str, selector: str = "", *, by_uuid: bool = True) -> str:
     """The PromQL of one metric for the whole fleet, reduced to the labels this module reads.
 
-    ``metric`` :data:`IDENTITY` is the anchor metric with every identity label; any other keeps
-    the key of a series only (``UUID`` and ``GPU_I_ID``; node and index too when the exporter
-    does not label ``UUID``).
+    ``metric`` :data:`IDENTITY` is the anchor metric with every identity label, counted rather
+    than valued, so that its answer stays the same until a label changes (see
+    :func:`without_times`); any other keeps the key of a series only (``UUID`` and
+    ``GPU_I_ID``; node and index too when the exporter does not label ``UUID``).
     """
     if metric == IDENTITY:
-        return f"max by ({', '.join(IDENTITY_LABELS)}) ({ANCHOR}{_braces(selector)})"
+        return f"count by ({', '.join(IDENTITY_LABELS)}) ({ANCHOR}{_braces(selector)})"
     labels = KEY_LABELS if by_uuid else KEY_LABELS_WITHOUT_UUID
     return f"max by ({', '.join(labels)}) ({metric}{_braces(selector)})"
 
@@ -182,14 +191,17 @@ def matrix(answer: Any) -> list[Any]:
 class _Ident:
     """What the labels of one series say once: which GPU (or MIG instance), where, held by whom.
 
-    Built once per identity read and shared by every poll until the next, so a poll does not
-    read the same labels again for each of thousands of GPUs.
+    Built once per identity read and shared by every poll until the next (and by the next read
+    too, where the labels have not changed), so a poll does not read the same labels again for
+    each of thousands of GPUs.
     """
 
-    __slots__ = ("gi_id", "index", "labels", "model", "namespace", "node", "pod", "profile", "uuid")
+    __slots__ = ("gi", "gi_id", "index", "key", "labels", "model", "namespace", "node", "pod", "profile", "uuid")
 
     def __init__(self, labels: Mapping[str, str], key: str) -> None:
         self.labels = labels
+        self.key = key
+        self.gi = labels.get("GPU_I_ID") or ""
         self.uuid = labels.get("UUID") or key
         self.node = node_of(labels)
         self.index = _as_int(labels.get("gpu", ""))
@@ -200,20 +212,6 @@ class _Ident:
         self.namespace = (labels.get("namespace") or None) if self.pod else None
 
 
-class _Record:
-    """The values of one GPU or one MIG instance, one slot per metric, and its identity."""
-
-    __slots__ = ("ident", "values")
-
-    def __init__(self, ident: _Ident) -> None:
-        self.ident = ident
-        self.values: list[float | None] = [None] * len(METRICS)
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return self.ident.labels
-
-
 def _gpu_key(labels: Mapping[str, str]) -> str:
     uuid = labels.get("UUID")
     if uuid:
@@ -221,42 +219,133 @@ def _gpu_key(labels: Mapping[str, str]) -> str:
     return f"{labels.get('Hostname', '')}:{labels.get('gpu', '')}"
 
 
-Identity = dict[tuple[str, str], _Ident]
-# One series of an answer: (GPU key, GPU_I_ID or "", value, labels; None when they are just the key).
-Series = tuple[str, str, float, "Mapping[str, str] | None"]
+def _key_labels(key: str, gi: str) -> dict[str, str]:
+    return {"UUID": key, "GPU_I_ID": gi} if gi else {"UUID": key}
+
+
+# One series of a decoded answer: (GPU key, GPU_I_ID or "", value, labels).
+Series = tuple[str, str, float, Mapping[str, str]]
+SeriesKey = tuple[str, str]  # (GPU key, GPU_I_ID or "")
+
+
+class Column:
+    """One metric's values in one answer, by GPU and by MIG instance.
+
+    Attributes:
+        whole: ``{GPU key: value}`` of the series without ``GPU_I_ID``.
+        parts: ``{(GPU key, GPU_I_ID): value}`` of the MIG instances' series.
+        labels: ``{(GPU key, GPU_I_ID or ""): labels}`` of the series that came with more labels
+            than their key (an answer decoded as JSON); they name a GPU the identity does not.
+
+    A NaN or infinite value is no value: its series is left out.
+    """
+
+    __slots__ = ("labels", "parts", "whole")
+
+    def __init__(self, whole: dict[str, float] | None = None, parts: dict[SeriesKey, float] | None = None,
+                 labels: dict[SeriesKey, Mapping[str, str]] | None = None) -> None:
+        self.whole = whole if whole is not None else {}
+        self.parts = parts if parts is not None else {}
+        self.labels = labels if labels is not None else {}
+
 
 _SUCCESS_VECTOR = re.compile(rb'\{"status":"success","data":\{"resultType":"vector","result":\[')
-# A sample whose labels are just the key, as Prometheus writes it (labels sorted, no spaces).
+# Samples as Prometheus writes them (labels sorted, no spaces): labels just the key, with and without
+# GPU_I_ID, and any labels without braces in them (the identity query's).
+# A whole GPU's sample is read by two expressions, one for the keys and one for the values, so
+# that each gives a list of strings (no tuple per sample for the garbage collector to track).
+_WHOLE_KEY = re.compile(r'\{"metric":\{"UUID":"([A-Za-z0-9-]+)"\},"value":\[')
+_SAMPLE_VALUE = re.compile(r'\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
 _KEYED_SAMPLE = re.compile(
-    rb'\{"metric":\{(?:"GPU_I_ID":"([0-9]*)",)?"UUID":"([A-Za-z0-9-]+)"\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
+    r'\{"metric":\{(?:"GPU_I_ID":"([0-9]*)",)?"UUID":"([A-Za-z0-9-]+)"\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
+_LABELLED_SAMPLE = re.compile(r'\{"metric":(\{[^{}]*\}),"value":\[[-+.0-9eE]+,"[^"\\]*"\]\}')
+_SAMPLE_START = '{"metric":'
 
 
-def parse_vector(body: bytes) -> list[Series]:
-    """The series of an instant query's answer, as it came over the wire.
+def _compact_text(body: bytes) -> str | None:
+    """The answer as text when it is a ``success`` vector written compactly (as Prometheus does)."""
+    if not _SUCCESS_VECTOR.match(body):
+        return None
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
-    The answers of the value queries (labels ``UUID`` and ``GPU_I_ID`` only, thousands of
-    series) are read with one regular expression instead of building a JSON object per series,
-    which is most of the cost of a poll; every sample must match, or the answer is decoded as
-    JSON like any other.
 
-    Raises:
-        PrometheusAnswerError: not the JSON of a vector answer.
-    """
-    if _SUCCESS_VECTOR.match(body):
-        found = _KEYED_SAMPLE.findall(body)
-        if len(found) == body.count(b'{"metric":'):
-            out: list[Series] = []
-            for gi, uuid, raw in found:
-                try:
-                    out.append((uuid.decode("ascii"), gi.decode("ascii"), float(raw), None))
-                except ValueError:
-                    continue
-            return out
+def _decoded(body: bytes) -> list[Series]:
     try:
         answer = json.loads(body)
     except ValueError as exc:
         raise PrometheusAnswerError("an answer that is not JSON") from exc
     return series_of(vector(answer))
+
+
+def read_values(body: bytes) -> Column:
+    """The values of an instant query's answer, as it came over the wire.
+
+    The answers of the value queries (labels ``UUID`` and ``GPU_I_ID`` only, thousands of
+    series) are read with regular expressions straight into ``{key: value}``, without a JSON
+    object or a tuple per series, which is most of the cost of a poll; every sample must match,
+    or the answer is decoded as JSON like any other.
+
+    Raises:
+        PrometheusAnswerError: not the JSON of a vector answer.
+    """
+    text = _compact_text(body)
+    if text is not None:
+        expected = text.count(_SAMPLE_START)
+        if '"GPU_I_ID"' not in text:
+            # Each sample holds one key and one value where both expressions match it, in order.
+            keys = _WHOLE_KEY.findall(text)
+            raw = _SAMPLE_VALUE.findall(text)
+            if len(keys) == len(raw) == expected:
+                try:
+                    return Column(_finite(dict(zip(keys, map(float, raw)))))
+                except ValueError:
+                    return Column(_numbers(dict(zip(keys, raw))))
+        else:
+            found = _KEYED_SAMPLE.findall(text)
+            if len(found) == expected:
+                whole = {key: raw for gi, key, raw in found if not gi}
+                parts = {(key, gi): raw for gi, key, raw in found if gi}
+                return Column(_numbers(whole), _numbers(parts))
+    return column_of(_decoded(body))
+
+
+def _numbers(raw: dict[Any, str]) -> dict[Any, float]:
+    """``raw`` with its values as numbers; one that is no number, NaN or infinite is left out."""
+    try:
+        out = {key: float(text) for key, text in raw.items()}
+    except ValueError:
+        out = {}
+        for key, text in raw.items():
+            try:
+                out[key] = float(text)
+            except ValueError:
+                continue
+    return _finite(out)
+
+
+def _finite(values: dict[Any, float]) -> dict[Any, float]:
+    """``values`` without NaN and the infinities (no values, to the console)."""
+    if all(map(math.isfinite, values.values())):
+        return values
+    return {key: value for key, value in values.items() if math.isfinite(value)}
+
+
+_FIRST_TIME = re.compile(rb'"value":\[([-+.0-9eE]+),')
+
+
+def without_times(body: bytes) -> bytes:
+    """An instant query's answer without the evaluation time its samples repeat.
+
+    Two reads of series whose labels and values have not changed are then the same bytes, so
+    a poll can tell in one comparison that it holds the answer already.
+    """
+    first = _FIRST_TIME.search(body)
+    if first is None:
+        return body
+    return body.replace(b'"value":[' + first.group(1) + b",", b'"value":[,')
 
 
 def series_of(items: Iterable[Any]) -> list[Series]:
@@ -274,72 +363,120 @@ def series_of(items: Iterable[Any]) -> list[Series]:
     return out
 
 
-def identities(series: Iterable[Series]) -> Identity:
-    """``{(GPU key, GPU_I_ID or ""): identity}`` from the answer of the :data:`IDENTITY` query."""
-    out: Identity = {}
-    for key, gi, _value, labels in series:
-        out[(key, gi)] = _Ident(labels if labels is not None else _key_labels(key, gi), key)
-    return out
+def column_of(series: Iterable[Series]) -> Column:
+    """The :class:`Column` of decoded series (a later series of the same key wins)."""
+    column = Column()
+    for key, gi, value, labels in series:
+        if not math.isfinite(value):
+            continue
+        if gi:
+            column.parts[(key, gi)] = value
+        else:
+            column.whole[key] = value
+        column.labels.setdefault((key, gi), labels)
+    return column
 
 
-def _key_labels(key: str, gi: str) -> dict[str, str]:
-    return {"UUID": key, "GPU_I_ID": gi} if gi else {"UUID": key}
+class Roster:
+    """The GPUs and MIG instances the identity labels name, ready for every poll until the next read.
 
-
-def keyed_by_uuid(identity: Identity) -> bool:
-    """Whether every series names its GPU by ``UUID`` (else node and index key the values)."""
-    return all(ident.labels.get("UUID") for ident in identity.values())
-
-
-def collect(results: Mapping[str, Sequence[Any]], identity: Identity | None = None,
-            ) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
-    """:func:`fold` for decoded vector results (``{metric: data.result}``)."""
-    return fold({metric: series_of(items) for metric, items in results.items()}, identity)
-
-
-def fold(results: Mapping[str, Sequence[Series]], identity: Identity | None = None,
-         ) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
-    """Fold each metric's series into one record per GPU and per MIG instance.
-
-    Args:
-        results: ``{metric: series}``; a metric the exporter does not report is absent or
-            empty. Without ``identity`` the anchor's own labels are the identity.
-        identity: what each series is (:func:`identities`); a series it lacks is known by the
-            labels of its values.
+    Attributes:
+        named: ``{(GPU key, GPU_I_ID or ""): identity}`` of every series the identity names.
+        gpus: ``{GPU key: identity}`` of every GPU, a MIG GPU known only by its instances
+            included (named by their labels, less the instance's own).
+        parts: ``{GPU key: ((GPU_I_ID, identity), …)}`` of every MIG GPU, by instance id.
+        drivers: the driver versions the labels name, sorted.
+        by_text: ``{JSON text of the labels: identity}``, so that the next read decodes only the
+            labels that changed.
     """
-    whole: dict[str, _Record] = {}
-    parts: dict[tuple[str, str], _Record] = {}
-    if identity:
-        for (key, gi), ident in identity.items():
+
+    __slots__ = ("by_text", "drivers", "gpus", "named", "parts")
+
+    def __init__(self, named: Mapping[SeriesKey, _Ident], by_text: dict[str, _Ident] | None = None) -> None:
+        self.named = dict(named)
+        self.by_text = by_text or {}
+        self.gpus: dict[str, _Ident] = {}
+        parts: dict[str, list[tuple[str, _Ident]]] = {}
+        for (key, gi), ident in self.named.items():
             if gi:
-                parts[(key, gi)] = _Record(ident)
+                parts.setdefault(key, []).append((gi, ident))
             else:
-                whole[key] = _Record(ident)
-    infinite = _INFINITE
-    for metric in dict.fromkeys(m for m in (ANCHOR, *results) if m in results):
-        slot = _I[metric]
-        get_whole = whole.get
-        for key, gi, value, labels in results[metric]:
-            if math.isnan(value) or value in infinite:
-                continue
-            if gi:
-                record = parts.get((key, gi))
-                if record is None:
-                    ident = _Ident(labels if labels is not None else _key_labels(key, gi), key)
-                    record = parts[(key, gi)] = _Record(ident)
-            else:
-                record = get_whole(key)
-                if record is None:
-                    record = whole[key] = _Record(_Ident(labels if labels is not None else _key_labels(key, ""), key))
-            record.values[slot] = value
-    for (key, _gi), part in parts.items():
-        if key not in whole:  # a MIG GPU known only by its instances
-            labels = part.labels
-            whole[key] = _Record(_Ident({k: v for k, v in labels.items() if k not in _INSTANCE_LABELS}, key))
-    return whole, parts
+                self.gpus[key] = ident
+        for key, instances in parts.items():
+            if key not in self.gpus:  # a MIG GPU known only by its instances
+                labels = instances[0][1].labels
+                self.gpus[key] = _Ident({k: v for k, v in labels.items() if k not in _INSTANCE_LABELS}, key)
+        # In the order the GPUs are listed, so that sorting what a poll builds finds them sorted.
+        self.gpus = dict(sorted(self.gpus.items(), key=lambda item: _ORDER(item[1])))
+        self.parts = {key: tuple(sorted(instances, key=lambda pair: pair[1].gi_id)) for key, instances in parts.items()}
+        versions = {ident.labels.get("DCGM_FI_DRIVER_VERSION", "") for ident in (*self.named.values(), *self.gpus.values())}
+        self.drivers = tuple(sorted(versions - {""}))
+
+    def including(self, columns: Mapping[str, Column]) -> Roster:
+        """This roster, with the series of ``columns`` it does not name (itself when it names all).
+
+        A series it does not name is known by the labels it came with (its key, for an answer read
+        by the expression); the anchor metric's labels are taken first.
+        """
+        order = [columns[m] for m in dict.fromkeys((ANCHOR, *columns)) if m in columns]
+        if all(c.whole.keys() <= self.gpus.keys() and c.parts.keys() <= self.named.keys() for c in order):
+            return self
+        named = dict(self.named)
+        for column in order:
+            for key in column.whole:
+                if key not in self.gpus and (key, "") not in named:
+                    named[(key, "")] = _Ident(column.labels.get((key, "")) or _key_labels(key, ""), key)
+            for key, gi in column.parts:
+                if (key, gi) not in named:
+                    named[(key, gi)] = _Ident(column.labels.get((key, gi)) or _key_labels(key, gi), key)
+        return Roster(named)
+
+    def keyed_by_uuid(self) -> bool:
+        """Whether every series names its GPU by ``UUID`` (else node and index key the values)."""
+        return all(ident.labels.get("UUID") for ident in self.named.values())
 
 
-_INFINITE = frozenset({math.inf, -math.inf})
+def read_roster(body: bytes, previous: Roster | None = None) -> Roster:
+    """The roster of the :data:`IDENTITY` query's answer.
+
+    The labels of each series are cut out by one expression and decoded only when ``previous``
+    did not hold the same text, so a read of a fleet whose pods have not moved decodes nothing.
+
+    Raises:
+        PrometheusAnswerError: not the JSON of a vector answer.
+    """
+    text = _compact_text(body)
+    if text is not None:
+        found = _LABELLED_SAMPLE.findall(text)
+        if len(found) == text.count(_SAMPLE_START):
+            known = previous.by_text if previous is not None else {}
+            named: dict[SeriesKey, _Ident] = {}
+            by_text: dict[str, _Ident] = {}
+            try:
+                for labels_text in found:
+                    ident = known.get(labels_text)
+                    if ident is None:
+                        labels = json.loads(labels_text)
+                        ident = _Ident(labels, labels.get("UUID") or _gpu_key(labels))
+                    by_text[labels_text] = ident
+                    named[(ident.key, ident.gi)] = ident
+            except (ValueError, AttributeError, TypeError):
+                pass  # not labels as Prometheus writes them: decode the whole answer below
+            else:
+                return Roster(named, by_text)
+    return roster_of(_decoded(body))
+
+
+def roster_of(series: Iterable[Series]) -> Roster:
+    """The roster of the decoded series of the :data:`IDENTITY` query."""
+    return Roster({(key, gi): _Ident(labels, key) for key, gi, _value, labels in series})
+
+
+def collect(results: Mapping[str, Sequence[Any]], roster: Roster | None = None) -> tuple[dict[str, Column], Roster]:
+    """The columns of decoded vector results (``{metric: data.result}``) and the roster to build
+    them with: ``roster`` (or none) including every series of the columns."""
+    columns = {metric: column_of(series_of(items)) for metric, items in results.items()}
+    return columns, (roster or Roster({})).including(columns)
 
 
 def node_of(labels: Mapping[str, str]) -> str:
@@ -360,20 +497,39 @@ def _int(value: float | None) -> int | None:
     return None if value is None else round(value)
 
 
-def build_gpus(gpus: dict[str, _Record], slices: dict[tuple[str, str], _Record]) -> tuple[Gpu, ...]:
-    """The GPUs of the records, with their MIG instances, sorted by node and index."""
-    by_gpu: dict[str, list[tuple[str, _Record]]] = {}
-    for (key, gi), record in slices.items():
-        by_gpu.setdefault(key, []).append((gi, record))
+def _no_value(_key: object) -> None:
+    return None
+
+
+_ORDER = attrgetter("node", "index", "uuid")
+
+
+def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]:
+    """The GPUs of the roster with their values and MIG instances, sorted by node and index.
+
+    Args:
+        columns: ``{metric: column}``; a metric the exporter does not report is absent or empty.
+        roster: what each series is: one that names every series of ``columns``
+            (:meth:`Roster.including`); a series it does not name is not read.
+    """
+    keys = list(roster.gpus)
+    # One metric at a time over every GPU (loops in C), then one pass that zips the values by
+    # GPU; nothing but the GPU itself is made per GPU.
+    values = [map(columns[m].whole.get, keys) if m in columns else repeat(None) for m in METRICS]
+    mig = roster.parts
+    parts = [columns[m].parts.get if m in columns else _no_value for m in METRICS]
     out: list[Gpu] = []
-    for key, record in gpus.items():
-        out.append(_gpu(key, record, by_gpu.get(key, ())))
-    out.sort(key=_order)
+    append = out.append
+    for key, ident, used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid in zip(
+            keys, roster.gpus.values(), *values):
+        instances = mig.get(key)
+        if instances is None:
+            append(_gpu(ident, used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid))
+        else:
+            v = [used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid]
+            append(_mig_gpu(ident, v, [(part, [get((key, gi)) for get in parts]) for gi, part in instances]))
+    out.sort(key=_ORDER)
     return tuple(out)
-
-
-def _order(gpu: Gpu) -> tuple[str, int, str]:
-    return gpu.node, gpu.index, gpu.uuid
 
 
 def _max(values: Iterable[float | None]) -> float | None:
@@ -381,12 +537,10 @@ def _max(values: Iterable[float | None]) -> float | None:
     return max(present) if present else None
 
 
-def _gpu(key: str, record: _Record, slice_records: Sequence[tuple[str, _Record]]) -> Gpu:
-    ident = record.ident
-    v = record.values
-    used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = v
-    if slice_records:
-        return _mig_gpu(ident, v, slice_records)
+def _gpu(ident: _Ident, used: float | None, free: float | None, reserved: float | None, util: float | None,
+         temp: float | None, power: float | None, limit: float | None, sm: float | None, memclk: float | None,
+         memutil: float | None, gr: float | None, xid: float | None) -> Gpu:
+    """A GPU without MIG instances, from its values in the order of :data:`METRICS`."""
     return Gpu(
         ident.uuid, ident.node, ident.index, ident.model,
         round(util, 1) if util is not None else (round(gr * 100.0, 1) if gr is not None else 0.0),
@@ -405,15 +559,15 @@ def _gpu(key: str, record: _Record, slice_records: Sequence[tuple[str, _Record]]
     )
 
 
-def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple[str, _Record]]) -> Gpu:
+def _mig_gpu(ident: _Ident, v: list[float | None], instances: Sequence[tuple[_Ident, list[float | None]]]) -> Gpu:
     """A MIG GPU: its whole-GPU values where the exporter gives them, else from its instances."""
     uuid = ident.uuid
     mig = []
     model, node = ident.model, ident.node
-    for _gi, srec in sorted(slice_records, key=lambda pair: pair[1].ident.gi_id):
-        mig.append(_slice(uuid, srec))
-        model = model or srec.ident.model
-        node = node if node != "unknown" else srec.ident.node
+    for part, values in instances:
+        mig.append(_slice(uuid, part, values))
+        model = model or part.model
+        node = node if node != "unknown" else part.node
     used, free, reserved = v[I_USED], v[I_FREE], v[I_RESERVED]
     if used is None:
         used = float(sum(s.memory_used_mib for s in mig))
@@ -424,8 +578,9 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
     derived = sum((s.utilization or 0.0) * compute_share(s.profile) for s in known) if known else None
     gr = v[I_GR] if v[I_GR] is not None else (derived / 100.0 if derived is not None else None)
     util = v[I_UTIL] if v[I_UTIL] is not None else derived
-    temp = v[I_TEMP] if v[I_TEMP] is not None else _max(r.values[I_TEMP] for _, r in slice_records)
-    power = v[I_POWER] if v[I_POWER] is not None else _max(r.values[I_POWER] for _, r in slice_records)
+    temp = v[I_TEMP] if v[I_TEMP] is not None else _max(values[I_TEMP] for _, values in instances)
+    power = v[I_POWER] if v[I_POWER] is not None else _max(values[I_POWER] for _, values in instances)
+    limit = v[I_LIMIT]
     return Gpu(
         uuid, node, ident.index, model,
         round(util, 1) if util is not None else 0.0,
@@ -433,7 +588,7 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
         round(total),
         int(temp) if temp is not None else 0,
         round(power, 1) if power is not None else 0.0,
-        round(v[I_LIMIT], 1) if v[I_LIMIT] is not None else 0.0,
+        round(limit, 1) if limit is not None else 0.0,
         mig_mode=MigMode.ENABLED,
         mig_slices=tuple(mig),
         memory_utilization=v[I_MEMUTIL],
@@ -444,9 +599,7 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
     )
 
 
-def _slice(gpu_uuid: str, record: _Record) -> MigSlice:
-    ident = record.ident
-    v = record.values
+def _slice(gpu_uuid: str, ident: _Ident, v: list[float | None]) -> MigSlice:
     used = v[I_USED] or 0.0
     total = used + (v[I_FREE] or 0.0) + (v[I_RESERVED] or 0.0)
     gr = v[I_GR]
@@ -471,10 +624,9 @@ def _as_int(text: str) -> int:
         return 0
 
 
-def driver_versions(gpus: Mapping[str, _Record], slices: Mapping[tuple[str, str], _Record]) -> tuple[tuple[str, str], ...]:
+def driver_versions(roster: Roster) -> tuple[tuple[str, str], ...]:
     """``(("driver", "550.54.15"),)`` when the fleet runs one driver; the versions joined when several."""
-    seen = sorted({r.labels.get("DCGM_FI_DRIVER_VERSION", "") for r in (*gpus.values(), *slices.values())} - {""})
-    return (("driver", ", ".join(seen)),) if seen else ()
+    return (("driver", ", ".join(roster.drivers)),) if roster.drivers else ()
 
 
 def samples(series: Mapping[str, Sequence[Any]]) -> tuple[GpuSample, ...]:
