@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -217,7 +218,9 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
         GpusPane.render_snapshot = original
     poll = statistics.median(polls) if polls else float("nan")
     render = statistics.median(renders) if renders else float("nan")
-    return {"poll": poll, "render": render, "tick": poll + render, "cpu": cpu, "refreshes": len(polls)}
+    per_refresh = cpu / 100.0 * seconds / len(polls) if polls else float("nan")
+    return {"poll": poll, "render": render, "tick": poll + render, "cpu": cpu, "refreshes": len(polls),
+            "cpu_per_refresh": per_refresh}
 
 
 def main() -> int:
@@ -242,7 +245,9 @@ def main() -> int:
     print(f"{'table update (GPUs pane)':<40}{figures['render'] * 1000:>8.0f}ms")
     print(f"{'tick: query + parse + table update':<40}{figures['tick'] * 1000:>8.0f}ms   <= 200 ms")
     print(f"{f'CPU at a {args.interval:g} s interval (% of one core)':<40}{figures['cpu']:>9.1f}%   <= 20 %")
-    print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window)")
+    print(f"{'CPU time per refresh (whole console)':<40}{figures['cpu_per_refresh'] * 1000:>8.0f}ms")
+    print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs)")
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuconsole.backends import prometheus_answers as pa
 from gpuconsole.backends import prometheus_mapping as pm
 from gpuconsole.backends.base import (
     BackendError,
@@ -373,21 +374,21 @@ def test_value_answers_are_read_without_decoding_each_series_and_match_the_json_
               series("+Inf", UUID="GPU-d")]
     compact = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}},
                          separators=(",", ":")).encode()
-    fast = pm.read_values(compact)
+    fast = pa.read_values(compact)
     assert (fast.whole, fast.parts) == ({UUID_A: 45.0}, {(UUID_M, "1"): 7.5}), "NaN and Inf are no values"
     assert fast.labels == {}, "read by the expression, not decoded"
     spaced = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-    slow = pm.read_values(spaced)
+    slow = pa.read_values(spaced)
     assert (slow.whole, slow.parts) == (fast.whole, fast.parts)
     assert slow.labels[(UUID_A, "")] == {"UUID": UUID_A}
-    whole_only = pm.read_values(compact.replace(b'"GPU_I_ID":"1",', b""))
+    whole_only = pa.read_values(compact.replace(b'"GPU_I_ID":"1",', b""))
     assert (whole_only.whole, whole_only.parts, whole_only.labels) == ({UUID_A: 45.0, UUID_M: 7.5}, {}, {})
     # One series with another label: the whole answer is decoded as JSON, nothing is lost.
-    mixed = pm.read_values(compact.replace(b'{"UUID":"GPU-a', b'{"Hostname":"n","UUID":"GPU-a'))
+    mixed = pa.read_values(compact.replace(b'{"UUID":"GPU-a', b'{"Hostname":"n","UUID":"GPU-a'))
     assert (mixed.whole, mixed.parts) == (fast.whole, fast.parts)
     assert mixed.labels[(UUID_A, "")] == {"Hostname": "n", "UUID": UUID_A}
-    with pytest.raises(pm.PrometheusAnswerError):
-        pm.read_values(b"<html>")
+    with pytest.raises(pa.PrometheusAnswerError):
+        pa.read_values(b"<html>")
 
 
 def test_identity_labels_are_decoded_only_where_they_changed():
@@ -400,16 +401,16 @@ def test_identity_labels_are_decoded_only_where_they_changed():
         return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}},
                           separators=(",", ":")).encode()
 
-    first = pm.read_roster(answer("1764480000.5", "bert-x"))
-    again = pm.read_roster(answer("1764480015.5", "bert-x"), first)
+    first = pa.read_roster(answer("1764480000.5", "bert-x"))
+    again = pa.read_roster(answer("1764480015.5", "bert-x"), first)
     assert [again.named[k] is first.named[k] for k in first.named] == [True, True], "nothing decoded again"
-    moved = pm.read_roster(answer("1764480030.5", "bert-y"), again)
+    moved = pa.read_roster(answer("1764480030.5", "bert-y"), again)
     assert moved.gpus[UUID_A] is not again.gpus[UUID_A] and moved.gpus[UUID_A].pod == "bert-y"
     assert moved.gpus[UUID_M] is again.gpus[UUID_M]
-    assert pm.without_times(answer("1764480000.5", "p")) == pm.without_times(answer("1764480015.5", "p"))
-    assert pm.without_times(answer("1764480000.5", "p")) != pm.without_times(answer("1764480000.5", "q"))
+    assert pa.without_times(answer("1764480000.5", "p")) == pa.without_times(answer("1764480015.5", "p"))
+    assert pa.without_times(answer("1764480000.5", "p")) != pa.without_times(answer("1764480000.5", "q"))
     # Labels as no Prometheus writes them (a brace in a value): the whole answer is decoded, nothing is lost.
-    braces = pm.read_roster(answer("1764480045.5", "odd}{pod"), moved)
+    braces = pa.read_roster(answer("1764480045.5", "odd}{pod"), moved)
     assert braces.gpus[UUID_A].pod == "odd}{pod" and set(braces.gpus) == {UUID_A, UUID_M}
 
 
@@ -420,9 +421,9 @@ def test_seldom_changing_answers_are_read_again_only_when_they_changed(canned, m
     canned.answers = fleet_answers()
     monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)  # everything is due on every poll
     reads: list[str] = []
-    read_values, read_roster = pm.read_values, pm.read_roster
-    monkeypatch.setattr(pm, "read_values", lambda body: reads.append("values") or read_values(body))
-    monkeypatch.setattr(pm, "read_roster", lambda body, last: reads.append("identity") or read_roster(body, last))
+    read_values, read_roster = pa.read_values, pa.read_roster
+    monkeypatch.setattr(pa, "read_values", lambda body: reads.append("values") or read_values(body))
+    monkeypatch.setattr(pa, "read_roster", lambda body, last: reads.append("identity") or read_roster(body, last))
     source = source_for(canned.url)
     first = source.poll_gpus()
     assert reads.count("identity") == 1 and reads.count("values") == len(pm.METRICS)
