@@ -236,7 +236,7 @@ class PrometheusGpus:
         answers = self._query((*pm.FAST, *pm.SLOW, pm.IDENTITY) if slow_due else pm.FAST, now, headers)
         if slow_due:
             self._keep_slow(answers)
-        if self._roster is not None and not self._roster.keyed_by_uuid() and self._by_uuid:
+        if self._roster is not None and not self._roster.keyed_by_uuid and self._by_uuid:
             # An exporter without UUID labels: key the values by node and index from now on.
             self._by_uuid = False
             self._queries = pm.instant_queries(self.settings.selector, by_uuid=False)

@@ -262,11 +262,12 @@ class Roster:
             included (named by their labels, less the instance's own).
         parts: ``{GPU key: ((GPU_I_ID, identity), …)}`` of every MIG GPU, by instance id.
         drivers: the driver versions the labels name, sorted.
+        keyed_by_uuid: whether every series names its GPU by ``UUID``.
         by_text: ``{JSON text of the labels: identity}``, so that the next read decodes only the
             labels that changed.
     """
 
-    __slots__ = ("by_text", "drivers", "gpus", "named", "parts")
+    __slots__ = ("by_text", "drivers", "gpus", "keyed_by_uuid", "named", "parts")
 
     def __init__(self, named: Mapping[SeriesKey, Identity], by_text: dict[str, Identity] | None = None) -> None:
         self.named = dict(named)
@@ -287,6 +288,7 @@ class Roster:
         self.parts = {key: tuple(sorted(instances, key=lambda pair: pair[1].gi_id)) for key, instances in parts.items()}
         versions = {ident.labels.get("DCGM_FI_DRIVER_VERSION", "") for ident in (*self.named.values(), *self.gpus.values())}
         self.drivers = tuple(sorted(versions - {""}))
+        self.keyed_by_uuid = all(ident.labels.get("UUID") for ident in self.named.values())
 
     def including(self, columns: Mapping[str, Column], first: str | None = None) -> Roster:
         """This roster, with the series of ``columns`` it does not name (itself when it names all).
@@ -307,10 +309,6 @@ class Roster:
                 if (key, gi) not in named:
                     named[(key, gi)] = Identity(column.labels.get((key, gi)) or _key_labels(key, gi), key)
         return Roster(named)
-
-    def keyed_by_uuid(self) -> bool:
-        """Whether every series names its GPU by ``UUID`` (else node and index key the values)."""
-        return all(ident.labels.get("UUID") for ident in self.named.values())
 
 
 def read_roster(body: bytes, previous: Roster | None = None) -> Roster:

@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from gpuconsole.backends.prometheus_answers import (
     ORDER,
@@ -191,50 +191,51 @@ def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]
             (:meth:`Roster.including`); a series it does not name is not read.
     """
     keys = list(roster.gpus)
-    # One metric at a time over every GPU (loops in C), then one pass that zips the values by
-    # GPU; nothing but the GPU itself is made per GPU.
-    values = [map(columns[m].whole.get, keys) if m in columns else repeat(None) for m in METRICS]
-    mig = roster.parts
-    parts = [columns[m].parts.get if m in columns else _no_value for m in METRICS]
-    out: list[Gpu] = []
-    append = out.append
-    for key, ident, used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid in zip(
-            keys, roster.gpus.values(), *values):
-        instances = mig.get(key)
-        if instances is None:
-            append(_gpu(ident, used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid))
-        else:
-            v = [used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid]
-            append(_mig_gpu(ident, v, [(part, [get((key, gi)) for get in parts]) for gi, part in instances]))
+    # Column by column over every GPU (loops in C where no value is missing), then one pass
+    # that makes each GPU of its row; nothing else is made per GPU.
+    absent: list[float | None] = [None] * len(keys)
+    raw = [list(map(columns[m].whole.get, keys)) if m in columns else absent for m in METRICS]
+    used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = raw
+    gr_percent = _rounded(_times(gr, 100.0), 1)
+    out = [
+        Gpu(ident.uuid, ident.node, ident.index, ident.model,
+            u if u is not None else (g if g is not None else 0.0),
+            round(mem or 0.0),
+            round((mem or 0.0) + (f or 0.0) + (r or 0.0)),
+            int(t) if t is not None else 0,
+            p if p is not None else 0.0,
+            lim if lim is not None else 0.0,
+            memory_utilization=mu, sm_clock_mhz=smc, memory_clock_mhz=mc, xid_errors=x, gr_engine_active=g,
+            pod=ident.pod, namespace=ident.namespace)
+        for ident, u, mem, f, r, t, p, lim, smc, mc, mu, g, x in zip(
+            roster.gpus.values(), _rounded(util, 1), used, free, reserved, temp, _rounded(power, 1),
+            _rounded(limit, 1), _rounded(sm), _rounded(memclk), memutil, gr_percent, _rounded(xid))
+    ]
+    if roster.parts:  # MIG GPUs: made again, of their own values and their instances'
+        parts = [columns[m].parts.get if m in columns else _no_value for m in METRICS]
+        for i, (key, ident) in enumerate(roster.gpus.items()):
+            instances = roster.parts.get(key)
+            if instances is not None:
+                out[i] = _mig_gpu(ident, [values[i] for values in raw],
+                                  [(part, [get((key, gi)) for get in parts]) for gi, part in instances])
     out.sort(key=ORDER)
     return tuple(out)
+
+
+def _rounded(values: list[float | None], digits: int | None = None) -> list[Any]:
+    """``values`` rounded (to ``digits``, or to whole numbers), a missing one staying ``None``."""
+    if None not in values:
+        return list(map(round, cast("list[float]", values), repeat(digits)))
+    return [None if v is None else round(v, digits) for v in values]
+
+
+def _times(values: list[float | None], factor: float) -> list[float | None]:
+    return [None if v is None else v * factor for v in values]
 
 
 def _max(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return max(present) if present else None
-
-
-def _gpu(ident: Identity, used: float | None, free: float | None, reserved: float | None, util: float | None,
-         temp: float | None, power: float | None, limit: float | None, sm: float | None, memclk: float | None,
-         memutil: float | None, gr: float | None, xid: float | None) -> Gpu:
-    """A GPU without MIG instances, from its values in the order of :data:`METRICS`."""
-    return Gpu(
-        ident.uuid, ident.node, ident.index, ident.model,
-        round(util, 1) if util is not None else (round(gr * 100.0, 1) if gr is not None else 0.0),
-        round(used or 0.0),
-        round((used or 0.0) + (free or 0.0) + (reserved or 0.0)),
-        int(temp) if temp is not None else 0,
-        round(power, 1) if power is not None else 0.0,
-        round(limit, 1) if limit is not None else 0.0,
-        memory_utilization=memutil,
-        sm_clock_mhz=round(sm) if sm is not None else None,
-        memory_clock_mhz=round(memclk) if memclk is not None else None,
-        xid_errors=round(xid) if xid is not None else None,
-        gr_engine_active=round(gr * 100.0, 1) if gr is not None else None,
-        pod=ident.pod,
-        namespace=ident.namespace,
-    )
 
 
 def _mig_gpu(ident: Identity, v: list[float | None], instances: Sequence[tuple[Identity, list[float | None]]]) -> Gpu:
