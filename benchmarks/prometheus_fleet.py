@@ -2,21 +2,29 @@
 
     .venv/bin/python benchmarks/prometheus_fleet.py [--nodes 1024] [--interval 1] [--seconds 20]
 
-A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` with canned JSON
-for 8,192 GPUs: for each query, the series Prometheus would return for it (the labels its
-``max by`` keeps), 8,192 per metric, two sets of values that alternate so every refresh changes
-the table. The console runs headless at 160×48 on the GPUs pane, its GPU source the Prometheus
-source pointed at that server, polling at ``--interval`` (the scrape interval), no other source.
+A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` like a fast
+Prometheus, from canned JSON for 8,192 GPUs: for each query, the series Prometheus would return
+for it (the labels its ``max by`` or ``count by`` keeps), 8,192 per metric, written as
+Prometheus writes them (compact, labels sorted, every sample at the query's evaluation time).
+The values of the metrics come in two sets that alternate, so every refresh changes every GPU;
+the identity query counts its series and the seldom-changing metrics (power limit, memory clock,
+XID) keep their values, so those answers differ between refreshes only in their evaluation
+time, as with a real fleet whose pods stay put. The server answers each query in a few
+milliseconds (it joins canned bytes around the time), so what is measured is the console. The
+console runs headless at 160×48 on the GPUs pane, its GPU source the Prometheus source pointed at
+that server, polling at ``--interval`` (the scrape interval), no other source.
 
 Figures (medians over the refreshes of the window):
 
-- query + parse: one poll of the source (every metric's query, the JSON, the model), as the
-  Hub times it;
+- query + parse: one poll of the source (every metric's query, the answers read, the model
+  built), as the Hub times it (wall time);
 - table update: the GPUs pane rendering the new snapshot into its table (keyed rows, the cells
   that changed);
 - tick: the two together;
 - CPU: percent of one core used by the console's process (UI, Hub, source; the server is
-  another process) over ``--seconds`` after the first refreshes.
+  another process) over ``--seconds`` after the first refreshes, and that CPU time divided by
+  the refreshes of the window. The load average is printed with them: on a busy machine the
+  wall times grow while the CPU time does not.
 """
 
 from __future__ import annotations
