@@ -2,21 +2,29 @@
 
     .venv/bin/python benchmarks/prometheus_fleet.py [--nodes 1024] [--interval 1] [--seconds 20] [--json]
 
-A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` with canned JSON
-for 8,192 GPUs: for each query, the series Prometheus would return for it (the labels its
-``max by`` keeps), 8,192 per metric, two sets of values that alternate so every refresh changes
-the table. The console runs headless at 160×48 on the GPUs pane, its GPU source the Prometheus
-source pointed at that server, polling at ``--interval`` (the scrape interval), no other source.
+A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` like a fast
+Prometheus, from canned JSON for 8,192 GPUs: for each query, the series Prometheus would return
+for it (the labels its ``max by`` or ``count by`` keeps), 8,192 per metric, written as
+Prometheus writes them (compact, labels sorted, every sample at the query's evaluation time).
+The values of the metrics come in two sets that alternate, so every refresh changes every GPU;
+the identity query counts its series and the seldom-changing metrics (power limit, memory clock,
+XID) keep their values, so those answers differ between refreshes only in their evaluation
+time, as with a real fleet whose pods stay put. The server answers each query in a few
+milliseconds (it joins canned bytes around the time), so what is measured is the console. The
+console runs headless at 160×48 on the GPUs pane, its GPU source the Prometheus source pointed at
+that server, polling at ``--interval`` (the scrape interval), no other source.
 
 Figures (medians over the refreshes of the window):
 
-- query + parse: one poll of the source (every metric's query, the JSON, the model), as the
-  Hub times it;
+- query + parse: one poll of the source (every metric's query, the answers read, the model
+  built), as the Hub times it (wall time);
 - table update: the GPUs pane rendering the new snapshot into its table (keyed rows, the cells
   that changed);
 - tick: the two together;
 - CPU: percent of one core used by the console's process (UI, Hub, source; the server is
-  another process) over ``--seconds`` after the first refreshes.
+  another process) over ``--seconds`` after the first refreshes, and that CPU time divided by
+  the refreshes of the window. The load average is printed with them: on a busy machine the
+  wall times grow while the CPU time does not.
 
 ``--json`` prints the figures as JSON after the table.
 """
@@ -27,6 +35,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -88,11 +97,14 @@ def value(metric: str, variant: int, i: int, rng: random.Random) -> float:
     return -1.0  # FB_RESERVED: not reported by this exporter (answered empty below)
 
 
-def canned_answers(nodes: int) -> dict[str, list[bytes]]:
-    """For each query the source sends (the identity query and one per metric), two JSON answers."""
+TIME = b'"@time@"'  # where an answer's evaluation time goes
+
+
+def canned_answers(nodes: int) -> dict[str, list[list[bytes]]]:
+    """For each query the source sends (the identity query and one per metric), two JSON answers,
+    each cut where the evaluation time goes (see :func:`evaluation_time`)."""
     labels = fleet_labels(nodes)
-    answers: dict[str, list[bytes]] = {}
-    now = time.time()
+    answers: dict[str, list[list[bytes]]] = {}
     for name in (pm.IDENTITY, *pm.METRICS):
         keep = pm.IDENTITY_LABELS if name == pm.IDENTITY else pm.KEY_LABELS
         metric = pm.ANCHOR if name == pm.IDENTITY else name
@@ -103,11 +115,20 @@ def canned_answers(nodes: int) -> dict[str, list[bytes]]:
             if metric != pm.FB_RESERVED:
                 for i, lab in enumerate(labels):
                     metric_labels = {k: v for k, v in lab.items() if k in keep}
-                    result.append({"metric": metric_labels, "value": [now, repr(value(metric, variant, i, rng))]})
+                    # The identity query counts the series of each set of labels: 1 each.
+                    sample = "1" if name == pm.IDENTITY else repr(value(metric, variant, i, rng))
+                    result.append({"metric": metric_labels, "value": ["@time@", sample]})
             body = {"status": "success", "data": {"resultType": "vector", "result": result}}
-            variants.append(json.dumps(body, separators=(",", ":")).encode())
+            variants.append(json.dumps(body, separators=(",", ":")).encode().split(TIME))
         answers[name] = variants
     return answers
+
+
+def evaluation_time(param: str | None) -> bytes:
+    """The ``time`` of a query as Prometheus writes it in the answer (seconds, to the millisecond)."""
+    ms = round(float(param) * 1000) if param else round(time.time() * 1000)
+    text = repr(ms / 1000)
+    return text.removesuffix(".0").encode()
 
 
 def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
@@ -125,7 +146,8 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
                 body = b'{"status":"error","errorType":"bad_data","error":"unknown query"}'
                 status = 400
             else:
-                body = answers[metric][counts[metric] % 2]
+                # Like Prometheus: every sample carries the evaluation time (the query's ``time``).
+                body = evaluation_time(params.get("time")).join(answers[metric][counts[metric] % 2])
                 counts[metric] += 1
                 status = 200
             self.send_response(status)
@@ -139,7 +161,8 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    port_out.put((server.server_address[1], sum(len(v[0]) for v in answers.values())))
+    size = sum(sum(map(len, v[0])) for v in answers.values())
+    port_out.put((server.server_address[1], size))
     server.serve_forever()
 
 
@@ -205,7 +228,9 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
         GpusPane.render_snapshot = original
     poll = statistics.median(polls) if polls else float("nan")
     render = statistics.median(renders) if renders else float("nan")
-    return {"poll": poll, "render": render, "tick": poll + render, "cpu": cpu, "refreshes": len(polls)}
+    per_refresh = cpu / 100.0 * seconds / len(polls) if polls else float("nan")
+    return {"poll": poll, "render": render, "tick": poll + render, "cpu": cpu, "refreshes": len(polls),
+            "cpu_per_refresh": per_refresh}
 
 
 def main() -> int:
@@ -231,7 +256,9 @@ def main() -> int:
     print(f"{'table update (GPUs pane)':<40}{figures['render'] * 1000:>8.0f}ms")
     print(f"{'tick: query + parse + table update':<40}{figures['tick'] * 1000:>8.0f}ms   <= 200 ms")
     print(f"{f'CPU at a {args.interval:g} s interval (% of one core)':<40}{figures['cpu']:>9.1f}%   <= 20 %")
-    print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window)")
+    print(f"{'CPU time per refresh (whole console)':<40}{figures['cpu_per_refresh'] * 1000:>8.0f}ms")
+    print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs)")
     if args.json:
         print(json.dumps({"nodes": args.nodes, "interval": args.interval, **figures}, indent=2))
     return 0

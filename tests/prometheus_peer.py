@@ -44,7 +44,11 @@ def series(value: float | str, **labels: str) -> dict[str, Any]:
 
 class CannedPrometheus(ThreadingHTTPServer):
     """Answers each query with ``answers[metric]`` (the metric named in the query), else an
-    empty vector; ``range_answers[name]`` likewise for ``query_range``."""
+    empty vector; ``range_answers[name]`` likewise for ``query_range``.
+
+    With ``compact``, an instant query's answer is written as Prometheus writes it: no spaces,
+    labels sorted, every sample at the evaluation time (the query's ``time``).
+    """
 
     daemon_threads = True
 
@@ -56,6 +60,7 @@ class CannedPrometheus(ThreadingHTTPServer):
         self.status: int | None = None
         self.body: bytes | None = None
         self.delay = 0.0
+        self.compact = False
         self.lock = threading.Lock()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -95,6 +100,9 @@ class _CannedHandler(BaseHTTPRequestHandler):
                 answer = vector_answer([])
             elif isinstance(answer, list):
                 answer = vector_answer(answer)
+            if self.server.compact:
+                self._send(200, _as_prometheus_writes(answer, params.get("time")))
+                return
         self._send(200, json.dumps(answer).encode())
 
     def _send(self, status: int, body: bytes) -> None:
@@ -109,6 +117,17 @@ class _CannedHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
+
+
+def _as_prometheus_writes(answer: dict[str, Any], at: str | None) -> bytes:
+    data = answer.get("data", {})
+    if answer.get("status") == "success" and data.get("resultType") == "vector":
+        ms = round(float(at) * 1000) if at else 0
+        when = ms // 1000 if ms % 1000 == 0 else ms / 1000
+        result = [{"metric": dict(sorted(item["metric"].items())), "value": [when, item["value"][1]]}
+                  for item in data["result"]]
+        answer = {"status": "success", "data": {"resultType": "vector", "result": result}}
+    return json.dumps(answer, separators=(",", ":")).encode()
 
 
 # --------------------------------------------------------------------------- the exposition format

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuconsole.backends import prometheus_answers as pa
 from gpuconsole.backends import prometheus_mapping as pm
 from gpuconsole.backends.base import (
     BackendError,
@@ -75,8 +76,8 @@ def fleet_answers() -> dict[str, list]:
 
 
 def test_series_become_gpus_with_mig_instances_and_pods():
-    gpus, slices = pm.collect(fleet_answers())
-    whole, mig = pm.build_gpus(gpus, slices)
+    columns, roster = pm.collect(fleet_answers())
+    whole, mig = pm.build_gpus(columns, roster)
     assert (whole.uuid, whole.node, whole.index, whole.name) == (UUID_A, "node-a", 3, "NVIDIA A100-SXM4-80GB")
     assert (whole.utilization, whole.memory_used_mib, whole.memory_total_mib) == (2.0, 1024, 81920)
     assert (whole.temperature_c, whole.power_w, whole.power_limit_w, whole.sm_clock_mhz) == (41, 88.5, 400.0, 1410)
@@ -96,14 +97,13 @@ def test_series_become_gpus_with_mig_instances_and_pods():
     # Without a whole-GPU series, memory and utilization come from the instances.
     assert (mig.memory_used_mib, mig.memory_total_mib) == (20000, 50048)
     assert mig.utilization == pytest.approx(50.0 * 3 / 7, abs=0.05)
-    assert pm.driver_versions(gpus, slices) == (("driver", "550.54.15"),)
+    assert pm.driver_versions(roster) == (("driver", "550.54.15"),)
 
 
 def test_unreadable_series_are_skipped_not_fatal():
     answers = {pm.FB_USED: [{"metric": {"UUID": UUID_A}}, {"value": [0, "1"]}, series("x", UUID=UUID_A),
                             series(5, UUID=UUID_A, Hostname="n", gpu="0")]}
-    gpus, slices = pm.collect(answers)
-    (gpu,) = pm.build_gpus(gpus, slices)
+    (gpu,) = pm.build_gpus(*pm.collect(answers))
     assert gpu.memory_used_mib == 5 and gpu.temperature_c == 0 and gpu.sm_clock_mhz is None
 
 
@@ -119,6 +119,7 @@ def test_queries_ask_only_for_the_labels_read():
     assert set(queries) == {pm.IDENTITY, *pm.METRICS} and set(pm.METRICS) == {*pm.FAST, *pm.SLOW}
     assert queries[pm.UTIL] == 'max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{cluster="prod"})'
     assert "modelName" in queries[pm.IDENTITY] and "pod" in queries[pm.IDENTITY] and pm.FB_USED in queries[pm.IDENTITY]
+    assert queries[pm.IDENTITY].startswith("count by ("), "counted: the answer changes only with the labels"
     assert "Hostname, gpu" in pm.instant_queries(by_uuid=False)[pm.TEMP]
     with pytest.raises(ValueError, match="label matcher"):
         pm.check_selector("up")
@@ -373,18 +374,83 @@ def test_value_answers_are_read_without_decoding_each_series_and_match_the_json_
               series("+Inf", UUID="GPU-d")]
     compact = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}},
                          separators=(",", ":")).encode()
-    fast = pm.parse_vector(compact)
-    assert [(k, gi, v) for k, gi, v, _ in fast[:2]] == [(UUID_A, "", 45.0), (UUID_M, "1", 7.5)]
-    assert all(labels is None for *_, labels in fast), "read by the expression, not decoded"
+    fast = pa.read_values(compact)
+    assert (fast.whole, fast.parts) == ({UUID_A: 45.0}, {(UUID_M, "1"): 7.5}), "NaN and Inf are no values"
+    assert fast.labels == {}, "read by the expression, not decoded"
     spaced = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-    slow = pm.parse_vector(spaced)
-    assert [(k, gi, v) for k, gi, v, _ in slow][:2] == [(k, gi, v) for k, gi, v, _ in fast][:2]
-    assert len(slow) == len(fast) == 4
+    slow = pa.read_values(spaced)
+    assert (slow.whole, slow.parts) == (fast.whole, fast.parts)
+    assert slow.labels[(UUID_A, "")] == {"UUID": UUID_A}
+    whole_only = pa.read_values(compact.replace(b'"GPU_I_ID":"1",', b""))
+    assert (whole_only.whole, whole_only.parts, whole_only.labels) == ({UUID_A: 45.0, UUID_M: 7.5}, {}, {})
     # One series with another label: the whole answer is decoded as JSON, nothing is lost.
-    mixed = compact.replace(b'{"UUID":"GPU-c"}', b'{"Hostname":"n","UUID":"GPU-c"}')
-    again = pm.parse_vector(mixed)
-    assert len(again) == 4 and again[2][3] == {"Hostname": "n", "UUID": "GPU-c"}
-    gpus, slices = pm.fold({pm.UTIL: fast})
-    assert set(gpus) == {UUID_A, UUID_M} and set(slices) == {(UUID_M, "1")}, "NaN and Inf are no values"
-    with pytest.raises(pm.PrometheusAnswerError):
-        pm.parse_vector(b"<html>")
+    mixed = pa.read_values(compact.replace(b'{"UUID":"GPU-a', b'{"Hostname":"n","UUID":"GPU-a'))
+    assert (mixed.whole, mixed.parts) == (fast.whole, fast.parts)
+    assert mixed.labels[(UUID_A, "")] == {"Hostname": "n", "UUID": UUID_A}
+    with pytest.raises(pa.PrometheusAnswerError):
+        pa.read_values(b"<html>")
+
+
+def test_identity_labels_are_decoded_only_where_they_changed():
+    a = {"Hostname": "node-a", "UUID": UUID_A, "gpu": "3", "modelName": "NVIDIA H100 80GB HBM3"}
+    m = {"Hostname": "node-b", "UUID": UUID_M, "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+
+    def answer(at: str, pod: str) -> bytes:
+        result = [{"metric": {**a, "namespace": "nlp", "pod": pod}, "value": [float(at), "1"]},
+                  {"metric": m, "value": [float(at), "1"]}]
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}},
+                          separators=(",", ":")).encode()
+
+    first = pa.read_roster(answer("1764480000.5", "bert-x"))
+    again = pa.read_roster(answer("1764480015.5", "bert-x"), first)
+    assert [again.named[k] is first.named[k] for k in first.named] == [True, True], "nothing decoded again"
+    moved = pa.read_roster(answer("1764480030.5", "bert-y"), again)
+    assert moved.gpus[UUID_A] is not again.gpus[UUID_A] and moved.gpus[UUID_A].pod == "bert-y"
+    assert moved.gpus[UUID_M] is again.gpus[UUID_M]
+    assert pa.without_times(answer("1764480000.5", "p")) == pa.without_times(answer("1764480015.5", "p"))
+    assert pa.without_times(answer("1764480000.5", "p")) != pa.without_times(answer("1764480000.5", "q"))
+    # Labels as no Prometheus writes them (a brace in a value): the whole answer is decoded, nothing is lost.
+    braces = pa.read_roster(answer("1764480045.5", "odd}{pod"), moved)
+    assert braces.gpus[UUID_A].pod == "odd}{pod" and set(braces.gpus) == {UUID_A, UUID_M}
+
+
+def test_seldom_changing_answers_are_read_again_only_when_they_changed(canned, monkeypatch):
+    from gpuconsole.backends import prometheus as module
+
+    canned.compact = True  # as Prometheus writes: every sample at the query's time
+    canned.answers = fleet_answers()
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)  # everything is due on every poll
+    reads: list[str] = []
+    read_values, read_roster = pa.read_values, pa.read_roster
+    monkeypatch.setattr(pa, "read_values", lambda body: reads.append("values") or read_values(body))
+    monkeypatch.setattr(pa, "read_roster", lambda body, last: reads.append("identity") or read_roster(body, last))
+    source = source_for(canned.url)
+    first = source.poll_gpus()
+    assert reads.count("identity") == 1 and reads.count("values") == len(pm.METRICS)
+    reads.clear()
+    again = source.poll_gpus()
+    assert len(canned.requests) == 2 * (len(pm.METRICS) + 1), "every query was sent again"
+    assert reads == ["values"] * len(pm.FAST), "the unchanged seldom-changing answers and identity were not read again"
+    assert again.gpus == first.gpus
+    # A changed power limit and a pod that moved are read at once.
+    canned.answers[pm.POWER_LIMIT] = [series(350, UUID=UUID_A), series(400, UUID=UUID_M)]
+    canned.answers[pm.FB_USED][0]["metric"]["pod"] = "bert-ft-new"
+    reads.clear()
+    moved = source.poll_gpus()
+    assert reads.count("identity") == 1 and reads.count("values") == len(pm.FAST) + 1
+    assert (moved.gpus[0].power_limit_w, moved.gpus[0].pod) == (350.0, "bert-ft-new")
+    source.close()
+
+
+def test_a_mig_gpu_known_by_its_instances_keeps_its_index_where_whole_gpu_values_come_by_key(canned):
+    """DCGM reports memory per MIG instance but temperature and power per GPU, and the value
+    queries keep only a series' key: the GPU's node and index still come from the identity."""
+    m = {"UUID": UUID_M, "gpu": "5", "Hostname": "node-b", "modelName": "NVIDIA A100-SXM4-80GB"}
+    canned.answers = {pm.FB_USED: [series(20000, **m, GPU_I_ID="1", GPU_I_PROFILE="3g.40gb"),
+                                   series(0, **m, GPU_I_ID="2", GPU_I_PROFILE="1g.10gb")],
+                      pm.TEMP: [series(55, UUID=UUID_M)], pm.POWER: [series(120, UUID=UUID_M)]}
+    source = source_for(canned.url)
+    (gpu,) = source.poll_gpus().gpus
+    source.close()
+    assert (gpu.node, gpu.index, gpu.name, gpu.temperature_c, gpu.power_w) == ("node-b", 5, "NVIDIA A100-SXM4-80GB", 55, 120.0)
+    assert [s.profile for s in gpu.mig_slices] == ["3g.40gb", "1g.10gb"] and gpu.memory_used_mib == 20000

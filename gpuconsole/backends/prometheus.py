@@ -2,9 +2,11 @@
 
 A bastion host has no GPU of its own: :class:`PrometheusGpus` reads every GPU of every node from
 the Prometheus HTTP API (``/api/v1/query`` for the live table, ``/api/v1/query_range`` for a
-GPU's charts) and translates the DCGM exporter's series with
-:mod:`gpuconsole.backends.prometheus_mapping`. A poll sends one instant query per metric for the
-whole fleet, never one per GPU, a few at a time over one keep-alive connection pool.
+GPU's charts), reads the answers with :mod:`gpuconsole.backends.prometheus_answers` and
+translates the DCGM exporter's series with :mod:`gpuconsole.backends.prometheus_mapping`. A poll
+sends one instant query per metric for the whole fleet, never one per GPU, a few at a time over
+one keep-alive connection pool. The answers that change seldom (the identity labels, the power
+limit …) are read again only when their bytes changed.
 
 Connections: TLS is always verified (the system's CA store, or ``ca_file``); every request has
 a connect and a read timeout; no retries (the Hub retries a failed poll with backoff).
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuconsole.backends import prometheus_answers as pa
 from gpuconsole.backends import prometheus_mapping as pm
 from gpuconsole.backends.base import (
     BackendError,
@@ -138,8 +141,10 @@ class PrometheusGpus:
         self.poll_timeout = 2.0 * settings.timeout
         self._queries = pm.instant_queries(settings.selector)
         self._by_uuid = True
-        self._identity: pm.Identity | None = None  # identity labels by series, read every SLOW_EVERY_S
-        self._slow: dict[str, list[pm.Series]] = {}
+        self._roster: pa.Roster | None = None  # what the identity labels name, read every SLOW_EVERY_S
+        self._slow: dict[str, pa.Column] = {}
+        # The last answer of each query read every SLOW_EVERY_S (without its times), and what was read from it.
+        self._kept: dict[str, tuple[bytes, pa.Column | pa.Roster]] = {}
         self._slow_at = 0.0
         self._lock = threading.Lock()
         self._pool: Any = None
@@ -227,48 +232,69 @@ class PrometheusGpus:
         """
         headers = self._headers()
         now = time.time()
-        slow_due = self._identity is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
+        slow_due = self._roster is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
         answers = self._query((*pm.FAST, *pm.SLOW, pm.IDENTITY) if slow_due else pm.FAST, now, headers)
         if slow_due:
             self._keep_slow(answers)
-        if self._identity is not None and not pm.keyed_by_uuid(self._identity) and self._by_uuid:
+        if self._roster is not None and not self._roster.keyed_by_uuid and self._by_uuid:
             # An exporter without UUID labels: key the values by node and index from now on.
             self._by_uuid = False
             self._queries = pm.instant_queries(self.settings.selector, by_uuid=False)
+            self._kept.clear()
             answers = self._query(pm.FAST, now, headers)
-        elif not slow_due and self._unnamed(answers.get(pm.ANCHOR, ())):
+        elif not slow_due and self._unnamed(answers.get(pm.ANCHOR)):
             self._keep_slow(self._query((*pm.SLOW, pm.IDENTITY), now, headers))
-        results = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
-        gpus, slices = pm.fold(results, self._identity)
+        columns = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
+        roster = (self._roster or pa.Roster({})).including(columns, first=pm.ANCHOR)
+        gpus = pm.build_gpus(columns, roster)
         if not gpus:
             raise BackendError(f"Prometheus at {self.host} has no DCGM exporter series ({pm.ANCHOR}): "
                                "is the exporter scraped?")
-        return GpuReading(pm.build_gpus(gpus, slices), now, pm.driver_versions(gpus, slices))
+        return GpuReading(gpus, now, pm.driver_versions(roster))
 
-    def _keep_slow(self, answers: dict[str, list[pm.Series]]) -> None:
-        self._identity = pm.identities(answers.pop(pm.IDENTITY, []))
+    def _keep_slow(self, answers: dict[str, Any]) -> None:
+        self._roster = answers.pop(pm.IDENTITY)
         self._slow = {m: answers.pop(m) for m in pm.SLOW if m in answers}
         self._slow_at = time.monotonic()
 
-    def _unnamed(self, items: list[pm.Series]) -> bool:
-        """Whether a series of the anchor metric is one the kept identity labels do not name."""
-        identity = self._identity or {}
-        return any((key, gi) not in identity for key, gi, _value, _labels in items)
+    def _unnamed(self, column: pa.Column | None) -> bool:
+        """Whether the anchor metric has a series the kept identity labels do not name."""
+        if column is None:
+            return False
+        roster = self._roster or pa.Roster({})
+        return not (column.whole.keys() <= roster.gpus.keys() and column.parts.keys() <= roster.named.keys())
 
-    def _query(self, names: tuple[str, ...], now: float, headers: Mapping[str, str]) -> dict[str, list[pm.Series]]:
-        """Run the named instant queries at ``now``, a few at a time; the first failure is raised."""
+    def _query(self, names: tuple[str, ...], now: float, headers: Mapping[str, str]) -> dict[str, Any]:
+        """Run the named instant queries at ``now``, a few at a time; the first failure is raised.
+
+        Returns:
+            ``{metric: Column}``, and the :class:`~gpuconsole.backends.prometheus_answers.Roster`
+            of the identity query under :data:`~gpuconsole.backends.prometheus_mapping.IDENTITY`.
+        """
         params = {"time": f"{now:.3f}"}
         executor = self._pool_of_workers()
+        previous = self._roster
+        kept = dict(self._kept)
 
-        def one(name: str) -> list[pm.Series]:
+        def one(name: str) -> pa.Column | pa.Roster:
             body = self._get("/api/v1/query", {"query": self._queries[name], **params}, headers, raw=True)
+            seldom = name not in pm.FAST
+            if seldom:
+                # Read again only when it changed: these answers mostly stay the same for hours.
+                same = pa.without_times(body)
+                last = kept.get(name)
+                if last is not None and last[0] == same:
+                    return last[1]
             try:
-                return pm.parse_vector(body)
-            except pm.PrometheusAnswerError as exc:
+                read = pa.read_roster(body, previous) if name == pm.IDENTITY else pa.read_values(body)
+            except pa.PrometheusAnswerError as exc:
                 raise BackendError(f"Prometheus at {self.host}: {exc} for {name}") from exc
+            if seldom:
+                self._kept[name] = (same, read)
+            return read
 
         futures = {name: executor.submit(one, name) for name in names}
-        results: dict[str, list[pm.Series]] = {}
+        results: dict[str, Any] = {}
         error: BaseException | None = None
         for name, future in futures.items():
             try:
@@ -289,8 +315,8 @@ class PrometheusGpus:
         for name, query in pm.history_queries(uuid, self.settings.selector).items():
             answer = self._get("/api/v1/query_range", {"query": query, **params}, headers)
             try:
-                series[name] = pm.matrix(answer)
-            except pm.PrometheusAnswerError as exc:
+                series[name] = pa.matrix(answer)
+            except pa.PrometheusAnswerError as exc:
                 raise BackendError(f"Prometheus at {self.host}: {exc}") from exc
         return pm.samples(series)
 

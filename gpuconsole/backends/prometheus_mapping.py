@@ -1,14 +1,19 @@
 """DCGM exporter series, as the Prometheus HTTP API returns them, into :mod:`gpuconsole.model`.
 
-Pure functions, no I/O: the queries :class:`~gpuconsole.backends.prometheus.PrometheusGpus` sends,
-and the translation of their JSON answers into :class:`Gpu` and :class:`MigSlice` values.
+No I/O: the queries :class:`~gpuconsole.backends.prometheus.PrometheusGpus` sends, and the
+translation of their JSON answers into :class:`Gpu` and :class:`MigSlice` values.
 
-One instant query per metric reads the whole fleet. Each query aggregates with ``max by`` over
-the labels this module reads, so Prometheus drops the rest (``instance``, ``job``, ``device``,
-``pci_bus_id`` …) before the answer is written: the answer, and the JSON to parse, is half the
-size. The query of ``DCGM_FI_DEV_FB_USED`` (reported for every GPU and every MIG instance)
-carries the identity labels: node, index, model, MIG profile, pod; the others only the key of a
-series, the GPU's ``UUID`` (or node and index, for an exporter without it) and ``GPU_I_ID``.
+One instant query per metric reads the whole fleet. Each query aggregates over the labels this
+module reads, so Prometheus drops the rest (``instance``, ``job``, ``device``, ``pci_bus_id`` …)
+before the answer is written: the answer, and the JSON to parse, is half the size. The identity
+query (``count by`` over ``DCGM_FI_DEV_FB_USED``, reported for every GPU and every MIG instance)
+carries the identity labels: node, index, model, MIG profile, pod; the value queries (``max by``)
+only the key of a series, the GPU's ``UUID`` (or node and index, for an exporter without it) and
+``GPU_I_ID``.
+
+The answers are read by :mod:`gpuconsole.backends.prometheus_answers` (one dict per metric, a
+roster of the GPUs the identity labels name); :func:`build_gpus` makes the GPUs of both in one
+pass.
 
 A series with a ``GPU_I_ID`` label belongs to a MIG instance of the GPU named by ``UUID``; one
 without it to the whole GPU. Where the exporter reports a value only per MIG instance (memory,
@@ -18,12 +23,20 @@ exporter does not report stays ``None``, which the console shows as N/A.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from itertools import repeat
+from typing import Any, cast
 
+from gpuconsole.backends.prometheus_answers import (
+    ORDER,
+    Column,
+    Identity,
+    Roster,
+    column_of,
+    series_of,
+)
 from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent
@@ -54,11 +67,9 @@ IDENTITY = "identity"  # the name of the query of FB_USED with the identity labe
 
 KEY_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
 KEY_LABELS_WITHOUT_UUID: tuple[str, ...] = ("UUID", "Hostname", "gpu", "GPU_I_ID")
-NODE_LABELS: tuple[str, ...] = ("Hostname", "kubernetes_node", "node", "instance")
 IDENTITY_LABELS: tuple[str, ...] = ("UUID", "Hostname", "gpu", "GPU_I_ID", "kubernetes_node", "node", "instance",
                                     "modelName", "GPU_I_PROFILE", "pod", "namespace", "container",
                                     "DCGM_FI_DRIVER_VERSION")
-_INSTANCE_LABELS = frozenset({"GPU_I_ID", "GPU_I_PROFILE", "pod", "namespace", "container"})
 ANCHOR = FB_USED  # the metric every GPU and every MIG instance reports: its query carries the identity
 
 _LABEL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -68,12 +79,13 @@ _COMPUTE_RE = re.compile(r"^(?:\d+c\.)?(\d+)g\.")
 def instant_query(metric: str, selector: str = "", *, by_uuid: bool = True) -> str:
     """The PromQL of one metric for the whole fleet, reduced to the labels this module reads.
 
-    ``metric`` :data:`IDENTITY` is the anchor metric with every identity label; any other keeps
-    the key of a series only (``UUID`` and ``GPU_I_ID``; node and index too when the exporter
-    does not label ``UUID``).
+    ``metric`` :data:`IDENTITY` is the anchor metric with every identity label, counted rather
+    than valued, so that its answer stays the same until a label changes (see
+    :func:`without_times`); any other keeps the key of a series only (``UUID`` and
+    ``GPU_I_ID``; node and index too when the exporter does not label ``UUID``).
     """
     if metric == IDENTITY:
-        return f"max by ({', '.join(IDENTITY_LABELS)}) ({ANCHOR}{_braces(selector)})"
+        return f"count by ({', '.join(IDENTITY_LABELS)}) ({ANCHOR}{_braces(selector)})"
     labels = KEY_LABELS if by_uuid else KEY_LABELS_WITHOUT_UUID
     return f"max by ({', '.join(labels)}) ({metric}{_braces(selector)})"
 
@@ -149,205 +161,11 @@ def history_queries(uuid: str, selector: str = "") -> dict[str, str]:
     }
 
 
-# --------------------------------------------------------------------------- answers
-
-
-class PrometheusAnswerError(ValueError):
-    """An answer that is not what the Prometheus HTTP API returns."""
-
-
-def _result(answer: Any, expected: str) -> list[Any]:
-    """The ``result`` list of an answer whose ``resultType`` must be ``expected``."""
-    try:
-        data = answer["data"]
-        kind = data["resultType"]
-        result = data["result"]
-    except (KeyError, TypeError) as exc:
-        raise PrometheusAnswerError("an answer without data.result") from exc
-    if kind != expected or not isinstance(result, list):
-        raise PrometheusAnswerError(f"expected a {expected}, got {kind!r}")
-    return result
-
-
-def vector(answer: Any) -> list[Any]:
-    """The ``result`` list of an instant query's ``vector`` answer (already JSON-decoded)."""
-    return _result(answer, "vector")
-
-
-def matrix(answer: Any) -> list[Any]:
-    """The ``result`` list of a range query's ``matrix`` answer."""
-    return _result(answer, "matrix")
-
-
-class _Ident:
-    """What the labels of one series say once: which GPU (or MIG instance), where, held by whom.
-
-    Built once per identity read and shared by every poll until the next, so a poll does not
-    read the same labels again for each of thousands of GPUs.
-    """
-
-    __slots__ = ("gi_id", "index", "labels", "model", "namespace", "node", "pod", "profile", "uuid")
-
-    def __init__(self, labels: Mapping[str, str], key: str) -> None:
-        self.labels = labels
-        self.uuid = labels.get("UUID") or key
-        self.node = node_of(labels)
-        self.index = _as_int(labels.get("gpu", ""))
-        self.model = labels.get("modelName", "")
-        self.profile = labels.get("GPU_I_PROFILE", "")
-        self.gi_id = _as_int(labels.get("GPU_I_ID", ""))
-        self.pod = labels.get("pod") or None
-        self.namespace = (labels.get("namespace") or None) if self.pod else None
-
-
-class _Record:
-    """The values of one GPU or one MIG instance, one slot per metric, and its identity."""
-
-    __slots__ = ("ident", "values")
-
-    def __init__(self, ident: _Ident) -> None:
-        self.ident = ident
-        self.values: list[float | None] = [None] * len(METRICS)
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return self.ident.labels
-
-
-def _gpu_key(labels: Mapping[str, str]) -> str:
-    uuid = labels.get("UUID")
-    if uuid:
-        return uuid
-    return f"{labels.get('Hostname', '')}:{labels.get('gpu', '')}"
-
-
-Identity = dict[tuple[str, str], _Ident]
-# One series of an answer: (GPU key, GPU_I_ID or "", value, labels; None when they are just the key).
-Series = tuple[str, str, float, "Mapping[str, str] | None"]
-
-_SUCCESS_VECTOR = re.compile(rb'\{"status":"success","data":\{"resultType":"vector","result":\[')
-# A sample whose labels are just the key, as Prometheus writes it (labels sorted, no spaces).
-_KEYED_SAMPLE = re.compile(
-    rb'\{"metric":\{(?:"GPU_I_ID":"([0-9]*)",)?"UUID":"([A-Za-z0-9-]+)"\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
-
-
-def parse_vector(body: bytes) -> list[Series]:
-    """The series of an instant query's answer, as it came over the wire.
-
-    The answers of the value queries (labels ``UUID`` and ``GPU_I_ID`` only, thousands of
-    series) are read with one regular expression instead of building a JSON object per series,
-    which is most of the cost of a poll; every sample must match, or the answer is decoded as
-    JSON like any other.
-
-    Raises:
-        PrometheusAnswerError: not the JSON of a vector answer.
-    """
-    if _SUCCESS_VECTOR.match(body):
-        found = _KEYED_SAMPLE.findall(body)
-        if len(found) == body.count(b'{"metric":'):
-            out: list[Series] = []
-            for gi, uuid, raw in found:
-                try:
-                    out.append((uuid.decode("ascii"), gi.decode("ascii"), float(raw), None))
-                except ValueError:
-                    continue
-            return out
-    try:
-        answer = json.loads(body)
-    except ValueError as exc:
-        raise PrometheusAnswerError("an answer that is not JSON") from exc
-    return series_of(vector(answer))
-
-
-def series_of(items: Iterable[Any]) -> list[Series]:
-    """The series of a decoded vector result; one that cannot be read is skipped."""
-    out: list[Series] = []
-    for item in items:
-        try:
-            labels = item["metric"]
-            value = float(item["value"][1])
-            key = labels.get("UUID") or _gpu_key(labels)
-            gi = labels.get("GPU_I_ID") or ""
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            continue
-        out.append((key, gi, value, labels))
-    return out
-
-
-def identities(series: Iterable[Series]) -> Identity:
-    """``{(GPU key, GPU_I_ID or ""): identity}`` from the answer of the :data:`IDENTITY` query."""
-    out: Identity = {}
-    for key, gi, _value, labels in series:
-        out[(key, gi)] = _Ident(labels if labels is not None else _key_labels(key, gi), key)
-    return out
-
-
-def _key_labels(key: str, gi: str) -> dict[str, str]:
-    return {"UUID": key, "GPU_I_ID": gi} if gi else {"UUID": key}
-
-
-def keyed_by_uuid(identity: Identity) -> bool:
-    """Whether every series names its GPU by ``UUID`` (else node and index key the values)."""
-    return all(ident.labels.get("UUID") for ident in identity.values())
-
-
-def collect(results: Mapping[str, Sequence[Any]], identity: Identity | None = None,
-            ) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
-    """:func:`fold` for decoded vector results (``{metric: data.result}``)."""
-    return fold({metric: series_of(items) for metric, items in results.items()}, identity)
-
-
-def fold(results: Mapping[str, Sequence[Series]], identity: Identity | None = None,
-         ) -> tuple[dict[str, _Record], dict[tuple[str, str], _Record]]:
-    """Fold each metric's series into one record per GPU and per MIG instance.
-
-    Args:
-        results: ``{metric: series}``; a metric the exporter does not report is absent or
-            empty. Without ``identity`` the anchor's own labels are the identity.
-        identity: what each series is (:func:`identities`); a series it lacks is known by the
-            labels of its values.
-    """
-    whole: dict[str, _Record] = {}
-    parts: dict[tuple[str, str], _Record] = {}
-    if identity:
-        for (key, gi), ident in identity.items():
-            if gi:
-                parts[(key, gi)] = _Record(ident)
-            else:
-                whole[key] = _Record(ident)
-    infinite = _INFINITE
-    for metric in dict.fromkeys(m for m in (ANCHOR, *results) if m in results):
-        slot = _I[metric]
-        get_whole = whole.get
-        for key, gi, value, labels in results[metric]:
-            if math.isnan(value) or value in infinite:
-                continue
-            if gi:
-                record = parts.get((key, gi))
-                if record is None:
-                    ident = _Ident(labels if labels is not None else _key_labels(key, gi), key)
-                    record = parts[(key, gi)] = _Record(ident)
-            else:
-                record = get_whole(key)
-                if record is None:
-                    record = whole[key] = _Record(_Ident(labels if labels is not None else _key_labels(key, ""), key))
-            record.values[slot] = value
-    for (key, _gi), part in parts.items():
-        if key not in whole:  # a MIG GPU known only by its instances
-            labels = part.labels
-            whole[key] = _Record(_Ident({k: v for k, v in labels.items() if k not in _INSTANCE_LABELS}, key))
-    return whole, parts
-
-
-_INFINITE = frozenset({math.inf, -math.inf})
-
-
-def node_of(labels: Mapping[str, str]) -> str:
-    for name in NODE_LABELS:
-        value = labels.get(name)
-        if value:
-            return value.rsplit(":", 1)[0] if name == "instance" else value
-    return "unknown"
+def collect(results: Mapping[str, Sequence[Any]], roster: Roster | None = None) -> tuple[dict[str, Column], Roster]:
+    """The columns of decoded vector results (``{metric: data.result}``) and the roster to build
+    them with: ``roster`` (or none) including every series of the columns."""
+    columns = {metric: column_of(series_of(items)) for metric, items in results.items()}
+    return columns, (roster or Roster({})).including(columns, first=ANCHOR)
 
 
 def compute_share(profile: str | None) -> float:
@@ -360,20 +178,59 @@ def _int(value: float | None) -> int | None:
     return None if value is None else round(value)
 
 
-def build_gpus(gpus: dict[str, _Record], slices: dict[tuple[str, str], _Record]) -> tuple[Gpu, ...]:
-    """The GPUs of the records, with their MIG instances, sorted by node and index."""
-    by_gpu: dict[str, list[tuple[str, _Record]]] = {}
-    for (key, gi), record in slices.items():
-        by_gpu.setdefault(key, []).append((gi, record))
-    out: list[Gpu] = []
-    for key, record in gpus.items():
-        out.append(_gpu(key, record, by_gpu.get(key, ())))
-    out.sort(key=_order)
+def _no_value(_key: object) -> None:
+    return None
+
+
+def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]:
+    """The GPUs of the roster with their values and MIG instances, sorted by node and index.
+
+    Args:
+        columns: ``{metric: column}``; a metric the exporter does not report is absent or empty.
+        roster: what each series is: one that names every series of ``columns``
+            (:meth:`Roster.including`); a series it does not name is not read.
+    """
+    keys = list(roster.gpus)
+    # Column by column over every GPU (loops in C where no value is missing), then one pass
+    # that makes each GPU of its row; nothing else is made per GPU.
+    absent: list[float | None] = [None] * len(keys)
+    raw = [list(map(columns[m].whole.get, keys)) if m in columns else absent for m in METRICS]
+    used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = raw
+    gr_percent = _rounded(_times(gr, 100.0), 1)
+    out = [
+        Gpu(ident.uuid, ident.node, ident.index, ident.model,
+            u if u is not None else (g if g is not None else 0.0),
+            round(mem or 0.0),
+            round((mem or 0.0) + (f or 0.0) + (r or 0.0)),
+            int(t) if t is not None else 0,
+            p if p is not None else 0.0,
+            lim if lim is not None else 0.0,
+            memory_utilization=mu, sm_clock_mhz=smc, memory_clock_mhz=mc, xid_errors=x, gr_engine_active=g,
+            pod=ident.pod, namespace=ident.namespace)
+        for ident, u, mem, f, r, t, p, lim, smc, mc, mu, g, x in zip(
+            roster.gpus.values(), _rounded(util, 1), used, free, reserved, temp, _rounded(power, 1),
+            _rounded(limit, 1), _rounded(sm), _rounded(memclk), memutil, gr_percent, _rounded(xid))
+    ]
+    if roster.parts:  # MIG GPUs: made again, of their own values and their instances'
+        parts = [columns[m].parts.get if m in columns else _no_value for m in METRICS]
+        for i, (key, ident) in enumerate(roster.gpus.items()):
+            instances = roster.parts.get(key)
+            if instances is not None:
+                out[i] = _mig_gpu(ident, [values[i] for values in raw],
+                                  [(part, [get((key, gi)) for get in parts]) for gi, part in instances])
+    out.sort(key=ORDER)
     return tuple(out)
 
 
-def _order(gpu: Gpu) -> tuple[str, int, str]:
-    return gpu.node, gpu.index, gpu.uuid
+def _rounded(values: list[float | None], digits: int | None = None) -> list[Any]:
+    """``values`` rounded (to ``digits``, or to whole numbers), a missing one staying ``None``."""
+    if None not in values:
+        return list(map(round, cast("list[float]", values), repeat(digits)))
+    return [None if v is None else round(v, digits) for v in values]
+
+
+def _times(values: list[float | None], factor: float) -> list[float | None]:
+    return [None if v is None else v * factor for v in values]
 
 
 def _max(values: Iterable[float | None]) -> float | None:
@@ -381,39 +238,15 @@ def _max(values: Iterable[float | None]) -> float | None:
     return max(present) if present else None
 
 
-def _gpu(key: str, record: _Record, slice_records: Sequence[tuple[str, _Record]]) -> Gpu:
-    ident = record.ident
-    v = record.values
-    used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = v
-    if slice_records:
-        return _mig_gpu(ident, v, slice_records)
-    return Gpu(
-        ident.uuid, ident.node, ident.index, ident.model,
-        round(util, 1) if util is not None else (round(gr * 100.0, 1) if gr is not None else 0.0),
-        round(used or 0.0),
-        round((used or 0.0) + (free or 0.0) + (reserved or 0.0)),
-        int(temp) if temp is not None else 0,
-        round(power, 1) if power is not None else 0.0,
-        round(limit, 1) if limit is not None else 0.0,
-        memory_utilization=memutil,
-        sm_clock_mhz=round(sm) if sm is not None else None,
-        memory_clock_mhz=round(memclk) if memclk is not None else None,
-        xid_errors=round(xid) if xid is not None else None,
-        gr_engine_active=round(gr * 100.0, 1) if gr is not None else None,
-        pod=ident.pod,
-        namespace=ident.namespace,
-    )
-
-
-def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple[str, _Record]]) -> Gpu:
+def _mig_gpu(ident: Identity, v: list[float | None], instances: Sequence[tuple[Identity, list[float | None]]]) -> Gpu:
     """A MIG GPU: its whole-GPU values where the exporter gives them, else from its instances."""
     uuid = ident.uuid
     mig = []
     model, node = ident.model, ident.node
-    for _gi, srec in sorted(slice_records, key=lambda pair: pair[1].ident.gi_id):
-        mig.append(_slice(uuid, srec))
-        model = model or srec.ident.model
-        node = node if node != "unknown" else srec.ident.node
+    for part, values in instances:
+        mig.append(_slice(uuid, part, values))
+        model = model or part.model
+        node = node if node != "unknown" else part.node
     used, free, reserved = v[I_USED], v[I_FREE], v[I_RESERVED]
     if used is None:
         used = float(sum(s.memory_used_mib for s in mig))
@@ -424,8 +257,9 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
     derived = sum((s.utilization or 0.0) * compute_share(s.profile) for s in known) if known else None
     gr = v[I_GR] if v[I_GR] is not None else (derived / 100.0 if derived is not None else None)
     util = v[I_UTIL] if v[I_UTIL] is not None else derived
-    temp = v[I_TEMP] if v[I_TEMP] is not None else _max(r.values[I_TEMP] for _, r in slice_records)
-    power = v[I_POWER] if v[I_POWER] is not None else _max(r.values[I_POWER] for _, r in slice_records)
+    temp = v[I_TEMP] if v[I_TEMP] is not None else _max(values[I_TEMP] for _, values in instances)
+    power = v[I_POWER] if v[I_POWER] is not None else _max(values[I_POWER] for _, values in instances)
+    limit = v[I_LIMIT]
     return Gpu(
         uuid, node, ident.index, model,
         round(util, 1) if util is not None else 0.0,
@@ -433,7 +267,7 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
         round(total),
         int(temp) if temp is not None else 0,
         round(power, 1) if power is not None else 0.0,
-        round(v[I_LIMIT], 1) if v[I_LIMIT] is not None else 0.0,
+        round(limit, 1) if limit is not None else 0.0,
         mig_mode=MigMode.ENABLED,
         mig_slices=tuple(mig),
         memory_utilization=v[I_MEMUTIL],
@@ -444,9 +278,7 @@ def _mig_gpu(ident: _Ident, v: list[float | None], slice_records: Sequence[tuple
     )
 
 
-def _slice(gpu_uuid: str, record: _Record) -> MigSlice:
-    ident = record.ident
-    v = record.values
+def _slice(gpu_uuid: str, ident: Identity, v: list[float | None]) -> MigSlice:
     used = v[I_USED] or 0.0
     total = used + (v[I_FREE] or 0.0) + (v[I_RESERVED] or 0.0)
     gr = v[I_GR]
@@ -464,17 +296,9 @@ def _slice(gpu_uuid: str, record: _Record) -> MigSlice:
     )
 
 
-def _as_int(text: str) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return 0
-
-
-def driver_versions(gpus: Mapping[str, _Record], slices: Mapping[tuple[str, str], _Record]) -> tuple[tuple[str, str], ...]:
+def driver_versions(roster: Roster) -> tuple[tuple[str, str], ...]:
     """``(("driver", "550.54.15"),)`` when the fleet runs one driver; the versions joined when several."""
-    seen = sorted({r.labels.get("DCGM_FI_DRIVER_VERSION", "") for r in (*gpus.values(), *slices.values())} - {""})
-    return (("driver", ", ".join(seen)),) if seen else ()
+    return (("driver", ", ".join(roster.drivers)),) if roster.drivers else ()
 
 
 def samples(series: Mapping[str, Sequence[Any]]) -> tuple[GpuSample, ...]:

@@ -7,6 +7,7 @@ Display-only: colours come from the user's thresholds (``--gpu-util-thresh``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from rich.text import Text
@@ -53,7 +54,19 @@ SORTABLE = list(SORT_KEYS)
 LABELS = {key: label for label, key, _ in COLUMNS}
 
 
+# Columns whose key is never N/A, each with the key that sorts like (value, node, index): one
+# sort by an attribute getter (in C) instead of a pair per GPU; the fleet's 8,192 GPUs re-sort on every tick.
+_PLAIN_ORDER: dict[str, Callable[[Gpu], Any]] = {
+    "node": attrgetter("node", "index"),
+    "index": attrgetter("index", "node"),
+    "model": attrgetter("name", "node", "index"),
+}
+
+
 def sort_gpus(gpus: tuple[Gpu, ...], column: str, descending: bool) -> list[Gpu]:
+    plain = _PLAIN_ORDER.get(column)
+    if plain is not None:
+        return sorted(gpus, key=plain, reverse=descending)
     key = SORT_KEYS[column]
     known = [(key(g), g) for g in gpus]
     values = sorted((pair for pair in known if pair[0] is not None), key=lambda p: (p[0], p[1].node, p[1].index),

@@ -25,8 +25,8 @@ from textual.message import Message
 from gpuconsole.core.actions import ActionError, ActionKind
 from gpuconsole.core.attribution import attribute
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
-from gpuconsole.ui.format import money, short_node
 from gpuconsole.ui.access import ask_mfa_then
+from gpuconsole.ui.format import money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.gpu_rows import (
@@ -98,8 +98,9 @@ class GpusPane(Pane):
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         util_t, mem_t = self.thresholds
-        # A fleet can hold 8,192 GPUs: the table builds the cells of the rows on screen only.
-        rows: dict[str, tuple[Any, ...]] = {}
+        # A fleet can hold 8,192 GPUs: the table builds the cells of the rows on screen only, and
+        # a GPU's row is the GPU itself (no object per row and tick); other rows say how to draw.
+        rows: dict[str, Gpu | tuple[Any, ...]] = {}
         filtering = bool(self.filter_text)
         for gpu in sort_gpus(snapshot.gpus, self.sort_column, self.sort_descending):
             if filtering:
@@ -108,7 +109,7 @@ class GpusPane(Pane):
                     words.extend(process_words(p))
                 if not self.matches(*words):
                     continue
-            rows[gpu.uuid] = (gpu_cells, gpu, palette, util_t, mem_t)
+            rows[gpu.uuid] = gpu
             for mig in gpu.mig_slices:
                 rows[f"{gpu.uuid}/{mig.uuid}"] = (slice_cells, mig, palette, util_t, mem_t)
                 if self.show_processes:
@@ -120,7 +121,14 @@ class GpusPane(Pane):
                 for p in gpu.processes:
                     if p.mig_uuid not in slices:
                         rows[f"{gpu.uuid}{PID}{p.pid}"] = (_process, p, palette, util_t)
-        self.table.show_rows(list(rows), lambda key: rows[key][0](*rows[key][1:]))
+
+        def cells_of(key: str) -> tuple[Any, ...]:
+            row = rows[key]
+            if isinstance(row, Gpu):
+                return gpu_cells(row, palette, util_t, mem_t)
+            return row[0](*row[1:])
+
+        self.table.show_rows(list(rows), cells_of)
 
     # ------------------------------------------------------------------ sorting
     def action_sort_next(self) -> None:
