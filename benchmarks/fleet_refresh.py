@@ -72,7 +72,7 @@ async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]
     console = make_console(parse_args(argv))
     ticks: list[float] = []
 
-    app = GpuConsoleApp(console)
+    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
     show = app.show_snapshot
 
     def timed(snapshot) -> None:  # noqa: ANN001 - FleetSnapshot

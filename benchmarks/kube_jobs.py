@@ -74,7 +74,7 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
     t0 = time.perf_counter()
     console = Console(ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off", namespaces=("ml",)),
                                      timeout=30))
-    app = GpuConsoleApp(console)
+    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
     try:
         async with app.run_test(size=(120, 36)) as pilot:
             await pilot.press("3")

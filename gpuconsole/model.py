@@ -13,8 +13,11 @@ import dataclasses
 import enum
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeVar, Union
+
+_T = TypeVar("_T")
 
 Tags = tuple[tuple[str, str], ...]
 
@@ -204,6 +207,39 @@ class Gpu:
         if self.mig_mode is MigMode.ENABLED:
             return any(s.memory_used_mib > 0 or (s.utilization or 0) >= 5 for s in self.mig_slices)
         return self.utilization >= 5.0 or bool(self.processes)
+
+
+def slotted_constructor(cls: type[_T]) -> Callable[..., _T]:
+    """A constructor for the frozen, slotted dataclass ``cls`` with the signature of ``cls(...)``
+    that writes each field's slot directly.
+
+    A frozen dataclass's ``__init__`` pays an ``object.__setattr__`` call per field; a reading of
+    thousands of GPUs (about 30 fields each) spends most of its time there. This one builds the
+    same immutable value several times faster. A class it cannot serve that way (no slots, a
+    ``__post_init__``, a default factory) gets ``cls`` itself back.
+    """
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    if ("__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__")
+            or any(f.default_factory is not dataclasses.MISSING or not f.init for f in fields)):
+        return cls
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    params, body = [], []
+    for i, f in enumerate(fields):
+        scope[f"_set{i}"] = cls.__dict__[f.name].__set__
+        if f.default is dataclasses.MISSING:
+            params.append(f.name)
+        else:
+            scope[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+        body.append(f"    _set{i}(value, {f.name})")
+    source = f"def make({', '.join(params)}):\n    value = _new(_cls)\n" + "\n".join(body) + "\n    return value\n"
+    exec(source, scope)  # noqa: S102 - code made above from the dataclass's own field names
+    make = scope["make"]
+    make.__doc__ = f"Build a {cls.__name__} (as ``{cls.__name__}(...)`` does, faster)."
+    return make
+
+
+make_gpu = slotted_constructor(Gpu)
 
 
 @dataclass(frozen=True, slots=True)

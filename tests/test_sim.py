@@ -18,8 +18,16 @@ from gpuconsole.backends.base import (
     GpuSource,
     JobBackend,
 )
-from gpuconsole.backends.sim import FaultMode, FaultPlan, SimWorld, make_sim, telemetry
-from gpuconsole.model import Gpu, InstanceState, JobState, Market, MigMode, to_jsonable
+from gpuconsole.backends.sim import FaultMode, FaultPlan, SimWorld, make_sim
+from gpuconsole.model import (
+    Gpu,
+    InstanceState,
+    JobState,
+    Market,
+    MigMode,
+    make_gpu,
+    to_jsonable,
+)
 
 START = 1717200000.0  # 2024-06-01 00:00:00 UTC, on the hour
 
@@ -403,10 +411,14 @@ def test_any_seed_gives_a_consistent_world(seed: int, steps: int, nodes: int | N
 
 def test_fast_gpu_constructor_builds_equal_values() -> None:
     args = ("GPU-x", "node", 0, "A100", 50.5, 1000, 81920, 50, 300.1, 400.0, MigMode.DISABLED, (), ())
-    assert telemetry._make_gpu is not Gpu, "the slotted constructor applies to the Gpu of the model as it is"
-    made = telemetry._make_gpu(*args)
+    assert make_gpu is not Gpu, "the slotted constructor applies to the Gpu of the model as it is"
+    made = make_gpu(*args)
     assert made == Gpu(*args) and type(made) is Gpu
     assert made.not_reported == () and made.pod is None and made.pci_bus_id == ""
+    extra = {"pod": "train-0", "namespace": "ml", "sm_clock_mhz": 1410, "throttle_reasons": ("sw_power_cap",)}
+    assert make_gpu(*args[:10], **extra) == Gpu(*args[:10], **extra)
+    with pytest.raises(TypeError):
+        make_gpu("GPU-x")  # the same signature as Gpu(...): the required fields are required
     with pytest.raises(AttributeError):
         made.utilization = 1.0  # type: ignore[misc]
 

@@ -37,7 +37,7 @@ from gpuconsole.backends.prometheus_answers import (
     column_of,
     series_of,
 )
-from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice
+from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice, make_gpu
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
@@ -198,7 +198,7 @@ def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]
     used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = raw
     gr_percent = _rounded(_times(gr, 100.0), 1)
     out = [
-        Gpu(ident.uuid, ident.node, ident.index, ident.model,
+        make_gpu(ident.uuid, ident.node, ident.index, ident.model,
             u if u is not None else (g if g is not None else 0.0),
             round(mem or 0.0),
             round((mem or 0.0) + (f or 0.0) + (r or 0.0)),

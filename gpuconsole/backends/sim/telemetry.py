@@ -8,63 +8,14 @@ target set by utilization with a lag of tens of seconds, as a heat sink does.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from gpuconsole.backends.sim.catalog import MIG_TOTAL_COMPUTE
 from gpuconsole.backends.sim.state import SimGpu, SimJob
-from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice
+from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice, make_gpu
 
 _DISABLED = MigMode.DISABLED
-_GPU_FIELDS = ("uuid", "node", "index", "name", "utilization", "memory_used_mib", "memory_total_mib",
-               "temperature_c", "power_w", "power_limit_w", "mig_mode", "mig_slices", "processes")
 
-
-def _gpu_factory() -> Callable[..., Gpu]:
-    """A positional constructor for :class:`Gpu` (the fields the simulator reports, the rest at
-    their defaults) that fills its slots directly.
-
-    A frozen dataclass's ``__init__`` pays an ``object.__setattr__`` call per field (about 30),
-    which is most of the cost of a reading of thousands of GPUs. Where ``Gpu`` is the slotted
-    class that starts with the fields below and has plain defaults for the others, writing the
-    slot descriptors builds the same immutable value several times faster; any other shape of
-    ``Gpu`` falls back to its constructor.
-    """
-    fields = dataclasses.fields(Gpu)
-    names = tuple(f.name for f in fields)
-    rest = fields[len(_GPU_FIELDS):]
-    if (names[:len(_GPU_FIELDS)] != _GPU_FIELDS or "__slots__" not in Gpu.__dict__
-            or any(f.default is dataclasses.MISSING for f in rest)):
-        return Gpu
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12 = (Gpu.__dict__[n].__set__ for n in _GPU_FIELDS)
-    defaults = tuple((Gpu.__dict__[f.name].__set__, f.default) for f in rest)
-    new = object.__new__
-
-    def make(uuid: str, node: str, index: int, name: str, util: float, mem: int, total: int,
-             temp: int, power: float, limit: float, mig_mode: MigMode,
-             mig_slices: tuple[MigSlice, ...], processes: tuple[GpuProcess, ...]) -> Gpu:
-        gpu = new(Gpu)
-        s0(gpu, uuid)
-        s1(gpu, node)
-        s2(gpu, index)
-        s3(gpu, name)
-        s4(gpu, util)
-        s5(gpu, mem)
-        s6(gpu, total)
-        s7(gpu, temp)
-        s8(gpu, power)
-        s9(gpu, limit)
-        s10(gpu, mig_mode)
-        s11(gpu, mig_slices)
-        s12(gpu, processes)
-        for setter, value in defaults:
-            setter(gpu, value)
-        return gpu
-
-    return make
-
-
-_make_gpu = _gpu_factory()
 
 # Share of the gap to the target temperature closed per second (time constant ≈ 12 s).
 TEMP_LAG = 0.08
@@ -141,7 +92,7 @@ def gpu_view(g: SimGpu) -> Gpu:
         if procs:  # the job's one process per GPU keeps its SMs as busy as the GPU is
             procs = tuple([GpuProcess(p.pid, p.gpu_uuid, p.name, p.memory_used_mib, p.mig_uuid, p.user, p.pod_uid,
                                       p.kind, p.command, p.cpu_percent, util) for p in procs])
-        view = _make_gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total,
+        view = make_gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total,
                          int(g.temp), round(g.power, 1), g.limit, _DISABLED, (), procs)
     g.view = view
     return view
