@@ -100,6 +100,23 @@ def test_series_become_gpus_with_mig_instances_and_pods():
     assert pm.driver_versions(roster) == (("driver", "550.54.15"),)
 
 
+def test_gpus_are_listed_by_node_and_index_whatever_order_the_series_come_in():
+    import random
+
+    nodes = ("node-c", "node-a", "node-b")
+    labels = [{"UUID": f"GPU-{n}-{i}", "gpu": str(i), "Hostname": node, "modelName": "NVIDIA H100 80GB HBM3"}
+              for n, node in enumerate(nodes) for i in (7, 0, 10, 2)]
+    mig = {"UUID": "GPU-mig", "gpu": "1", "Hostname": "node-a", "modelName": "NVIDIA A100-SXM4-80GB"}
+    for seed in range(5):
+        shuffled = random.Random(seed).sample(labels, len(labels))
+        answers = {pm.FB_USED: [series(1, **lab) for lab in shuffled]
+                   + [series(5, **mig, GPU_I_ID="1", GPU_I_PROFILE="3g.40gb")],
+                   pm.TEMP: [series(40, **lab) for lab in reversed(shuffled)] + [series(50, **mig)]}
+        gpus = pm.build_gpus(*pm.collect(answers))
+        assert [(g.node, g.index) for g in gpus] == sorted((g.node, g.index) for g in gpus)
+        assert ("node-a", 1) in [(g.node, g.index) for g in gpus if g.mig_mode is MigMode.ENABLED]
+
+
 def test_unreadable_series_are_skipped_not_fatal():
     answers = {pm.FB_USED: [{"metric": {"UUID": UUID_A}}, {"value": [0, "1"]}, series("x", UUID=UUID_A),
                             series(5, UUID=UUID_A, Hostname="n", gpu="0")]}

@@ -30,7 +30,6 @@ from itertools import repeat
 from typing import Any, cast
 
 from gpuconsole.backends.prometheus_answers import (
-    ORDER,
     Column,
     Identity,
     Roster,
@@ -218,7 +217,8 @@ def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]
             if instances is not None:
                 out[i] = _mig_gpu(ident, [values[i] for values in raw],
                                   [(part, [get((key, gi)) for get in parts]) for gi, part in instances])
-    out.sort(key=ORDER)
+    # The roster lists its GPUs by node and index (ORDER) and each GPU is made of its identity,
+    # so ``out`` is in that order already.
     return tuple(out)
 
 
