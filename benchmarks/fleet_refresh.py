@@ -60,7 +60,7 @@ def nodes_for(gpus: int, seed: int = 7) -> int:
 
 
 async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]:
-    from keylat import KeyLatency
+    from keylat import KeyLatency, time_ticks
 
     from gpuconsole.cli import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
@@ -70,17 +70,8 @@ async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]
     log(f"{gpus} GPUs: --demo-nodes {nodes}")
     argv = ["--demo", "--no-db", "--demo-nodes", str(nodes)]
     console = make_console(parse_args(argv))
-    ticks: list[float] = []
-
     app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
-    show = app.show_snapshot
-
-    def timed(snapshot) -> None:  # noqa: ANN001 - FleetSnapshot
-        t0 = time.perf_counter()
-        show(snapshot)
-        ticks.append(time.perf_counter() - t0)
-
-    app.show_snapshot = timed  # type: ignore[method-assign]
+    ticks = time_ticks(app, time.perf_counter)
     try:
         async with app.run_test(size=(120, 36)) as pilot:
             await pilot.press("2")

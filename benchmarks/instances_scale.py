@@ -48,7 +48,7 @@ def log(message: str) -> None:
 
 
 async def measure(nodes: int, seconds: float, settle: float) -> dict[str, object]:
-    from keylat import KeyLatency
+    from keylat import KeyLatency, time_ticks
 
     from gpuconsole.cli import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
@@ -57,15 +57,7 @@ async def measure(nodes: int, seconds: float, settle: float) -> dict[str, object
     wall0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
     console = make_console(parse_args(["--demo", "--no-db", "--demo-nodes", str(nodes), "--demo-at", AT]))
     app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
-    ticks: list[float] = []
-    show = app.show_snapshot
-
-    def timed(snapshot) -> None:  # a FleetSnapshot
-        t0 = time.thread_time()
-        show(snapshot)
-        ticks.append(time.thread_time() - t0)
-
-    app.show_snapshot = timed  # type: ignore[method-assign]
+    ticks = time_ticks(app)
     keys = KeyLatency(app)
     try:
         async with app.run_test(size=(120, 36)) as pilot:

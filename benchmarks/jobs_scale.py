@@ -51,7 +51,7 @@ def log(message: str) -> None:
 
 
 async def measure(count: int, seconds: float, settle: float) -> dict[str, float]:
-    from keylat import KeyLatency
+    from keylat import KeyLatency, time_ticks
 
     from gpuconsole.cli import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
@@ -62,15 +62,7 @@ async def measure(count: int, seconds: float, settle: float) -> dict[str, float]
     console = make_console(parse_args(["--demo", "--no-db", "--demo-jobs", str(count), "--demo-at", AT]))
     world = time.perf_counter() - wall0
     app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
-    ticks: list[float] = []
-    show = app.show_snapshot
-
-    def timed(snapshot) -> None:  # a FleetSnapshot
-        t0 = time.thread_time()
-        show(snapshot)
-        ticks.append(time.thread_time() - t0)
-
-    app.show_snapshot = timed  # type: ignore[method-assign]
+    ticks = time_ticks(app)
     keys = KeyLatency(app)
     try:
         async with app.run_test(size=(120, 36)) as pilot:

@@ -309,6 +309,20 @@ def main() -> int:
     print(f"{'  Pilot less that (the key itself)':<40}{(result['pilot'] - result['pilot_idle']) * 1000:>8.1f}ms")
     return 0
 
+def time_ticks(app: Any, clock: Callable[[], float] = time.thread_time) -> list[float]:
+    """Wrap ``app.show_snapshot`` so that each snapshot it draws adds its duration (by ``clock``;
+    default the UI thread's CPU time) to the list returned."""
+    ticks: list[float] = []
+    show = app.show_snapshot
+
+    def timed(snapshot: Any) -> None:  # a FleetSnapshot
+        t0 = clock()
+        show(snapshot)
+        ticks.append(clock() - t0)
+
+    app.show_snapshot = timed
+    return ticks
+
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))

@@ -1,11 +1,12 @@
 """Instant-query answers of the Prometheus HTTP API, read fast: one dict per metric, one roster of GPUs.
 
 No I/O. A poll of a fleet of 8,192 GPUs reads about 10 MB of JSON; decoding it into an object per
-series costs more than everything else in a poll, so the answers Prometheus writes (compact,
-labels sorted) are read by regular expressions: a value query's answer straight into
-``{GPU key: value}`` (:class:`Column`), the identity query's into a :class:`Roster` that the
-next read reuses wherever the labels are the same text. An answer the expressions do not fully
-match is decoded as JSON, so nothing is lost.
+series costs more than everything else in a poll, so a value query's answer is decoded in C
+into typed samples of just the GPU's key and value, then into ``{GPU key: value}``
+(:class:`Column`), and the identity query's answer (compact, labels sorted, as Prometheus
+writes it) is read by a regular expression into a :class:`Roster` that the next read reuses
+wherever the labels are the same text. An answer that does not fit is decoded as JSON, so
+nothing is lost.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import Any
+
+import msgspec
 
 NODE_LABELS: tuple[str, ...] = ("Hostname", "kubernetes_node", "node", "instance")
 INSTANCE_LABELS = frozenset({"GPU_I_ID", "GPU_I_PROFILE", "pod", "namespace", "container"})
@@ -126,16 +129,31 @@ class Column:
 
 
 _SUCCESS_VECTOR = re.compile(rb'\{"status":"success","data":\{"resultType":"vector","result":\[')
-# Samples as Prometheus writes them (labels sorted, no spaces): labels just the key, with and without
-# GPU_I_ID, and any labels without braces in them (the identity query's).
-# A whole GPU's sample is read by two expressions, one for the keys and one for the values, so
-# that each gives a list of strings (no tuple per sample for the garbage collector to track).
-_WHOLE_KEY = re.compile(r'\{"metric":\{"UUID":"([A-Za-z0-9-]+)"\},"value":\[')
-_SAMPLE_VALUE = re.compile(r'\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
-_KEYED_SAMPLE = re.compile(
-    r'\{"metric":\{(?:"GPU_I_ID":"([0-9]*)",)?"UUID":"([A-Za-z0-9-]+)"\},"value":\[[-+.0-9eE]+,"([^"\\]*)"\]\}')
+# The identity query's samples as Prometheus writes them (labels sorted, no spaces, no braces in them).
 _LABELLED_SAMPLE = re.compile(r'\{"metric":(\{[^{}]*\}),"value":\[[-+.0-9eE]+,"[^"\\]*"\]\}')
 _SAMPLE_START = '{"metric":'
+
+
+class _KeyLabels(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
+    """The labels of a value query's series: its GPU's key, and the MIG instance's id."""
+
+    UUID: str = ""
+    GPU_I_ID: str = ""
+
+
+def _answer_decoder(value: type) -> msgspec.json.Decoder:
+    """A decoder of a vector answer whose samples hold only the key labels, the value as ``value``."""
+    sample = msgspec.defstruct("Sample", [("metric", _KeyLabels), ("value", tuple[float, value])],
+                               frozen=True, gc=False)
+    vector = msgspec.defstruct("Vector", [("resultType", str), ("result", list[sample])], frozen=True, gc=False)
+    answer = msgspec.defstruct("Answer", [("status", str), ("data", vector)], frozen=True, gc=False)
+    return msgspec.json.Decoder(answer, strict=False)
+
+
+# Prometheus writes a value as a string: read as a number where it is one ("62.5", "NaN"); an
+# answer with "+Inf" or "-Inf", which the number decoder refuses, is read as text.
+_VALUE_ANSWER = _answer_decoder(float)
+_TEXT_ANSWER = _answer_decoder(str)
 
 
 def _compact_text(body: bytes) -> str | None:
@@ -160,31 +178,38 @@ def read_values(body: bytes) -> Column:
     """The values of an instant query's answer, as it came over the wire.
 
     The answers of the value queries (labels ``UUID`` and ``GPU_I_ID`` only, thousands of
-    series) are read with regular expressions straight into ``{key: value}``, without a JSON
-    object or a tuple per series, which is most of the cost of a poll; every sample must match,
-    or the answer is decoded as JSON like any other.
+    series) are decoded in C into typed samples that hold just those two labels and the value as
+    a number, then into ``{key: value}``: no dict of labels per series, which is most of the cost
+    of a poll. An answer with any other label (or without a key) is decoded as JSON like any
+    other, so nothing is lost.
 
     Raises:
         PrometheusAnswerError: not the JSON of a vector answer.
     """
-    text = _compact_text(body)
-    if text is not None:
-        expected = text.count(_SAMPLE_START)
-        if '"GPU_I_ID"' not in text:
-            # Each sample holds one key and one value where both expressions match it, in order.
-            keys = _WHOLE_KEY.findall(text)
-            raw = _SAMPLE_VALUE.findall(text)
-            if len(keys) == len(raw) == expected:
-                try:
-                    return Column(_finite(dict(zip(keys, map(float, raw)))))
-                except ValueError:
-                    return Column(_numbers(dict(zip(keys, raw))))
+    answer, numbers = None, True
+    for decoder in (_VALUE_ANSWER, _TEXT_ANSWER):
+        try:
+            answer = decoder.decode(body)
+            break
+        except msgspec.MsgspecError:
+            numbers = False
+    if answer is not None and answer.status == "success" and answer.data.resultType == "vector":
+        values = _finite if numbers else _numbers
+        result = answer.data.result
+        if b'"GPU_I_ID"' not in body:
+            whole = {sample.metric.UUID: sample.value[1] for sample in result}
+            if "" not in whole:
+                return Column(values(whole))
         else:
-            found = _KEYED_SAMPLE.findall(text)
-            if len(found) == expected:
-                whole = {key: raw for gi, key, raw in found if not gi}
-                parts = {(key, gi): raw for gi, key, raw in found if gi}
-                return Column(_numbers(whole), _numbers(parts))
+            whole, parts = {}, {}
+            for sample in result:
+                labels = sample.metric
+                if labels.GPU_I_ID:
+                    parts[(labels.UUID, labels.GPU_I_ID)] = sample.value[1]
+                else:
+                    whole[labels.UUID] = sample.value[1]
+            if "" not in whole and all(key for key, _gi in parts):
+                return Column(values(whole), values(parts))
     return column_of(_decoded(body))
 
 
