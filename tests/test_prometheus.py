@@ -235,6 +235,34 @@ def test_identity_and_seldom_changing_values_are_read_again_when_due_or_a_gpu_ap
     source.close()
 
 
+def test_memory_size_stays_true_while_only_memory_used_is_read_again(canned):
+    """Free memory is read with the seldom-changing values, but it moves with the memory used: a
+    refresh between full reads keeps each GPU's (and instance's) size, not used now + free then."""
+    canned.answers = fleet_answers()
+    source = source_for(canned.url)
+    first = {g.uuid: g for g in source.poll_gpus().gpus}
+    assert first[UUID_A].memory_total_mib == 81920
+    assert [s.memory_total_mib for s in first[UUID_M].mig_slices] == [40192, 9856]
+    a = {"UUID": UUID_A, "gpu": "3", "Hostname": "node-a", "modelName": "NVIDIA A100-SXM4-80GB", "pod": "bert-ft-x7k2p",
+         "namespace": "nlp", "container": "train", "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+    gi1 = {"UUID": UUID_M, "gpu": "0", "Hostname": "node-b", "GPU_I_ID": "1", "GPU_I_PROFILE": "3g.40gb",
+           "modelName": "NVIDIA A100-SXM4-80GB", "pod": "eval-abcde", "namespace": "research",
+           "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+    gi2 = {"UUID": UUID_M, "gpu": "0", "Hostname": "node-b", "GPU_I_ID": "2", "GPU_I_PROFILE": "1g.10gb",
+           "modelName": "NVIDIA A100-SXM4-80GB"}
+    # The job allocates 40 GiB more, the first instance 10 GiB more: free goes down as much.
+    canned.answers[pm.FB_USED] = [series(1024 + 40960, **a), series(30000, **gi1), series(0, **gi2)]
+    canned.answers[pm.FB_FREE] = [series(80896 - 40960, UUID=UUID_A), series(10192, UUID=UUID_M, GPU_I_ID="1"),
+                                  series(9856, UUID=UUID_M, GPU_I_ID="2")]
+    canned.requests.clear()
+    later = {g.uuid: g for g in source.poll_gpus().gpus}
+    assert {params["query"] for _, params, _ in canned.requests} == {pm.instant_query(m) for m in pm.FAST}
+    assert (later[UUID_A].memory_used_mib, later[UUID_A].memory_total_mib) == (41984, 81920)
+    big, small = later[UUID_M].mig_slices
+    assert (big.memory_used_mib, big.memory_total_mib, small.memory_total_mib) == (30000, 40192, 9856)
+    source.close()
+
+
 def test_an_exporter_without_uuid_labels_is_read_by_node_and_index(canned):
     canned.answers = {pm.FB_USED: [series(5, Hostname="n1", gpu="0", modelName="Tesla T4")],
                       pm.UTIL: [series(40, Hostname="n1", gpu="0")]}

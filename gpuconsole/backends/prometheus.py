@@ -143,6 +143,7 @@ class PrometheusGpus:
         self._by_uuid = True
         self._roster: pa.Roster | None = None  # what the identity labels name, read every SLOW_EVERY_S
         self._slow: dict[str, pa.Column] = {}
+        self._size: pa.Column | None = None  # memory size (used + free) per GPU and instance at the last full read
         # The last answer of each query read every SLOW_EVERY_S (without its times), and what was read from it.
         self._kept: dict[str, tuple[bytes, pa.Column | pa.Roster]] = {}
         self._slow_at = 0.0
@@ -235,7 +236,7 @@ class PrometheusGpus:
         slow_due = self._roster is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
         answers = self._query((*pm.FAST, *pm.SLOW, pm.IDENTITY) if slow_due else pm.FAST, now, headers)
         if slow_due:
-            self._keep_slow(answers)
+            self._keep_slow(answers, answers.get(pm.FB_USED))
         if self._roster is not None and not self._roster.keyed_by_uuid and self._by_uuid:
             # An exporter without UUID labels: key the values by node and index from now on.
             self._by_uuid = False
@@ -243,8 +244,10 @@ class PrometheusGpus:
             self._kept.clear()
             answers = self._query(pm.FAST, now, headers)
         elif not slow_due and self._unnamed(answers.get(pm.ANCHOR)):
-            self._keep_slow(self._query((*pm.SLOW, pm.IDENTITY), now, headers))
+            self._keep_slow(self._query((*pm.SLOW, pm.IDENTITY), now, headers), answers.get(pm.FB_USED))
         columns = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
+        if self._size is not None:
+            columns[pm.FB_FREE] = pa.less(self._size, columns.get(pm.FB_USED))
         roster = (self._roster or pa.Roster({})).including(columns, first=pm.ANCHOR)
         gpus = pm.build_gpus(columns, roster)
         if not gpus:
@@ -252,9 +255,14 @@ class PrometheusGpus:
                                "is the exporter scraped?")
         return GpuReading(gpus, now, pm.driver_versions(roster))
 
-    def _keep_slow(self, answers: dict[str, Any]) -> None:
+    def _keep_slow(self, answers: dict[str, Any], used: pa.Column | None) -> None:
+        """Keep the identity and the seldom-changing answers until the next full read. Free
+        memory moves with the memory used, which every poll reads: what is kept of it is the
+        memory size then (used + free), and each poll's free memory is that size less its used."""
         self._roster = answers.pop(pm.IDENTITY)
         self._slow = {m: answers.pop(m) for m in pm.SLOW if m in answers}
+        free = self._slow.pop(pm.FB_FREE, None)
+        self._size = pa.plus(free, used) if free is not None else None
         self._slow_at = time.monotonic()
 
     def _unnamed(self, column: pa.Column | None) -> bool:

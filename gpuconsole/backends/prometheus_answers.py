@@ -128,6 +128,24 @@ class Column:
         self.labels = labels if labels is not None else {}
 
 
+def plus(column: Column, other: Column | None) -> Column:
+    """``column`` with ``other``'s value of the same series added (where it has one)."""
+    if other is None:
+        return column
+    whole, parts = other.whole, other.parts
+    return Column({k: v + whole.get(k, 0.0) for k, v in column.whole.items()},
+                  {k: v + parts.get(k, 0.0) for k, v in column.parts.items()}, column.labels)
+
+
+def less(column: Column, other: Column | None) -> Column:
+    """``column`` less ``other``'s value of the same series (where it has one), never below 0."""
+    if other is None:
+        return column
+    whole, parts = other.whole, other.parts
+    return Column({k: max(0.0, v - whole.get(k, 0.0)) for k, v in column.whole.items()},
+                  {k: max(0.0, v - parts.get(k, 0.0)) for k, v in column.parts.items()}, column.labels)
+
+
 _SUCCESS_VECTOR = re.compile(rb'\{"status":"success","data":\{"resultType":"vector","result":\[')
 # The identity query's samples as Prometheus writes them (labels sorted, no spaces, no braces in them).
 _LABELLED_SAMPLE = re.compile(r'\{"metric":(\{[^{}]*\}),"value":\[[-+.0-9eE]+,"[^"\\]*"\]\}')
