@@ -26,6 +26,7 @@ from gpuconsole.model import (
     Market,
     MigMode,
     make_gpu,
+    slotted_constructor,
     to_jsonable,
 )
 
@@ -419,6 +420,12 @@ def test_fast_gpu_constructor_builds_equal_values() -> None:
     assert make_gpu(*args[:10], **extra) == Gpu(*args[:10], **extra)
     with pytest.raises(TypeError):
         make_gpu("GPU-x")  # the same signature as Gpu(...): the required fields are required
+    named = ("uuid", "node", "index", "name", "utilization", "memory_used_mib", "memory_total_mib", "temperature_c",
+             "power_w", "power_limit_w", "pod")
+    by_position = slotted_constructor(Gpu, named)
+    assert by_position(*args[:10], "train-0") == Gpu(*args[:10], pod="train-0")
+    with pytest.raises(ValueError, match="required"):
+        slotted_constructor(Gpu, ("uuid", "pod"))
     with pytest.raises(AttributeError):
         made.utilization = 1.0  # type: ignore[misc]
 

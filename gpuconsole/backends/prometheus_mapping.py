@@ -36,7 +36,7 @@ from gpuconsole.backends.prometheus_answers import (
     column_of,
     series_of,
 )
-from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice, make_gpu
+from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice, slotted_constructor
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
@@ -181,6 +181,13 @@ def _no_value(_key: object) -> None:
     return None
 
 
+# The fields a whole GPU's values fill, by position (the others at their defaults).
+_make_gpu = slotted_constructor(Gpu, (
+    "uuid", "node", "index", "name", "utilization", "memory_used_mib", "memory_total_mib", "temperature_c", "power_w",
+    "power_limit_w", "memory_utilization", "sm_clock_mhz", "memory_clock_mhz", "xid_errors", "gr_engine_active", "pod",
+    "namespace"))
+
+
 def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]:
     """The GPUs of the roster with their values and MIG instances, sorted by node and index.
 
@@ -197,15 +204,14 @@ def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]
     used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = raw
     gr_percent = _rounded(_times(gr, 100.0), 1)
     out = [
-        make_gpu(ident.uuid, ident.node, ident.index, ident.model,
-            u if u is not None else (g if g is not None else 0.0),
-            round(mem or 0.0),
-            round((mem or 0.0) + (f or 0.0) + (r or 0.0)),
-            int(t) if t is not None else 0,
-            p if p is not None else 0.0,
-            lim if lim is not None else 0.0,
-            memory_utilization=mu, sm_clock_mhz=smc, memory_clock_mhz=mc, xid_errors=x, gr_engine_active=g,
-            pod=ident.pod, namespace=ident.namespace)
+        _make_gpu(ident.uuid, ident.node, ident.index, ident.model,
+                  u if u is not None else (g if g is not None else 0.0),
+                  round(mem or 0.0),
+                  round((mem or 0.0) + (f or 0.0) + (r or 0.0)),
+                  int(t) if t is not None else 0,
+                  p if p is not None else 0.0,
+                  lim if lim is not None else 0.0,
+                  mu, smc, mc, x, g, ident.pod, ident.namespace)
         for ident, u, mem, f, r, t, p, lim, smc, mc, mu, g, x in zip(
             roster.gpus.values(), _rounded(util, 1), used, free, reserved, temp, _rounded(power, 1),
             _rounded(limit, 1), _rounded(sm), _rounded(memclk), memutil, gr_percent, _rounded(xid))
