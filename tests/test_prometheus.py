@@ -499,3 +499,18 @@ def test_a_mig_gpu_known_by_its_instances_keeps_its_index_where_whole_gpu_values
     source.close()
     assert (gpu.node, gpu.index, gpu.name, gpu.temperature_c, gpu.power_w) == ("node-b", 5, "NVIDIA A100-SXM4-80GB", 55, 120.0)
     assert [s.profile for s in gpu.mig_slices] == ["3g.40gb", "1g.10gb"] and gpu.memory_used_mib == 20000
+
+
+def test_building_gpus_leaves_the_garbage_collector_as_it_was():
+    import gc
+
+    columns, roster = pm.collect(fleet_answers())
+    assert gc.isenabled()
+    assert len(pm.build_gpus(columns, roster)) == 2
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        pm.build_gpus(columns, roster)
+        assert not gc.isenabled(), "a collector turned off elsewhere stays off"
+    finally:
+        gc.enable()

@@ -23,9 +23,11 @@ exporter does not report stays ``None``, which the console shows as N/A.
 
 from __future__ import annotations
 
+import gc
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import repeat
 from typing import Any, cast
 
@@ -188,6 +190,20 @@ _make_gpu = slotted_constructor(Gpu, (
     "namespace"))
 
 
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """No cyclic garbage collection while a reading's thousands of GPUs are made: every few
+    hundred of them would start one, each walking the young objects again (about 15 % of the
+    build at 8,192 GPUs), and none of them is garbage. Collections resume at the end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]:
     """The GPUs of the roster with their values and MIG instances, sorted by node and index.
 
@@ -196,6 +212,11 @@ def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]
         roster: what each series is: one that names every series of ``columns``
             (:meth:`Roster.including`); a series it does not name is not read.
     """
+    with _no_collection():
+        return _build_gpus(columns, roster)
+
+
+def _build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]:
     keys = list(roster.gpus)
     # Column by column over every GPU (loops in C where no value is missing), then one pass
     # that makes each GPU of its row; nothing else is made per GPU.
