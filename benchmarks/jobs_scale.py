@@ -105,12 +105,9 @@ async def measure(count: int, seconds: float, settle: float) -> dict[str, float]
                 await asyncio.sleep(0.01)
             filtered = []
             for word in WORDS:
-                field.value = word[:-1]
-                field.cursor_position = len(field.value)  # the next letter goes at the end
-                await pilot.pause()
-                await asyncio.sleep(0.1)
                 try:
-                    filtered.append(await keys.press(word[-1], keys.filter_shown(table, word, lambda k: pane.jobs.by_key[k].name), timeout=5))
+                    filtered.append(await keys.type_filter(pilot, field, table, word, lambda k: pane.jobs.by_key[k].name,
+                                                           settle=0.1, timeout=5))
                 except TimeoutError:
                     log(keys.text())
                     log(repr(field.value) + repr(table._keys[:3]) + repr([pane.jobs.by_key[k].name for k in table._keys[:3]]))

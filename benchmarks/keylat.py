@@ -221,6 +221,17 @@ class KeyLatency:
 
         return done
 
+    async def type_filter(self, pilot: Any, field: Any, table: Any, word: str, name_of: Callable[[str], str], *,
+                          settle: float = 0.05, timeout: float = 30.0) -> KeyTime:
+        """Put all of ``word`` but its last letter in the filter ``field`` (the caret at the end,
+        where the next letter goes), let the app settle, then time the last letter until the
+        narrowed ``table`` is on screen (:meth:`filter_shown`)."""
+        field.value = word[:-1]
+        field.cursor_position = len(field.value)
+        await pilot.pause()
+        await asyncio.sleep(settle)
+        return await self.press(word[-1], self.filter_shown(table, word, name_of), timeout=timeout)
+
 
 def key_event(key: str) -> Any:
     """The ``events.Key`` a terminal driver makes for ``key``, as ``App._press_keys`` builds it."""

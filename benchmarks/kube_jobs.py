@@ -112,11 +112,7 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
             try:
                 precise = []
                 for text in FILTERS:
-                    field.value = text[:-1]
-                    field.cursor_position = len(field.value)  # the next letter goes at the end
-                    await pilot.pause()
-                    await asyncio.sleep(0.05)
-                    precise.append(await keys.press(text[-1], keys.filter_shown(table, text, lambda k: pane.jobs.by_key[k].name)))
+                    precise.append(await keys.type_filter(pilot, field, table, text, lambda k: pane.jobs.by_key[k].name))
             finally:
                 keys.close()
             idle = []

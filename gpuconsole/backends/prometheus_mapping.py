@@ -82,7 +82,7 @@ def instant_query(metric: str, selector: str = "", *, by_uuid: bool = True) -> s
 
     ``metric`` :data:`IDENTITY` is the anchor metric with every identity label, counted rather
     than valued, so that its answer stays the same until a label changes (see
-    :func:`without_times`); any other keeps the key of a series only (``UUID`` and
+    :func:`~gpuconsole.backends.prometheus_answers.without_times`); any other keeps the key of a series only (``UUID`` and
     ``GPU_I_ID``; node and index too when the exporter does not label ``UUID``).
     """
     if metric == IDENTITY:
