@@ -230,7 +230,8 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
     render = statistics.median(renders) if renders else float("nan")
     per_refresh = cpu / 100.0 * seconds / len(polls) if polls else float("nan")
     return {"poll": poll, "render": render, "tick": poll + render, "cpu": cpu, "refreshes": len(polls),
-            "cpu_per_refresh": per_refresh}
+            "cpu_per_refresh": per_refresh, "polls": [round(p, 4) for p in polls],
+            "renders": [round(r, 4) for r in renders]}
 
 
 def main() -> int:
@@ -257,6 +258,7 @@ def main() -> int:
     print(f"{'tick: query + parse + table update':<40}{figures['tick'] * 1000:>8.0f}ms   <= 200 ms")
     print(f"{f'CPU at a {args.interval:g} s interval (% of one core)':<40}{figures['cpu']:>9.1f}%   <= 20 %")
     print(f"{'CPU time per refresh (whole console)':<40}{figures['cpu_per_refresh'] * 1000:>8.0f}ms")
+    print(f"{'each poll of the window':<40}{' '.join(f'{p * 1000:.0f}' for p in figures['polls'])} ms")
     print(f"({figures['refreshes']} refreshes in the {args.seconds:g} s window; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs)")
     if args.json:

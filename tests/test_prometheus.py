@@ -229,10 +229,60 @@ def test_identity_and_seldom_changing_values_are_read_again_when_due_or_a_gpu_ap
     assert len(canned.requests) == len(pm.METRICS) + 1
     assert [(g.uuid, g.node, g.name) for g in grown.gpus][-1] == ("GPU-new", "node-c", "Tesla T4")
     canned.requests.clear()
+    # When they will be due by the next poll, they are read between the two, not by the poll.
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
+    canned.answers[pm.XID] = [series(0, UUID=UUID_A), series(13, UUID=UUID_M)]
+    canned.answers[pm.FB_USED][0]["metric"]["pod"] = "bert-ft-next"
+    polled = source.poll_gpus()
+    assert sorted(params["query"] for _, params, _ in canned.requests) == fast
+    assert polled.gpus[1].xid_errors == 79 and polled.gpus[0].pod == "bert-ft-x7k2p"
+    source.settle(10)
+    between = [params["query"] for _, params, _ in canned.requests[len(fast):]]
+    assert sorted(between) == sorted(pm.instant_queries()[m] for m in (pm.IDENTITY, pm.FB_USED, *pm.SLOW))
+    canned.requests.clear()
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 3600.0)
+    after = source.poll_gpus()
+    assert sorted(params["query"] for _, params, _ in canned.requests) == fast
+    assert after.gpus[1].xid_errors == 13 and after.gpus[0].pod == "bert-ft-next", "what was read between the polls"
+    source.close()
+
+
+def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monkeypatch):
+    from gpuconsole.backends import prometheus as module
+
+    canned.answers = fleet_answers()
+    source = source_for(canned.url)
+    source.poll_gpus()
     monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
     source.poll_gpus()
-    assert len(canned.requests) == len(pm.METRICS) + 1
+    canned.status, canned.body = 503, b'{"status":"error","errorType":"unavailable","error":"restarting"}'
+    source.settle(10)  # fails: nothing is shown of it yet
+    canned.status = canned.body = None
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 3600.0)
+    canned.requests.clear()
+    source.poll_gpus()
+    assert len(canned.requests) == len(pm.METRICS) + 1, "the poll read everything itself"
+    canned.status, canned.body = 503, b'{"status":"error","errorType":"unavailable","error":"restarting"}'
+    with pytest.raises(BackendError, match="unavailable: restarting"):
+        source.poll_gpus()
     source.close()
+
+
+def test_a_read_between_polls_waits_for_half_the_gap_and_ends_with_the_source(canned, monkeypatch):
+    from gpuconsole.backends import prometheus as module
+
+    canned.answers = fleet_answers()
+    source = source_for(canned.url)
+    source.poll_gpus()
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
+    source._polled_at -= 600  # as if the last poll was ten minutes ago: the next read is 5 minutes away
+    canned.requests.clear()
+    source.poll_gpus()
+    thread, _go = source._between
+    assert thread.is_alive() and len(canned.requests) == len(pm.FAST), "waiting for its moment"
+    source.close()
+    thread.join(5)
+    assert not thread.is_alive() and len(canned.requests) == len(pm.FAST), "closing ended it, unread"
 
 
 def test_memory_size_stays_true_while_only_memory_used_is_read_again(canned):
@@ -472,17 +522,21 @@ def test_seldom_changing_answers_are_read_again_only_when_they_changed(canned, m
     source = source_for(canned.url)
     first = source.poll_gpus()
     assert reads.count("identity") == 1 and reads.count("values") == len(pm.METRICS)
+    source.poll_gpus()  # the second poll plans a read between it and the next
     reads.clear()
+    canned.requests.clear()
+    source.settle(10)
+    assert len(canned.requests) == len(pm.SLOW) + 2, "every seldom-changing query and the identity were sent again"
+    assert reads == ["values"], "the unchanged ones were not read again: only the memory used, to size the memory"
     again = source.poll_gpus()
-    assert len(canned.requests) == 2 * (len(pm.METRICS) + 1), "every query was sent again"
-    assert reads == ["values"] * len(pm.FAST), "the unchanged seldom-changing answers and identity were not read again"
     assert again.gpus == first.gpus
-    # A changed power limit and a pod that moved are read at once.
+    # A changed power limit and a pod that moved are read by the next read between polls.
     canned.answers[pm.POWER_LIMIT] = [series(350, UUID=UUID_A), series(400, UUID=UUID_M)]
     canned.answers[pm.FB_USED][0]["metric"]["pod"] = "bert-ft-new"
     reads.clear()
+    source.settle(10)
+    assert sorted(reads) == ["identity", "values", "values"]
     moved = source.poll_gpus()
-    assert reads.count("identity") == 1 and reads.count("values") == len(pm.FAST) + 1
     assert (moved.gpus[0].power_limit_w, moved.gpus[0].pod) == (350.0, "bert-ft-new")
     source.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import threading
 import time
@@ -428,6 +430,40 @@ def test_fast_gpu_constructor_builds_equal_values() -> None:
         slotted_constructor(Gpu, ("uuid", "pod"))
     with pytest.raises(AttributeError):
         made.utilization = 1.0  # type: ignore[misc]
+
+
+def test_fast_constructor_serves_only_the_classes_it_can_and_any_field_names() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Named:  # fields named like what a made constructor holds
+        value: int
+        _made: str = "m"
+        made: tuple[int, ...] = ()
+
+    make = slotted_constructor(Named)
+    assert make is not Named
+    assert make(1) == Named(1) and make(2, "x", (3,)) == Named(2, "x", (3,))
+    assert slotted_constructor(Named, ("value", "made"))(5, (6,)) == Named(5, made=(6,))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        make(1).value = 2  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True)
+    class Plain:  # no slots: nothing to fill directly
+        value: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Named):  # its base holds slots of its own
+        extra: int = 0
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        value: int
+
+        def __post_init__(self) -> None:
+            if self.value < 0:
+                raise ValueError("negative")
+
+    for cls in (Plain, Derived, Checked):
+        assert slotted_constructor(cls) is cls
 
 
 # ------------------------------------------------------------------ faces and faults

@@ -147,6 +147,13 @@ class PrometheusGpus:
         # The last answer of each query read every SLOW_EVERY_S (without its times), and what was read from it.
         self._kept: dict[str, tuple[bytes, pa.Column | pa.Roster]] = {}
         self._slow_at = 0.0
+        self._polled_at: float | None = None  # when the last poll began (monotonic)
+        # The read of the seldom-changing answers planned between two polls: its thread, and the
+        # event that starts it before its moment (see _plan_read_between_polls).
+        self._between: tuple[threading.Thread, threading.Event] | None = None
+        self._between_failed = False  # that read failed: the next poll reads everything itself
+        self._state = threading.Lock()  # the kept answers, replaced by that read while the console runs
+        self._closed = threading.Event()
         self._lock = threading.Lock()
         self._pool: Any = None
         self._executor: ThreadPoolExecutor | None = None
@@ -224,46 +231,95 @@ class PrometheusGpus:
     def poll_gpus(self) -> GpuReading:
         """Every GPU of the fleet: one instant query per metric, for the whole fleet.
 
-        The metrics that change between scrapes are read on every poll; the identity labels
-        (model, pods) and the values that seldom change every :data:`SLOW_EVERY_S`, or at once
-        when a GPU appears that they do not name yet.
+        The metrics that change between scrapes are read on every poll. The identity labels
+        (model, pods) and the values that seldom change are read by the first poll, then every
+        :data:`SLOW_EVERY_S` between two polls (half-way, so that a refresh only waits for what
+        changes between scrapes), and by the poll itself when a GPU appears that they do not
+        name yet, or when the last read between polls failed.
 
         Raises:
             BackendTimeout, BackendPermissionDenied, BackendThrottled, BackendError: see the module.
         """
         headers = self._headers()
         now = time.time()
-        slow_due = self._roster is None or time.monotonic() - self._slow_at >= SLOW_EVERY_S
-        answers = self._query((*pm.FAST, *pm.SLOW, pm.IDENTITY) if slow_due else pm.FAST, now, headers)
-        if slow_due:
+        started = time.monotonic()
+        gap = started - self._polled_at if self._polled_at is not None else None
+        self._polled_at = started
+        if self._roster is None or self._between_failed:
+            self.settle()
+            self._between_failed = False
+            answers = self._query((pm.IDENTITY, *pm.SLOW, *pm.FAST), now, headers)
             self._keep_slow(answers, answers.get(pm.FB_USED))
+        else:
+            answers = self._query(pm.FAST, now, headers)
         if self._roster is not None and not self._roster.keyed_by_uuid and self._by_uuid:
             # An exporter without UUID labels: key the values by node and index from now on.
+            self.settle()
             self._by_uuid = False
             self._queries = pm.instant_queries(self.settings.selector, by_uuid=False)
             self._kept.clear()
             answers = self._query(pm.FAST, now, headers)
-        elif not slow_due and self._unnamed(answers.get(pm.ANCHOR)):
-            self._keep_slow(self._query((*pm.SLOW, pm.IDENTITY), now, headers), answers.get(pm.FB_USED))
-        columns = {**self._slow, **{m: answers[m] for m in pm.FAST if m in answers}}
-        if self._size is not None:
-            columns[pm.FB_FREE] = pa.less(self._size, columns.get(pm.FB_USED))
-        roster = (self._roster or pa.Roster({})).including(columns, first=pm.ANCHOR)
+        elif self._unnamed(answers.get(pm.ANCHOR)):
+            self.settle()  # a read between polls may be naming it right now
+            if self._unnamed(answers.get(pm.ANCHOR)):
+                self._keep_slow(self._query((pm.IDENTITY, *pm.SLOW), now, headers), answers.get(pm.FB_USED))
+        with self._state:
+            roster, slow, size = self._roster, self._slow, self._size
+        columns = {**slow, **{m: answers[m] for m in pm.FAST if m in answers}}
+        if size is not None:
+            columns[pm.FB_FREE] = pa.less(size, columns.get(pm.FB_USED))
+        roster = (roster or pa.Roster({})).including(columns, first=pm.ANCHOR)
         gpus = pm.build_gpus(columns, roster)
         if not gpus:
             raise BackendError(f"Prometheus at {self.host} has no DCGM exporter series ({pm.ANCHOR}): "
                                "is the exporter scraped?")
+        self._plan_read_between_polls(started, gap)
         return GpuReading(gpus, now, pm.driver_versions(roster))
+
+    def _plan_read_between_polls(self, started: float, gap: float | None) -> None:
+        """Read the seldom-changing answers half-way to the next poll (expected ``gap`` seconds
+        after this one) when they will be :data:`SLOW_EVERY_S` old by then."""
+        between = self._between
+        if gap is None or self._closed.is_set() or (between is not None and between[0].is_alive()):
+            return
+        if started + gap - self._slow_at < SLOW_EVERY_S:
+            return
+        go = threading.Event()
+        thread = threading.Thread(target=self._read_between_polls, args=(min(gap / 2.0, SLOW_EVERY_S), go),
+                                  name="prometheus-seldom", daemon=True)
+        self._between = (thread, go)
+        thread.start()
+
+    def _read_between_polls(self, delay: float, go: threading.Event) -> None:
+        go.wait(delay)
+        if self._closed.is_set():
+            return
+        try:
+            answers = self._query((pm.IDENTITY, pm.FB_USED, *pm.SLOW), time.time(), self._headers())
+            self._keep_slow(answers, answers.get(pm.FB_USED))
+        except BaseException as exc:  # noqa: BLE001 - the next poll reads everything, and fails as it may
+            log.debug("reading the seldom-changing answers between polls failed: %s", exc)
+            self._between_failed = True
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Finish the read of the seldom-changing answers planned between polls, if any: start
+        it now if it is still waiting for its moment, and wait for it (at most ``timeout`` s)."""
+        between = self._between
+        if between is not None:
+            thread, go = between
+            go.set()
+            thread.join(timeout)
 
     def _keep_slow(self, answers: dict[str, Any], used: pa.Column | None) -> None:
         """Keep the identity and the seldom-changing answers until the next full read. Free
         memory moves with the memory used, which every poll reads: what is kept of it is the
         memory size then (used + free), and each poll's free memory is that size less its used."""
-        self._roster = answers.pop(pm.IDENTITY)
-        self._slow = {m: answers.pop(m) for m in pm.SLOW if m in answers}
-        free = self._slow.pop(pm.FB_FREE, None)
-        self._size = pa.plus(free, used) if free is not None else None
-        self._slow_at = time.monotonic()
+        slow = {m: answers[m] for m in pm.SLOW if m in answers}
+        free = slow.pop(pm.FB_FREE, None)
+        size = pa.plus(free, used) if free is not None else None
+        with self._state:
+            self._roster, self._slow, self._size = answers[pm.IDENTITY], slow, size
+            self._slow_at = time.monotonic()
 
     def _unnamed(self, column: pa.Column | None) -> bool:
         """Whether the anchor metric has a series the kept identity labels do not name."""
@@ -335,6 +391,10 @@ class PrometheusGpus:
             return self._executor
 
     def close(self) -> None:
+        self._closed.set()
+        between = self._between
+        if between is not None:
+            between[1].set()  # a read still waiting for its moment ends at once
         with self._lock:
             pool, self._pool = self._pool, None
             executor, self._executor = self._executor, None

@@ -160,9 +160,12 @@ class _KeyLabels(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=Fal
 
 
 def _answer_decoder(value: type) -> msgspec.json.Decoder:
-    """A decoder of a vector answer whose samples hold only the key labels, the value as ``value``."""
-    sample = msgspec.defstruct("Sample", [("metric", _KeyLabels), ("value", tuple[float, value])],
-                               frozen=True, gc=False)
+    """A decoder of a vector answer whose samples hold only the key labels, the value as ``value``.
+
+    Nothing it makes is tracked by the garbage collector (a pair as a tuple would be: thousands
+    of them an answer, a young-generation collection every few hundred)."""
+    pair = msgspec.defstruct("Pair", [("time", float), ("value", value)], array_like=True, frozen=True, gc=False)
+    sample = msgspec.defstruct("Sample", [("metric", _KeyLabels), ("value", pair)], frozen=True, gc=False)
     vector = msgspec.defstruct("Vector", [("resultType", str), ("result", list[sample])], frozen=True, gc=False)
     answer = msgspec.defstruct("Answer", [("status", str), ("data", vector)], frozen=True, gc=False)
     return msgspec.json.Decoder(answer, strict=False)
@@ -215,7 +218,7 @@ def read_values(body: bytes) -> Column:
         values = _finite if numbers else _numbers
         result = answer.data.result
         if b'"GPU_I_ID"' not in body:
-            whole = {sample.metric.UUID: sample.value[1] for sample in result}
+            whole = {sample.metric.UUID: sample.value.value for sample in result}
             if "" not in whole:
                 return Column(values(whole))
         else:
@@ -223,9 +226,9 @@ def read_values(body: bytes) -> Column:
             for sample in result:
                 labels = sample.metric
                 if labels.GPU_I_ID:
-                    parts[(labels.UUID, labels.GPU_I_ID)] = sample.value[1]
+                    parts[(labels.UUID, labels.GPU_I_ID)] = sample.value.value
                 else:
-                    whole[labels.UUID] = sample.value[1]
+                    whole[labels.UUID] = sample.value.value
             if "" not in whole and all(key for key, _gi in parts):
                 return Column(values(whole), values(parts))
     return column_of(_decoded(body))
@@ -310,7 +313,7 @@ class Roster:
             labels that changed.
     """
 
-    __slots__ = ("by_text", "drivers", "gpus", "keyed_by_uuid", "named", "parts")
+    __slots__ = ("_listed", "_values", "by_text", "drivers", "gpus", "keyed_by_uuid", "named", "parts")
 
     def __init__(self, named: Mapping[SeriesKey, Identity], by_text: dict[str, Identity] | None = None) -> None:
         self.named = dict(named)
@@ -332,6 +335,28 @@ class Roster:
         versions = {ident.labels.get("DCGM_FI_DRIVER_VERSION", "") for ident in (*self.named.values(), *self.gpus.values())}
         self.drivers = tuple(sorted(versions - {""}))
         self.keyed_by_uuid = all(ident.labels.get("UUID") for ident in self.named.values())
+        self._listed: tuple[list[Any], ...] | None = None
+        self._values: dict[str, tuple[Column, list[float | None]]] = {}
+
+    def listed(self) -> tuple[list[Any], ...]:
+        """What the identities of :attr:`gpus` say, a list each, in its order: UUIDs, nodes,
+        indexes, models, pods, namespaces (made once, for every poll this roster serves)."""
+        if self._listed is None:
+            idents = list(self.gpus.values())
+            self._listed = tuple([getattr(i, name) for i in idents]
+                                 for name in ("uuid", "node", "index", "model", "pod", "namespace"))
+        return self._listed
+
+    def values(self, name: str, column: Column) -> list[float | None]:
+        """The value of each GPU of :attr:`gpus` in ``column`` (the answer of metric ``name``),
+        in order, ``None`` where it has none. Kept while the same column comes again: the
+        seldom-changing answers serve many polls."""
+        kept = self._values.get(name)
+        if kept is not None and kept[0] is column:
+            return kept[1]
+        values = list(map(column.whole.get, self.gpus))
+        self._values[name] = (column, values)
+        return values
 
     def including(self, columns: Mapping[str, Column], first: str | None = None) -> Roster:
         """This roster, with the series of ``columns`` it does not name (itself when it names all).

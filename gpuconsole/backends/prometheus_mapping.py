@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import repeat
+from operator import add
 from typing import Any, cast
 
 from gpuconsole.backends.prometheus_answers import (
@@ -217,26 +218,26 @@ def build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]
 
 
 def _build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...]:
-    keys = list(roster.gpus)
-    # Column by column over every GPU (loops in C where no value is missing), then one pass
-    # that makes each GPU of its row; nothing else is made per GPU.
-    absent: list[float | None] = [None] * len(keys)
-    raw = [list(map(columns[m].whole.get, keys)) if m in columns else absent for m in METRICS]
+    # Column by column over every GPU, in loops that run in C where no value is missing; then
+    # each GPU is made of its row, the constructor mapped over the columns (nothing else is made
+    # per GPU).
+    absent: list[float | None] = [None] * len(roster.gpus)
+    raw = [roster.values(m, columns[m]) if m in columns and columns[m].whole else absent for m in METRICS]
     used, free, reserved, util, temp, power, limit, sm, memclk, memutil, gr, xid = raw
     gr_percent = _rounded(_times(gr, 100.0), 1)
-    out = [
-        _make_gpu(ident.uuid, ident.node, ident.index, ident.model,
-                  u if u is not None else (g if g is not None else 0.0),
-                  round(mem or 0.0),
-                  round((mem or 0.0) + (f or 0.0) + (r or 0.0)),
-                  int(t) if t is not None else 0,
-                  p if p is not None else 0.0,
-                  lim if lim is not None else 0.0,
-                  mu, smc, mc, x, g, ident.pod, ident.namespace)
-        for ident, u, mem, f, r, t, p, lim, smc, mc, mu, g, x in zip(
-            roster.gpus.values(), _rounded(util, 1), used, free, reserved, temp, _rounded(power, 1),
-            _rounded(limit, 1), _rounded(sm), _rounded(memclk), memutil, gr_percent, _rounded(xid))
-    ]
+    utilization = _rounded(util, 1)
+    if None in utilization:  # the graphics engine's activity where the exporter has no utilization
+        utilization = [u if u is not None else (g if g is not None else 0.0) for u, g in zip(utilization, gr_percent)]
+    used = _present(used, 0.0)
+    total = used
+    for more in (free, reserved):
+        if more is not absent:
+            total = list(map(add, total, _present(more, 0.0)))
+    uuids, nodes, indexes, models, pods, namespaces = roster.listed()
+    out = list(map(
+        _make_gpu, uuids, nodes, indexes, models, utilization, list(map(round, used)), list(map(round, total)),
+        list(map(int, _present(temp, 0))), _rounded(_present(power, 0.0), 1), _rounded(_present(limit, 0.0), 1),
+        memutil, _rounded(sm), _rounded(memclk), _rounded(xid), gr_percent, pods, namespaces))
     if roster.parts:  # MIG GPUs: made again, of their own values and their instances'
         parts = [columns[m].parts.get if m in columns else _no_value for m in METRICS]
         for i, (key, ident) in enumerate(roster.gpus.items()):
@@ -249,10 +250,26 @@ def _build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...
     return tuple(out)
 
 
+def _present(values: list[Any], default: Any) -> list[Any]:
+    """``values`` with ``default`` for each missing one."""
+    if None not in values:
+        return values
+    return [default if v is None else v for v in values]
+
+
 def _rounded(values: list[float | None], digits: int | None = None) -> list[Any]:
     """``values`` rounded (to ``digits``, or to whole numbers), a missing one staying ``None``."""
     if None not in values:
+        if digits is not None:
+            # Rounding to digits is slow (about 0.5 µs a value); most metrics are whole numbers.
+            try:
+                if all(map(float.is_integer, values)):
+                    return values
+            except TypeError:  # an int among them
+                pass
         return list(map(round, cast("list[float]", values), repeat(digits)))
+    if values.count(None) == len(values):
+        return values
     return [None if v is None else round(v, digits) for v in values]
 
 
