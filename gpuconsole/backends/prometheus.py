@@ -6,7 +6,9 @@ GPU's charts), reads the answers with :mod:`gpuconsole.backends.prometheus_answe
 translates the DCGM exporter's series with :mod:`gpuconsole.backends.prometheus_mapping`. A poll
 sends one instant query per metric for the whole fleet, never one per GPU, a few at a time over
 one keep-alive connection pool. The answers that change seldom (the identity labels, the power
-limit …) are read again only when their bytes changed.
+limit …) are read by the first poll, then every ``SLOW_EVERY_S`` half-way between two polls, on a
+thread of their own, so that a refresh waits only for what changes between scrapes; each is
+decoded again only when its bytes changed.
 
 Connections: TLS is always verified (the system's CA store, or ``ca_file``); every request has
 a connect and a read timeout; no retries (the Hub retries a failed poll with backoff).
