@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuconsole.backends import prometheus_answers as pa
 from gpuconsole.backends import prometheus_mapping as pm
@@ -26,7 +29,7 @@ from gpuconsole.backends.prometheus import (
 )
 from gpuconsole.backends.sim import make_sim
 from gpuconsole.backends.sim.exporter import render, sm_clock
-from gpuconsole.model import MigMode
+from gpuconsole.model import Gpu, MigMode
 from tests.prometheus_peer import (
     CannedPrometheus,
     exposition_vectors,
@@ -268,14 +271,14 @@ def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monk
     source.close()
 
 
-def test_a_read_between_polls_waits_for_half_the_gap_and_ends_with_the_source(canned, monkeypatch):
+def test_a_read_between_polls_waits_for_its_moment_and_ends_with_the_source(canned, monkeypatch):
     from gpuconsole.backends import prometheus as module
 
     canned.answers = fleet_answers()
     source = source_for(canned.url)
     source.poll_gpus()
-    monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
-    source._polled_at -= 600  # as if the last poll was ten minutes ago: the next read is 5 minutes away
+    monkeypatch.setattr(module, "SLOW_EVERY_S", 60.0)
+    source._polled_at -= 600  # as if the last poll was ten minutes ago: the next read a minute away (at most)
     canned.requests.clear()
     source.poll_gpus()
     thread, _go = source._between
@@ -553,6 +556,50 @@ def test_a_mig_gpu_known_by_its_instances_keeps_its_index_where_whole_gpu_values
     source.close()
     assert (gpu.node, gpu.index, gpu.name, gpu.temperature_c, gpu.power_w) == ("node-b", 5, "NVIDIA A100-SXM4-80GB", 55, 120.0)
     assert [s.profile for s in gpu.mig_slices] == ["3g.40gb", "1g.10gb"] and gpu.memory_used_mib == 20000
+
+
+def _built_one_by_one(columns: dict[str, pa.Column], roster: pa.Roster) -> list[Gpu]:
+    """What build_gpus makes of whole GPUs, written GPU by GPU as the rules say."""
+    out = []
+    for key, ident in roster.gpus.items():
+        v = {m: columns[m].whole.get(key) if m in columns else None for m in pm.METRICS}
+        gr = round(v[pm.GR_ENGINE] * 100.0, 1) if v[pm.GR_ENGINE] is not None else None
+        util = round(v[pm.UTIL], 1) if v[pm.UTIL] is not None else (gr if gr is not None else 0.0)
+        used = v[pm.FB_USED] or 0.0
+        whole = lambda m: round(v[m]) if v[m] is not None else None  # noqa: E731
+        out.append(Gpu(ident.uuid, ident.node, ident.index, ident.model, util, round(used),
+                       round(used + (v[pm.FB_FREE] or 0.0) + (v[pm.FB_RESERVED] or 0.0)),
+                       int(v[pm.TEMP]) if v[pm.TEMP] is not None else 0,
+                       round(v[pm.POWER], 1) if v[pm.POWER] is not None else 0.0,
+                       round(v[pm.POWER_LIMIT], 1) if v[pm.POWER_LIMIT] is not None else 0.0,
+                       memory_utilization=v[pm.MEM_COPY_UTIL], sm_clock_mhz=whole(pm.SM_CLOCK),
+                       memory_clock_mhz=whole(pm.MEM_CLOCK), xid_errors=whole(pm.XID), gr_engine_active=gr,
+                       pod=ident.pod, namespace=ident.namespace))
+    return out
+
+
+_VALUE = st.one_of(st.integers(0, 100_000).map(float), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
+    st.just(n),
+    st.dictionaries(st.sampled_from(pm.METRICS),
+                    st.one_of(st.lists(_VALUE, min_size=n, max_size=n).map(lambda vs: dict(enumerate(vs))),
+                              st.dictionaries(st.integers(0, n - 1), _VALUE))))))
+def test_gpus_built_column_by_column_are_the_gpus_built_one_by_one(fleet):
+    """Every metric present for all GPUs, for some, or absent; whole numbers and fractions."""
+    n, metrics = fleet
+    keys = [f"GPU-{i:04d}" for i in range(n)]
+    labels = [{"UUID": k, "Hostname": f"node-{i % 3}", "gpu": str(i), "modelName": "NVIDIA H100 80GB HBM3",
+               **({"pod": f"train-{i}", "namespace": "nlp"} if i % 2 else {})} for i, k in enumerate(keys)]
+    roster = pa.Roster({(k, ""): pa.Identity(lab, k) for k, lab in zip(keys, labels)})
+    columns = {m: pa.Column({keys[i]: value for i, value in values.items()}) for m, values in metrics.items()}
+    built = pm.build_gpus(columns, roster)
+    expected = _built_one_by_one(columns, roster)
+    assert list(built) == expected
+    fields = [f.name for f in dataclasses.fields(Gpu)]
+    assert [[type(getattr(g, f)) for f in fields] for g in built] == [[type(getattr(g, f)) for f in fields] for g in expected]
 
 
 def test_building_gpus_leaves_the_garbage_collector_as_it_was():
