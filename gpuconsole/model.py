@@ -266,6 +266,8 @@ def slotted_constructor(cls: type[_T], given: tuple[str, ...] | None = None) -> 
 
 
 make_gpu = slotted_constructor(Gpu)
+make_process = slotted_constructor(GpuProcess)
+make_slice = slotted_constructor(MigSlice)
 
 
 @dataclass(frozen=True, slots=True)

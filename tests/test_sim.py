@@ -23,11 +23,15 @@ from gpuconsole.backends.base import (
 from gpuconsole.backends.sim import FaultMode, FaultPlan, SimWorld, make_sim
 from gpuconsole.model import (
     Gpu,
+    GpuProcess,
     InstanceState,
     JobState,
     Market,
     MigMode,
+    MigSlice,
     make_gpu,
+    make_process,
+    make_slice,
     slotted_constructor,
     to_jsonable,
 )
@@ -430,6 +434,11 @@ def test_fast_gpu_constructor_builds_equal_values() -> None:
         slotted_constructor(Gpu, ("uuid", "pod"))
     with pytest.raises(AttributeError):
         made.utilization = 1.0  # type: ignore[misc]
+    process = (7, "GPU-x", "python", 100, None, "ana", "uid-1", "compute", "python train.py", 12.5, 80.0, None)
+    assert make_process is not GpuProcess and make_process(*process) == GpuProcess(*process)
+    assert make_process(1, "GPU-x", "python", 5) == GpuProcess(1, "GPU-x", "python", 5)
+    part = ("MIG-GPU-x/1/0", "GPU-x", 1, 0, "3g.40gb", 40192, 100, 12.5, "uid-1")
+    assert make_slice is not MigSlice and make_slice(*part) == MigSlice(*part)
 
 
 def test_fast_constructor_serves_only_the_classes_it_can_and_any_field_names() -> None:
