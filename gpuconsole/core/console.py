@@ -62,6 +62,9 @@ HOT_GPU_C = 85
 CACHE_EVERY_S = 30.0
 MAINTAIN_EVERY_S = 60.0
 HISTORY_POINTS = 240  # samples a chart asks a history-keeping GPU source for
+# Sources answer one after another, a few tens of milliseconds apart: answers that keep every
+# source's state are composed into one snapshot this long after the first of them.
+COALESCE_S = 0.15
 COST_EXPLORER_CHECK_S = 300.0  # how often the billing watcher looks whether an answer is due
 
 Subscriber = Callable[[FleetSnapshot], None]
@@ -111,6 +114,9 @@ class Console:
         self.clock = options.clock
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
+        self._composed_states: tuple[SourceState, ...] | None = None  # the sources' states in the last snapshot
+        self._soon: threading.Timer | None = None  # the composition coming for answers that changed no state
+        self._soon_lock = threading.Lock()
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
         self.guard = options.guard if options.guard is not None else default_guard(read_only=options.read_only)
@@ -288,6 +294,10 @@ class Console:
     def stop(self) -> None:
         self._stopping.set()
         self._hygiene_wake.set()
+        with self._soon_lock:
+            if self._soon is not None:
+                self._soon.cancel()
+                self._soon = None
         self.hub.stop()
 
     def close(self) -> None:
@@ -379,14 +389,34 @@ class Console:
         runner = self.hub.runners.get(kind)
         if kind is SourceKind.GPUS and runner is not None and isinstance(runner.reading, GpuReading):
             self.gpus.observe(runner.reading)  # the detail view's five minutes, before they are shown
-        self._publish()
+        if tuple(status.state for status in self.hub.statuses()) != self._composed_states:
+            self._publish()  # a source came up, failed or recovered: shown at once
+        else:
+            self._publish_soon()
         # Written after publishing, so a slow disk never delays what the user sees.
         if runner is not None and runner.status.state is SourceState.LIVE and runner.reading is not None:
             self._persist(kind, runner.source.name, runner.reading)
 
+    def _publish_soon(self) -> None:
+        """Compose in :data:`COALESCE_S`, with every answer that arrives until then."""
+        with self._soon_lock:
+            if self._soon is not None or self._stopping.is_set():
+                return
+            self._soon = timer = threading.Timer(COALESCE_S, self._publish_due)
+        timer.daemon = True
+        timer.name = "compose"
+        timer.start()
+
+    def _publish_due(self) -> None:
+        with self._soon_lock:
+            self._soon = None
+        if not self._stopping.is_set():
+            self._publish()
+
     def _publish(self) -> None:
         with self._lock:
             self.snapshot = snapshot = self._compose()
+            self._composed_states = tuple(status.state for status in snapshot.sources)
         for callback in list(self._subscribers):
             try:
                 callback(snapshot)
