@@ -51,12 +51,13 @@ def test_cached_demo_data_never_shows_in_a_real_session(tmp_path):
 
 
 def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch):
-    """Three sources answering one after another make one snapshot, not three; a source that
-    comes up or fails is shown at once."""
+    """Three sources answering one after another make one snapshot once all three have answered,
+    not three; one that answers alone is composed after a while; a source that comes up or fails
+    is shown at once."""
     from gpuconsole.backends.base import BackendError
     from gpuconsole.core import console as module
 
-    monkeypatch.setattr(module, "COALESCE_S", 1.0)  # the three polls below take far less
+    monkeypatch.setattr(module, "COALESCE_S", 60.0)  # no composition comes by the clock unless asked below
     console = demo_console()  # not started: the test polls each source itself
     seen = []
     console.subscribe(seen.append)
@@ -65,21 +66,28 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
         for runner in runners:  # each first answer changes a state: composed at once
             runner.run_once(runner._poll_fn())
         assert len(seen) == len(runners) and all(s.state is SourceState.LIVE for s in seen[-1].sources)
-        for runner in runners:  # the next answers change none
+        for runner in runners[:-1]:  # the next answers change none
             runner.run_once(runner._poll_fn())
-        assert len(seen) == len(runners), "not composed yet"
-        wait_for(lambda: len(seen) == len(runners) + 1, timeout=10)
+        assert len(seen) == len(runners) and console._soon is not None, "waiting for the last source"
+        runners[-1].run_once(runners[-1]._poll_fn())
+        assert len(seen) == len(runners) + 1 and console._soon is None, "all answered: composed at once"
         composed = seen[-1]
         assert composed.gpus is console.hub.reading(SourceKind.GPUS).gpus
         assert composed.jobs is console.hub.reading(SourceKind.JOBS).jobs
-        wait_for(lambda: console._soon is None, timeout=10)
-        assert len(seen) == len(runners) + 1, "one snapshot for the three answers"
+        assert composed.instances[0].instance_id == console.hub.reading(SourceKind.CLOUD).instances[0].instance_id
+
+        monkeypatch.setattr(module, "COALESCE_S", 0.2)
+        runners[0].run_once(runners[0]._poll_fn())  # alone this time: composed after the wait
+        assert len(seen) == len(runners) + 1
+        wait_for(lambda: len(seen) == len(runners) + 2, timeout=10)
+        assert seen[-1].gpus is console.hub.reading(SourceKind.GPUS).gpus
 
         def down():
             raise BackendError("the GPU source is down")
 
         console.hub.runners[SourceKind.GPUS].run_once(down)
-        assert len(seen) == len(runners) + 2 and seen[-1].source(SourceKind.GPUS).state is SourceState.ERROR
+        assert len(seen) == len(runners) + 3 and seen[-1].source(SourceKind.GPUS).state is SourceState.ERROR
+        monkeypatch.setattr(module, "COALESCE_S", 60.0)
         runners[-1].run_once(runners[-1]._poll_fn())  # pending when the console stops: never composed
         assert console._soon is not None
     finally:

@@ -62,9 +62,10 @@ HOT_GPU_C = 85
 CACHE_EVERY_S = 30.0
 MAINTAIN_EVERY_S = 60.0
 HISTORY_POINTS = 240  # samples a chart asks a history-keeping GPU source for
-# Sources answer one after another, a few tens of milliseconds apart: answers that keep every
-# source's state are composed into one snapshot this long after the first of them.
-COALESCE_S = 0.15
+# Sources polled at the console's interval answer one after another, each cycle: answers that
+# keep every source's state are composed into one snapshot once all of them have answered, or
+# this long (at most half the interval) after the first, whichever comes first.
+COALESCE_S = 0.5
 COST_EXPLORER_CHECK_S = 300.0  # how often the billing watcher looks whether an answer is due
 
 Subscriber = Callable[[FleetSnapshot], None]
@@ -116,6 +117,7 @@ class Console:
         self._lock = threading.Lock()
         self._composed_states: tuple[SourceState, ...] | None = None  # the sources' states in the last snapshot
         self._soon: threading.Timer | None = None  # the composition coming for answers that changed no state
+        self._answered: set[SourceKind] = set()  # the sources that answered since the last composition
         self._soon_lock = threading.Lock()
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
@@ -392,20 +394,33 @@ class Console:
         if tuple(status.state for status in self.hub.statuses()) != self._composed_states:
             self._publish()  # a source came up, failed or recovered: shown at once
         else:
-            self._publish_soon()
+            self._publish_soon(kind)
         # Written after publishing, so a slow disk never delays what the user sees.
         if runner is not None and runner.status.state is SourceState.LIVE and runner.reading is not None:
             self._persist(kind, runner.source.name, runner.reading)
 
-    def _publish_soon(self) -> None:
-        """Compose in :data:`COALESCE_S`, with every answer that arrives until then."""
+    def _publish_soon(self, kind: SourceKind) -> None:
+        """Compose once every live source of the console's interval has answered since the last
+        composition, or :data:`COALESCE_S` (at most half the interval) after ``kind``'s answer."""
         with self._soon_lock:
-            if self._soon is not None or self._stopping.is_set():
+            if self._stopping.is_set():
                 return
-            self._soon = timer = threading.Timer(COALESCE_S, self._publish_due)
-        timer.daemon = True
-        timer.name = "compose"
-        timer.start()
+            self._answered.add(kind)
+            fast = {k for k, runner in self.hub.runners.items()
+                    if runner.status.state is SourceState.LIVE and runner.policy.interval <= self.options.interval}
+            if fast <= self._answered:
+                timer, self._soon = self._soon, None
+            elif self._soon is None:
+                self._soon = timer = threading.Timer(min(COALESCE_S, self.options.interval / 2.0), self._publish_due)
+                timer.daemon = True
+                timer.name = "compose"
+                timer.start()
+                return
+            else:
+                return
+        if timer is not None:
+            timer.cancel()
+        self._publish()
 
     def _publish_due(self) -> None:
         with self._soon_lock:
@@ -414,6 +429,8 @@ class Console:
             self._publish()
 
     def _publish(self) -> None:
+        with self._soon_lock:
+            self._answered.clear()  # an answer from now on is composed by a later composition
         with self._lock:
             self.snapshot = snapshot = self._compose()
             self._composed_states = tuple(status.state for status in snapshot.sources)
