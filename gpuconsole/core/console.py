@@ -1,8 +1,10 @@
 """The Console facade: the one door the UI and the CLI use to see and change the fleet.
 
-It owns the Hub (polling), the Store (cache + history) and the budgets, composes every new
-reading into one immutable :class:`FleetSnapshot`, and hands it to subscribers. Subscribers are
-called from worker threads; the UI forwards the snapshot to its event loop as a message.
+It owns the Hub (polling), the Store (cache + history) and the budgets, composes the new
+readings into one immutable :class:`FleetSnapshot`, and hands it to subscribers: at once when a
+source's state changed (it came up, failed, recovered), else once per refresh, when every source
+polled at the console's interval has answered (see :data:`COALESCE_S`). Subscribers are called
+from worker threads; the UI forwards the snapshot to its event loop as a message.
 
 Budgets come from :attr:`Console.budget_ops` (the Store, the configuration file and, in the
 demo, the demo budgets); every compose evaluates them into ``snapshot.budgets``,
