@@ -95,6 +95,27 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
     assert console._soon is None
 
 
+def test_a_snapshot_works_out_each_instances_spend_once_per_window(monkeypatch):
+    """The day's, the month's and every budget's spend ask the same instances again (the fleet
+    budget is the month's spend); within one snapshot each is billed once per window."""
+    console = demo_console()
+    console.start()
+    wait_for(lambda: all(s.state is SourceState.LIVE for s in console.snapshot.sources))
+    console.stop()
+    billed = []
+    real = costs._instance_spend
+    monkeypatch.setattr(costs, "_instance_spend", lambda i, start, now: billed.append((i.instance_id, start, now))
+                        or real(i, start, now))
+    snap = console._compose()
+    console.close()
+    assert billed and len(billed) == len(set(billed)), "no instance billed twice for one window"
+    assert any(b.budget.scope == "all" and b.budget.period is BudgetPeriod.MONTHLY for b in snap.budgets)
+    now = snap.taken_at
+    assert snap.spend_month == pytest.approx(costs.spend(snap.instances, costs.month_start(now), now))
+    fleet = next(b for b in snap.budgets if b.budget.scope == "all" and b.budget.period is BudgetPeriod.MONTHLY)
+    assert fleet.spent == pytest.approx(snap.spend_month)
+
+
 def test_snapshot_sums_spend_and_alerts():
     console = demo_console()
     console.start()

@@ -459,7 +459,10 @@ class Console:
             log.warning("could not write the cache", exc_info=True)
 
     def _compose(self) -> FleetSnapshot:
-        now = self.clock()
+        with costs.one_moment():
+            return self._compose_at(self.clock())
+
+    def _compose_at(self, now: float) -> FleetSnapshot:
         gpu_reading = self.hub.reading(SourceKind.GPUS)
         jobs_reading = self.hub.reading(SourceKind.JOBS)
         cloud_reading = self.hub.reading(SourceKind.CLOUD)

@@ -8,7 +8,9 @@ stopped), a billed instance is assumed to have run for the whole overlap of its 
 period, and one that is no longer billed contributes what it accrued if launched in the period.
 
 Attribution splits that spend by GPU, MIG slice, job, namespace and tag. Every function here is
-pure: instances, GPUs and jobs in, :class:`~gpuconsole.model.CostLine` values out.
+pure: instances, GPUs and jobs in, :class:`~gpuconsole.model.CostLine` values out. Within
+:func:`one_moment` (one snapshot's composition) an instance's spend over a window is worked out
+once and given again, the same value.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import lru_cache
 from operator import attrgetter
@@ -131,8 +135,37 @@ def _overlap(a: float, b: float, start: float, end: float) -> float:
     return max(0.0, min(b, end) - max(a, start))
 
 
+_SPEND_KEPT: ContextVar[dict[tuple[int, float, float], tuple[Instance, float]] | None] = ContextVar(
+    "spend_kept", default=None)
+
+
+@contextmanager
+def one_moment() -> Iterator[None]:
+    """Within it (on this thread), an instance's spend over one window is worked out once: a
+    snapshot asks the same instances' spend for the day, the month and each budget's period,
+    most of them the month again."""
+    token = _SPEND_KEPT.set({})
+    try:
+        yield
+    finally:
+        _SPEND_KEPT.reset(token)
+
+
 def instance_spend(instance: Instance, start: float, now: float) -> float:
     """Dollars an instance cost between ``start`` and ``now``."""
+    kept = _SPEND_KEPT.get()
+    if kept is None:
+        return _instance_spend(instance, start, now)
+    key = (id(instance), start, now)
+    hit = kept.get(key)
+    if hit is not None and hit[0] is instance:
+        return hit[1]
+    value = _instance_spend(instance, start, now)
+    kept[key] = (instance, value)
+    return value
+
+
+def _instance_spend(instance: Instance, start: float, now: float) -> float:
     if instance.billing:
         return billed_cost(instance.billing, start, now)
     overlap = max(0.0, now - max(start, instance.launch_time))
