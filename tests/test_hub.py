@@ -120,6 +120,18 @@ def test_backoff_grows_and_is_capped():
     assert runner.failures == 0
 
 
+def test_polls_at_the_interval_fall_on_one_grid_so_sources_answer_together():
+    hub = Hub({SourceKind.GPUS: ScriptedSource()}, lambda kind: None, {SourceKind.GPUS: PollPolicy(interval=1.0)})
+    runner = hub.runners[SourceKind.GPUS]
+    assert runner._next_poll(100.02, 1.0) == 101.0  # a poll on the grid: the next grid point
+    assert runner._next_poll(100.45, 1.0) == 101.0  # a late one still keeps the grid
+    assert runner._next_poll(100.7, 1.0) == 102.0, "one the user asked for off the grid: at least half an interval"
+    assert runner._next_poll(100.7, 4.0) == 104.7, "backoff waits its own delay"
+    other = Hub({SourceKind.GPUS: ScriptedSource()}, lambda kind: None, {SourceKind.GPUS: PollPolicy(interval=1.0)})
+    assert other.runners[SourceKind.GPUS]._next_poll(100.31, 1.0) == runner._next_poll(100.02, 1.0), \
+        "two sources started apart poll together"
+
+
 def test_stop_returns_even_when_a_poll_hangs():
     source = ScriptedSource()
     source.mode = "hang"

@@ -12,12 +12,15 @@ Status rules, shown by every pane next to the data they describe:
 * a backend that says it is not configured → ``unconfigured`` with its set-up hint.
 
 After a failure the next attempt waits ``interval × 2^failures`` (capped), so a broken endpoint
-is not hammered; the first success resets everything.
+is not hammered; the first success resets everything. Polls at the normal interval fall on the
+interval's grid of the monotonic clock, so sources of the same interval poll together and the
+console composes their answers into one snapshot.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -114,9 +117,21 @@ class _Runner:
             delay = self.run_once(poll)
             if self._stop.is_set():
                 break
-            spent = time.monotonic() - started
-            self._wake.wait(max(0.0, delay - spent))
+            self._wake.wait(max(0.0, self._next_poll(started, delay) - time.monotonic()))
             self._wake.clear()
+
+    def _next_poll(self, started: float, delay: float) -> float:
+        """When to poll next (monotonic), for a poll that began at ``started`` and asked ``delay``.
+
+        At the normal interval, polls fall on the interval's grid of the monotonic clock, so the
+        sources of one interval poll together and their answers make one snapshot: the first
+        grid point at least half an interval after ``started`` (a poll started off the grid, the
+        first or one the user asked for, is followed by one on it). Backoff and retries wait
+        their own delay."""
+        interval = self.policy.interval
+        if delay != interval or interval <= 0:
+            return started + delay
+        return math.ceil((started + interval / 2.0) / interval) * interval
 
     def run_once(self, poll: Callable[[], Reading]) -> float:
         """One supervised poll. Returns the delay before the next one."""
