@@ -250,22 +250,31 @@ def test_identity_and_seldom_changing_values_are_read_again_when_due_or_a_gpu_ap
     source.close()
 
 
-def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monkeypatch):
-    from gpuconsole.backends import prometheus as module
-
+def polled_once(canned: CannedPrometheus) -> PrometheusGpus:
+    """A source of the fleet of :func:`fleet_answers`, after its first poll (which reads everything)."""
     canned.answers = fleet_answers()
     source = source_for(canned.url)
     source.poll_gpus()
+    return source
+
+
+RESTARTING = (503, b'{"status":"error","errorType":"unavailable","error":"restarting"}')
+
+
+def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monkeypatch):
+    from gpuconsole.backends import prometheus as module
+
+    source = polled_once(canned)
     monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
     source.poll_gpus()
-    canned.status, canned.body = 503, b'{"status":"error","errorType":"unavailable","error":"restarting"}'
+    canned.status, canned.body = RESTARTING
     source.settle(10)  # fails: nothing is shown of it yet
     canned.status = canned.body = None
     monkeypatch.setattr(module, "SLOW_EVERY_S", 3600.0)
     canned.requests.clear()
     source.poll_gpus()
     assert len(canned.requests) == len(pm.METRICS) + 1, "the poll read everything itself"
-    canned.status, canned.body = 503, b'{"status":"error","errorType":"unavailable","error":"restarting"}'
+    canned.status, canned.body = RESTARTING
     with pytest.raises(BackendError, match="unavailable: restarting"):
         source.poll_gpus()
     source.close()
@@ -274,9 +283,7 @@ def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monk
 def test_a_read_between_polls_waits_for_its_moment_and_ends_with_the_source(canned, monkeypatch):
     from gpuconsole.backends import prometheus as module
 
-    canned.answers = fleet_answers()
-    source = source_for(canned.url)
-    source.poll_gpus()
+    source = polled_once(canned)
     monkeypatch.setattr(module, "SLOW_EVERY_S", 60.0)
     source._polled_at -= 600  # as if the last poll was ten minutes ago: the next read a minute away (at most)
     canned.requests.clear()
