@@ -426,7 +426,8 @@ class Console:
 
     def _publish_due(self) -> None:
         with self._soon_lock:
-            self._soon = None
+            if self._soon is threading.current_thread():  # this timer's thread; not one set since
+                self._soon = None
         if not self._stopping.is_set():
             self._publish()
 
