@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -108,6 +109,9 @@ class _CannedHandler(BaseHTTPRequestHandler):
     def _send(self, status: int, body: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        if "gzip" in self.headers.get("Accept-Encoding", ""):  # as Prometheus answers a client that asks
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         try:

@@ -76,6 +76,16 @@ def test_command_line_and_config_file(tmp_path, monkeypatch):
         assert (source.settings.url, source.settings.username) == ("http://127.0.0.1:9091", "ops")
     finally:
         console.close()
+    config.write_text('[prometheus]\nurl = "https://prom.example.com"\ncompress = true\n')
+    assert resolve({}).compress and not resolve({"url": "https://prom.example.com"}).compress
+    gzipped = cli.make_console(cli.parse_args(["--prometheus", "http://127.0.0.1:9091", "--prometheus-gzip", "snapshot"]))
+    try:
+        assert gzipped.hub.runners[SourceKind.GPUS].source.settings.compress
+    finally:
+        gzipped.close()
+    config.write_text('[prometheus]\nurl = "https://prom.example.com"\ncompress = "yes"\n')
+    with pytest.raises(ValueError, match=r"\[prometheus\] key compress: expected true or false, got 'yes'"):
+        resolve({})
     config.write_text('[prometheus]\nurl = "https://prom.example.com"\ntokenfile = "x"\n')
     with pytest.raises(ValueError, match=r"config.toml: \[prometheus\] key tokenfile: unknown key"):
         resolve({})
@@ -88,7 +98,9 @@ def test_command_line_and_config_file(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["--prometheus", "prom:9090"], "Prometheus: not an http(s) URL"),
-    (["--prometheus-ca", "/no/such/ca.pem"], "needs --prometheus URL"),
+    (["--prometheus-ca", "/no/such/ca.pem"], "--prometheus-ca needs --prometheus URL"),
+    (["--prometheus-gzip"], "--prometheus-gzip needs --prometheus URL"),
+    (["--prometheus-user", "ops"], "--prometheus-user needs --prometheus URL"),
     (["--prometheus", "https://p.example.com", "--prometheus-ca", "/no/such/ca.pem"], "ca file: no such file"),
 ])
 def test_bad_prometheus_flags_are_one_line_and_status_2(capsys, argv, words):

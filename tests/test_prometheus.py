@@ -333,6 +333,19 @@ def test_an_exporter_without_uuid_labels_is_read_by_node_and_index(canned):
     source.close()
 
 
+def test_answers_come_gzipped_when_asked_and_read_the_same(canned):
+    canned.answers = fleet_answers()
+    plain = source_for(canned.url)
+    expected = plain.poll_gpus().gpus
+    plain.close()
+    assert {h.get("Accept-Encoding") for _, _, h in canned.requests} == {"identity"}
+    canned.requests.clear()
+    gzipped = source_for(canned.url, compress=True)
+    assert gzipped.poll_gpus().gpus == expected
+    gzipped.close()
+    assert {h.get("Accept-Encoding") for _, _, h in canned.requests} == {"gzip"}
+
+
 def test_bearer_token_from_a_file_is_reread_and_basic_auth_from_the_environment(canned, tmp_path):
     canned.answers = fleet_answers()
     token = tmp_path / "token"

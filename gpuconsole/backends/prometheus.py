@@ -74,6 +74,9 @@ class PrometheusSettings:
         ca_file: PEM bundle to verify the server with instead of the system's CA store.
         timeout: seconds to connect, and seconds to wait for each answer.
         selector: label matchers added to every query, e.g. ``cluster="prod"``.
+        compress: ask for gzip-compressed answers: 3–4 times fewer bytes over a slow link to a
+            distant Prometheus, for some CPU to decompress them (off: on a fast network the
+            bytes cost less than the decompression).
     """
 
     url: str
@@ -83,6 +86,7 @@ class PrometheusSettings:
     ca_file: str | None = None
     timeout: float = 5.0
     selector: str = ""
+    compress: bool = False
 
     def check(self, env: Mapping[str, str] = os.environ) -> PrometheusSettings:
         """The settings if they can be used; ValueError with one line otherwise."""
@@ -178,8 +182,9 @@ class PrometheusGpus:
             return self._pool
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "gpuconsole"}
         s = self.settings
+        headers = {"Accept": "application/json", "User-Agent": "gpuconsole",
+                   "Accept-Encoding": "gzip" if s.compress else "identity"}
         token = None
         if s.token_file:
             token = _read_secret(s.token_file, "token file")

@@ -10,6 +10,7 @@ The configuration file (see :mod:`gpuconsole.core.config`) may hold one ``[prome
     ca_file = "/etc/ssl/internal-ca.pem"     # verify the server with this CA bundle
     timeout = 5                              # seconds to connect, and to wait for each answer
     selector = 'cluster="prod"'              # label matchers added to every query
+    compress = true                          # gzip answers: for a distant Prometheus over a slow link
 
 A flag given on the command line wins over the same key of the file; ``--prometheus`` with a
 URL replaces the file's whole table (so a token meant for one server never goes to another).
@@ -30,7 +31,10 @@ from gpuconsole.backends.prometheus import PrometheusSettings
 from gpuconsole.core.config import ConfigError, config_path
 
 TABLE = "prometheus"
-KEYS = ("url", "token_file", "username", "password_file", "ca_file", "timeout", "selector")
+KEYS = ("url", "token_file", "username", "password_file", "ca_file", "timeout", "selector", "compress")
+# What the command line calls a key, after --prometheus-, where it is not the key itself.
+_FLAGS = {"token_file": "token-file", "username": "user", "password_file": "password-file", "ca_file": "ca",
+          "compress": "gzip"}
 
 
 def from_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> dict[str, Any]:
@@ -58,6 +62,9 @@ def from_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.
         if key == "timeout":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"{path}: [prometheus] key timeout: expected a number of seconds, got {value!r}")
+        elif key == "compress":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [prometheus] key compress: expected true or false, got {value!r}")
         elif not isinstance(value, str) or not value:
             raise ConfigError(f"{path}: [prometheus] key {key}: expected a non-empty string, got {value!r}")
     if "url" not in table:
@@ -71,7 +78,7 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
 
     Args:
         flags: ``url``, ``token_file``, ``username``, ``password_file``, ``ca_file``, ``timeout``,
-            ``selector`` from the command line (None where not given).
+            ``selector``, ``compress`` from the command line (None where not given).
 
     Raises:
         ValueError: a bad value, in one line (a :class:`ConfigError` names the file and key).
@@ -82,7 +89,7 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
     merged = {**table, **given}
     if not merged.get("url"):
         if given:
-            raise ValueError(f"--prometheus-{next(iter(given)).replace('_', '-')} needs --prometheus URL")
+            raise ValueError(f"--prometheus-{_FLAGS.get(next(iter(given)), next(iter(given)))} needs --prometheus URL")
         return None
     settings = PrometheusSettings(
         url=str(merged["url"]),
@@ -92,6 +99,7 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
         ca_file=_path(merged.get("ca_file")),
         timeout=float(merged.get("timeout", 5.0)),
         selector=str(merged.get("selector", "")),
+        compress=bool(merged.get("compress", False)),
     )
     try:
         return settings.check(env)
