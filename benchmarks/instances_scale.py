@@ -90,10 +90,7 @@ async def measure(nodes: int, seconds: float, settle: float) -> dict[str, object
 
             table.focus()
             await pilot.pause()
-            times = []
-            for _ in range(KEYS):
-                await asyncio.sleep(KEY_SPACING_S)
-                times.append(await keys.press("down", keys.row_shown(pane, table, table.cursor_row + 1)))
+            times = await keys.walk_down(pane, table, KEYS, KEY_SPACING_S)
     finally:
         keys.close()
         console.close()

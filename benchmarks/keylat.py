@@ -192,6 +192,15 @@ class KeyLatency:
         future.add_done_callback(clear)
         return future
 
+    async def walk_down(self, pane: Any, table: Any, keys: int = 9, spacing: float = 0.37) -> list[KeyTime]:
+        """Press ``down`` in ``table`` ``keys`` times, ``spacing`` seconds apart (so the keys meet
+        a 1 s refresh at different phases), each timed until the next row is shown."""
+        times = []
+        for _ in range(keys):
+            await asyncio.sleep(spacing)
+            times.append(await self.press("down", self.row_shown(pane, table, table.cursor_row + 1)))
+        return times
+
     def row_shown(self, pane: Any, table: Any, row: int) -> Callable[[], bool]:
         """A condition: ``table``'s cursor is on ``row`` and the screen shows ``pane``'s line
         under the table rewritten for it (all that a cursor key changes on screen)."""
