@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     marks: dict[str, float] = {"start": T0}
     result: dict[str, object] = {"ok": False, "marks": marks, "pid": os.getpid()}
     try:
-        from gpuconsole.cli import make_console, parse_args
+        from gpuconsole.cli.main import make_console, parse_args
 
         marks["cli_imported"] = time.perf_counter()
         from gpuconsole.model import SourceState

@@ -62,7 +62,7 @@ def nodes_for(gpus: int, seed: int = 7) -> int:
 async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]:
     from keylat import KeyLatency, time_ticks
 
-    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.cli.main import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.widgets.virtual_table import VirtualTable
 

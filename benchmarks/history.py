@@ -9,7 +9,7 @@ Prints one table of medians:
   hour rollups and retention, called once a minute by the console) timed on its own after a
   minute of ticks;
 - 30 days: the time to set up 30 simulated days of 1 Hz samples of 64 GPUs
-  (``gpuconsole.core.history_fill.fill_history``: minute rollups written a day at a time with
+  (``gpuconsole.core.fleet.history_fill.fill_history``: minute rollups written a day at a time with
   ``maintain`` after each, the last hour through ``record_gpus``), and the file size with the
   WAL checkpointed, rollups and retention applied;
 - reads: ``Store.gpu_history`` of one GPU over 5 minutes, 1 hour, 24 hours, 7 and 30 days
@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpuconsole.core.history_fill import fill_history  # noqa: E402
-from gpuconsole.core.store import Store  # noqa: E402
+from gpuconsole.core.fleet.history_fill import fill_history  # noqa: E402
+from gpuconsole.core.fleet.store import Store  # noqa: E402
 from gpuconsole.model import Gpu, GpuSample  # noqa: E402
 
 END = 1_764_460_800  # 2025-11-30 00:00 UTC: any hour boundary does

@@ -50,7 +50,7 @@ def log(message: str) -> None:
 async def measure(nodes: int, seconds: float, settle: float) -> dict[str, object]:
     from keylat import KeyLatency, time_ticks
 
-    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.cli.main import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.widgets.live_table import LiveTable
 

@@ -53,7 +53,7 @@ def log(message: str) -> None:
 async def measure(count: int, seconds: float, settle: float) -> dict[str, float]:
     from keylat import KeyLatency, time_ticks
 
-    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.cli.main import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.panes.base import FilterInput
     from gpuconsole.ui.widgets.virtual_table import VirtualTable

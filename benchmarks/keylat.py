@@ -263,7 +263,7 @@ def key_event(key: str) -> Any:
 
 async def check(runs: int = 15) -> dict[str, float]:
     """The default demo on the GPUs pane: ``down`` timed by the Pilot and by :class:`KeyLatency`."""
-    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.cli.main import make_console, parse_args
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.widgets.virtual_table import VirtualTable
 

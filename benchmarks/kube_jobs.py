@@ -66,8 +66,8 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
     import os
 
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    from gpuconsole.core.console import Console, ConsoleOptions
-    from gpuconsole.core.sources import SourceOptions
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.panes.base import FilterInput
     from gpuconsole.ui.widgets.virtual_table import VirtualTable

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pynvml
 
-from gpuconsole.backends import nvml
-from gpuconsole.backends.nvml_query import query
+from gpuconsole.backends.nvml import source as nvml
+from gpuconsole.backends.nvml.query import query
 from tests.fake_nvml import GONE_PID_BASE, FakeGpu, FakeNvml, FakeProcess, mig_gpu
 
 FAKE_TARGET_MS = 0.2

@@ -47,8 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuconsole.backends import prometheus_mapping as pm
-from gpuconsole.backends.prometheus import SLOW_EVERY_S
+from gpuconsole.backends.prometheus import mapping as pm
+from gpuconsole.backends.prometheus.source import SLOW_EVERY_S
 
 MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
 NAMESPACES = ("nlp", "vision", "research", "inference")
@@ -169,9 +169,9 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
 async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict[str, float]:
     import psutil
 
-    from gpuconsole.backends.prometheus import PrometheusSettings
-    from gpuconsole.core.console import Console, ConsoleOptions
-    from gpuconsole.core.sources import SourceOptions
+    from gpuconsole.backends.prometheus.source import PrometheusSettings
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
     from gpuconsole.model import SourceKind
     from gpuconsole.ui.app import GpuConsoleApp
     from gpuconsole.ui.panes.gpus import GpusPane

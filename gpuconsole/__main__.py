@@ -1,5 +1,5 @@
 """``python -m gpuconsole``: the same entry point as the ``gpuconsole`` command."""
 
-from gpuconsole.cli import main
+from gpuconsole.cli.main import main
 
 raise SystemExit(main())

@@ -4,7 +4,7 @@
 
 Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
 steps, with the dark theme.
-The demo is frozen at a fixed moment (gpuconsole.showcase), so the pictures change only when
+The demo is frozen at a fixed moment (gpuconsole.cli.showcase), so the pictures change only when
 what the console shows changes.
 """
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from gpuconsole.model import SourceState
-from gpuconsole.showcase import FrozenClock, record_history, showcase_console
+from gpuconsole.cli.showcase import FrozenClock, record_history, showcase_console
 from gpuconsole.ui.app import GpuConsoleApp
 
 HERE = Path(__file__).resolve().parent

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuconsole.core.access import JOB_KINDS, Role, UsersTable, is_process_kill
-from gpuconsole.core.actions import ActionKind, ActionRequest, run_action
-from gpuconsole.core.audit import AuditLog
-from gpuconsole.core.guard import Guard
-from gpuconsole.core.manifests import JobRequest
-from gpuconsole.core.mfa import MfaStore, code_at
+from gpuconsole.core.access.access import JOB_KINDS, Role, UsersTable, is_process_kill
+from gpuconsole.core.ops.actions import ActionKind, ActionRequest, run_action
+from gpuconsole.core.access.audit import AuditLog
+from gpuconsole.core.access.guard import Guard
+from gpuconsole.core.ops.manifests import JobRequest
+from gpuconsole.core.access.mfa import MfaStore, code_at
 from gpuconsole.model import Budget, LaunchSpec
 
 NAMES = {Role.ADMIN: "ada", Role.DEVELOPER: "dev", Role.AUDITOR: "aud"}

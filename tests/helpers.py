@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from gpuconsole.model import SourceState
-from gpuconsole.showcase import START, FrozenClock, record_history, showcase_console
+from gpuconsole.cli.showcase import START, FrozenClock, record_history, showcase_console
 
 __all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live"]
 

@@ -1094,8 +1094,8 @@ class KubeCluster:
     _backends: list[Any] = field(default_factory=list)
 
     def backend(self, **kwargs: Any) -> Any:
-        """A :class:`~gpuconsole.backends.kube.KubeJobs` with test-sized timeouts, closed after the test."""
-        from gpuconsole.backends.kube import KubeJobs
+        """A :class:`~gpuconsole.backends.kube.source.KubeJobs` with test-sized timeouts, closed after the test."""
+        from gpuconsole.backends.kube.source import KubeJobs
 
         kwargs.setdefault("request_timeout", 2.0)
         kwargs.setdefault("watch_timeout", 2)

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from gpuconsole.cli import main
-from gpuconsole.core.access import Role, needs_mfa_kind
-from gpuconsole.core.actions import ActionKind
-from gpuconsole.core.audit import AuditLog
-from gpuconsole.core.mfa import code_at
-from gpuconsole.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
+from gpuconsole.cli.main import main
+from gpuconsole.core.access.access import Role, needs_mfa_kind
+from gpuconsole.core.ops.actions import ActionKind
+from gpuconsole.core.access.audit import AuditLog
+from gpuconsole.core.access.mfa import code_at
+from gpuconsole.cli.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
 from tests.access_world import (
     CASES,
     CRONJOBS,
@@ -61,8 +61,8 @@ CLI_KINDS = [k for k in ActionKind if k is not ActionKind.NOTIFY]
 
 def pid_of_job(ns: str) -> int:
     """The pid of a GPU process of the demo job ``JOBS[ns]`` (seed 7), as ``process kill`` finds it."""
-    from gpuconsole.core.console import Console, ConsoleOptions
-    from gpuconsole.core.sources import SourceOptions
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
 
     origin = time.time()
     console = Console(ConsoleOptions(sources=SourceOptions(demo=True, sim_start=START), clock=lambda: START + time.time() - origin))
@@ -95,7 +95,7 @@ def test_every_action_for_every_role_through_the_cli(home, tmp_path, monkeypatch
     audit, secret = home
     db = str(tmp_path / "cache" / "cli.db")
     if kind is ActionKind.BUDGET_REMOVE:
-        from gpuconsole.core.store import Store
+        from gpuconsole.core.fleet.store import Store
         from gpuconsole.model import Budget
 
         store = Store(db)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpuconsole.core.access import Role
-from gpuconsole.core.actions import ActionDenied, ActionError, ActionKind
-from gpuconsole.core.console import Console, ConsoleOptions
-from gpuconsole.core.sources import SourceOptions
+from gpuconsole.core.access.access import Role
+from gpuconsole.core.ops.actions import ActionDenied, ActionError, ActionKind
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
+from gpuconsole.core.fleet.sources import SourceOptions
 from tests.access_world import (
     CASES,
     NAMES,
@@ -106,7 +106,7 @@ def test_read_only_denies_every_change_to_everyone(tmp_path) -> None:
 
 
 def test_without_a_users_table_the_os_user_acts_as_admin_without_mfa_and_is_audited(tmp_path) -> None:
-    from gpuconsole.core.guard import default_guard
+    from gpuconsole.core.access.guard import default_guard
 
     guard = default_guard(user="someone")
     clock = FrozenClock()
@@ -122,7 +122,7 @@ def test_without_a_users_table_the_os_user_acts_as_admin_without_mfa_and_is_audi
 
 def test_a_user_missing_from_the_table_may_change_nothing(tmp_path) -> None:
     users, mfa, audit, _ = make_home(tmp_path, now)
-    from gpuconsole.core.guard import Guard
+    from gpuconsole.core.access.guard import Guard
 
     guard = Guard(users, mfa, audit, user="mallory")
     assert guard.why_not(ActionKind.SUBMIT_JOB, "team-nlp/x") == "user mallory is not in the users table: ask an admin to add you"
@@ -131,8 +131,8 @@ def test_a_user_missing_from_the_table_may_change_nothing(tmp_path) -> None:
 
 def test_process_kills_follow_the_developer_rule(tmp_path) -> None:
     """A kill kind added later: its own processes or its namespaces for a developer, MFA for an admin."""
-    from gpuconsole.core.access import Principal, denial, needs_mfa_kind
-    from gpuconsole.core.actions import ActionRequest
+    from gpuconsole.core.access.access import Principal, denial, needs_mfa_kind
+    from gpuconsole.core.ops.actions import ActionRequest
 
     kill = type("Kind", (), {"value": "kill-process", "destructive": True})()
     dev = Principal("dev", Role.DEVELOPER, ("team-nlp",))
@@ -150,7 +150,7 @@ def test_process_kills_follow_the_developer_rule(tmp_path) -> None:
 def test_a_users_table_made_readable_for_a_bastion_keeps_its_mode(tmp_path) -> None:
     import stat
 
-    from gpuconsole.core.access import UsersTable
+    from gpuconsole.core.access.access import UsersTable
 
     table = UsersTable(tmp_path / "etc" / "users.json")
     table.init("root")

@@ -279,7 +279,7 @@ async def test_palette_finds_a_job_and_shows_it():
 
 
 async def test_cache_database_opens_after_the_first_complete_frame(tmp_path):
-    from gpuconsole.core.store import Store
+    from gpuconsole.core.fleet.store import Store
 
     console = demo_console()
     console._open_store = lambda: Store(tmp_path / "cache.db")  # as `gpuconsole` builds it

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from gpuconsole.core.audit import AuditFilter, AuditLog, redact, to_csv, to_json
+from gpuconsole.core.access.audit import AuditFilter, AuditLog, redact, to_csv, to_json
 
 
 class Clock:
@@ -66,7 +66,7 @@ def test_an_edited_field_is_found(log) -> None:
 
 
 def test_an_edited_field_with_a_recomputed_hash_is_found_at_the_next_record(log) -> None:
-    from gpuconsole.core.audit import record_hash
+    from gpuconsole.core.access.audit import record_hash
 
     r = log.records()[2]
     digest = record_hash(r.seq, r.ts, "mallory", r.role, r.action, r.target, r.params, r.result, r.prev_hash)

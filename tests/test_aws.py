@@ -11,8 +11,8 @@ import time
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from gpuconsole.backends import aws_mapping
-from gpuconsole.backends.aws import DLAMI_PARAMETER, AwsCloud
+from gpuconsole.backends.aws import mapping as aws_mapping
+from gpuconsole.backends.aws.source import DLAMI_PARAMETER, AwsCloud
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.backends.aws import AwsCloud
-from gpuconsole.core.cloud_ops import CloudOps, LaunchFailed
-from gpuconsole.core.console import Console, ConsoleOptions
-from gpuconsole.core.sources import SourceOptions
-from gpuconsole.core.store import Store
+from gpuconsole.backends.aws.source import AwsCloud
+from gpuconsole.core.ops.cloud_ops import CloudOps, LaunchFailed
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
+from gpuconsole.core.fleet.sources import SourceOptions
+from gpuconsole.core.fleet.store import Store
 from gpuconsole.model import InstanceState, LaunchSpec, Market, SourceKind, SourceState
 from tests.aws_peer import (
     TEST_SECRET_ACCESS_KEY,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.cli import main
+from gpuconsole.cli.main import main
 from gpuconsole.model import Budget, BudgetPeriod, PendingAction, from_jsonable
 from tests.aws_peer import AwsPeer
 

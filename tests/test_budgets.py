@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.core import budgets as rules
-from gpuconsole.core.actions import ActionError, ActionKind, ActionRequest, automatic_confirmation, check_confirmation
-from gpuconsole.core.budget_ops import BudgetOps, Crossing
+from gpuconsole.core.money import budgets as rules
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionRequest, automatic_confirmation, check_confirmation
+from gpuconsole.core.money.budget_ops import BudgetOps, Crossing
 from gpuconsole.core.config import ConfigError, load_config, parse_config
-from gpuconsole.core.store import Store
+from gpuconsole.core.fleet.store import Store
 from gpuconsole.model import (
     DEFAULT_THRESHOLDS,
     Budget,
@@ -516,8 +516,8 @@ def test_a_named_config_file_must_exist(tmp_path: Path) -> None:
 def test_the_console_opens_with_a_bad_config_file_and_says_so(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text('[[budgets]]\nname = "a"\n')
-    from gpuconsole.core.console import Console, ConsoleOptions
-    from gpuconsole.core.sources import SourceOptions
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
 
     console = Console(ConsoleOptions(sources=SourceOptions(cloud="off", gpus="off"), config_path=path))
     try:

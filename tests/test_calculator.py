@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuconsole.core.calculator import (
+from gpuconsole.core.money.calculator import (
     HOURS_PER_MONTH,
     P4D_WEEK,
     PRESETS,
@@ -20,7 +20,7 @@ from gpuconsole.core.calculator import (
     problems,
     reproduces,
 )
-from gpuconsole.core.catalog import bundled_catalog
+from gpuconsole.core.money.catalog import bundled_catalog
 
 # A case small enough to follow with pencil and paper:
 #   work 100 GPU-hours; cloud: 4 GPUs at $2/GPU-hour, speed 1, $10 extras a run;

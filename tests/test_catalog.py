@@ -12,8 +12,8 @@ import pytest
 from gpuconsole.backends.base import BackendError, NotSupported, Provisioner
 from gpuconsole.backends.sim import catalog as sim_catalog
 from gpuconsole.backends.sim import make_sim
-from gpuconsole.core.catalog import RETRY_FAILED_AFTER, CatalogService, bundled_catalog
-from gpuconsole.core.store import Store
+from gpuconsole.core.money.catalog import RETRY_FAILED_AFTER, CatalogService, bundled_catalog
+from gpuconsole.core.fleet.store import Store
 from gpuconsole.model import InstanceType, RegionPrice
 from tests.helpers import START, FrozenClock
 
@@ -342,7 +342,7 @@ def test_catalog_helpers() -> None:
 
 
 def test_a_region_listing_drops_bundled_prices_of_types_it_lacks() -> None:
-    from gpuconsole.core.catalog import merge
+    from gpuconsole.core.money.catalog import merge
 
     base = bundled_catalog()
     assert base.price("p5en.48xlarge", "us-east-1") is not None

@@ -2,7 +2,7 @@
 
 Most tests start the CLI in a child process (the environment set up in conftest is inherited),
 so they see exactly what a shell sees: exit status, stdout and stderr. Bad input is also checked
-in-process through :func:`gpuconsole.cli.main`, which is cheap.
+in-process through :func:`gpuconsole.cli.main.main`, which is cheap.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from gpuconsole import __version__
-from gpuconsole.cli import main
+from gpuconsole.cli.main import main
 from gpuconsole.model import (
     Alert,
     Budget,
@@ -597,9 +597,9 @@ def test_a_slow_cache_does_not_make_the_snapshot_miss_the_first_answers(
     The cache disk is made slow (a network home directory, say): the snapshot must still show
     the sources' first answers, not the state from before they answered.
     """
-    from gpuconsole.cli import make_console, parse_args
-    from gpuconsole.core.store import Store
-    from gpuconsole.snapshot_cmd import run_snapshot
+    from gpuconsole.cli.main import make_console, parse_args
+    from gpuconsole.core.fleet.store import Store
+    from gpuconsole.cli.snapshot import run_snapshot
 
     def slow_disk(real: Any) -> Any:
         def write(self: Store, *args: Any, **kwargs: Any) -> Any:
@@ -813,7 +813,7 @@ def test_a_rebuilt_database_opens_quietly_next_time(tmp_path: Path) -> None:
 
 
 def _cloud_source(argv: list[str]) -> Any:
-    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.cli.main import make_console, parse_args
 
     console = make_console(parse_args([*argv, "--no-db"]))
     try:

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpuconsole.core import budgets, costs
+from gpuconsole.core.money import budgets
+from gpuconsole.core.money import costs
 from gpuconsole.model import (
     Budget,
     BudgetPeriod,
@@ -55,7 +56,7 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
     not three; one that answers alone is composed after a while; a source that comes up or fails
     is shown at once."""
     from gpuconsole.backends.base import BackendError
-    from gpuconsole.core import console as module
+    from gpuconsole.core.fleet import console as module
 
     monkeypatch.setattr(module, "COALESCE_S", 60.0)  # no composition comes by the clock unless asked below
     console = demo_console()  # not started: the test polls each source itself
@@ -200,7 +201,7 @@ def test_daily_budget_and_bad_scope():
 
 
 def test_store_opened_in_background_seeds_the_cache_and_reports_a_rebuilt_file(tmp_path):
-    from gpuconsole.core.store import Store
+    from gpuconsole.core.fleet.store import Store
 
     db = tmp_path / "cache.db"
     first = demo_console(db=db)

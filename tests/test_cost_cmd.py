@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpuconsole.cli import main
+from gpuconsole.cli.main import main
 
 # The pencil-and-paper case of tests/test_calculator.py, as flags.
 OWN_FLAGS = [

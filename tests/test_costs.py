@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuconsole.backends.sim.world import SimWorld
-from gpuconsole.core import costs
-from gpuconsole.core.costs import billed_cost
+from gpuconsole.core.money import costs
+from gpuconsole.core.money.costs import billed_cost
 from gpuconsole.model import (
     BillingSpan,
     Budget,
@@ -26,7 +26,7 @@ from gpuconsole.model import (
     MigMode,
     MigSlice,
 )
-from gpuconsole.showcase import START
+from gpuconsole.cli.showcase import START
 
 # $3.60/h is a tenth of a cent a second, so seconds read straight off the dollars.
 P = 3.6

@@ -6,9 +6,9 @@ import json
 
 from gpuconsole.backends.sim.archive import QUEUED_REASON
 from gpuconsole.backends.sim.world import SimWorld
-from gpuconsole.cli import main
-from gpuconsole.core.console import Console, ConsoleOptions
-from gpuconsole.core.sources import SourceOptions
+from gpuconsole.cli.main import main
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
+from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.model import JobState
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.panes.jobs import STATE_ORDER

@@ -7,15 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from gpuconsole import cli
+from gpuconsole.cli import main as cli
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.backends.prometheus import PrometheusGpus, PrometheusSettings
+from gpuconsole.backends.prometheus.source import PrometheusGpus, PrometheusSettings
 from gpuconsole.backends.sim.sources import SimGpuSource
 from gpuconsole.backends.unconfigured import Unconfigured
-from gpuconsole.core.attribution import attribute, jobs_of
-from gpuconsole.core.console import Console, ConsoleOptions
-from gpuconsole.core.prometheus_config import resolve
-from gpuconsole.core.sources import GPU_SOURCES, SourceOptions, build_sources
+from gpuconsole.core.money.attribution import attribute, jobs_of
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
+from gpuconsole.core.fleet.prometheus_config import resolve
+from gpuconsole.core.fleet.sources import GPU_SOURCES, SourceOptions, build_sources
 from gpuconsole.model import (
     FleetSnapshot,
     Gpu,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.core.history import MIN_POINTS, resolution
-from gpuconsole.core.history_fill import fill_history, minute_values, second_values
-from gpuconsole.core.store import SCHEMA_VERSION, Store
+from gpuconsole.core.fleet.history import MIN_POINTS, resolution
+from gpuconsole.core.fleet.history_fill import fill_history, minute_values, second_values
+from gpuconsole.core.fleet.store import SCHEMA_VERSION, Store
 from gpuconsole.model import Budget, Gpu
 
 H0 = 472_222 * 3600  # an hour boundary in November 2023

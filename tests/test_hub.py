@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gpuconsole.backends.base import BackendError, BackendThrottled, BackendUnavailable
-from gpuconsole.core.hub import Hub, PollPolicy
+from gpuconsole.core.fleet.hub import Hub, PollPolicy
 from gpuconsole.model import GpuReading, SourceKind, SourceState
 from tests.helpers import wait_for
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuconsole.core.idle import IdleTracker, by_owner, is_idle
+from gpuconsole.core.money.idle import IdleTracker, by_owner, is_idle
 from gpuconsole.model import (
     Gpu,
     GpuProcess,

@@ -10,9 +10,9 @@ import pytest
 from gpuconsole.backends.base import JobControl
 from gpuconsole.backends.sim import make_sim
 from gpuconsole.backends.sim.training_log import LINE_EVERY_S
-from gpuconsole.core.actions import ActionError, ActionKind
-from gpuconsole.core.job_ops import NOT_A_CLUSTER, JobOps
-from gpuconsole.core.manifests import JobRequest
+from gpuconsole.core.ops.actions import ActionError, ActionKind
+from gpuconsole.core.ops.job_ops import NOT_A_CLUSTER, JobOps
+from gpuconsole.core.ops.manifests import JobRequest
 from gpuconsole.model import JobState, SourceKind
 from tests.helpers import FrozenClock, demo_console, wait_for
 

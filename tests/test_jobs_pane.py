@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Input, Static
 
-from gpuconsole.core.actions import ActionKind
+from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import JobState
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.screens.describe import DescribeScreen

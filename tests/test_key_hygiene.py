@@ -7,9 +7,9 @@ import base64
 import json
 import time
 
-from gpuconsole.backends.kube_credentials import credential_expiries, jwt_expiry
-from gpuconsole.core.audit import AuditLog
-from gpuconsole.core.key_hygiene import (
+from gpuconsole.backends.kube.credentials import credential_expiries, jwt_expiry
+from gpuconsole.core.access.audit import AuditLog
+from gpuconsole.core.access.key_hygiene import (
     DAY,
     KeyHygiene,
     aws_key_alerts,
@@ -31,7 +31,7 @@ def test_keys_older_than_90_days_are_named_without_their_full_id() -> None:
 
 def test_the_aws_key_in_use_is_aged_through_iam(aws_peer, monkeypatch) -> None:
     """The adapter asks IAM ListAccessKeys for the keys of the identity in use (moto)."""
-    from gpuconsole.backends.aws import AwsCloud
+    from gpuconsole.backends.aws.source import AwsCloud
 
     iam = aws_peer.client("iam")
     iam.create_user(UserName="ops")
@@ -118,7 +118,7 @@ def test_a_console_launch_records_what_hygiene_needs(tmp_path) -> None:
     """Launched through the core, unencrypted with IMDSv1: the overview says so."""
     from dataclasses import replace
 
-    from gpuconsole.core.guard import default_guard
+    from gpuconsole.core.access.guard import default_guard
     from gpuconsole.model import LaunchSpec
     from tests.helpers import demo_console
 

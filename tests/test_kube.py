@@ -20,18 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.backends import kube as kube_backend
-from gpuconsole.backends import kube_mapping
+from gpuconsole.backends.kube import source as kube_backend
+from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
     BackendTimeout,
     BackendUnavailable,
 )
-from gpuconsole.backends.kube import KubeJobs
+from gpuconsole.backends.kube.source import KubeJobs
 from gpuconsole.backends.unconfigured import Unconfigured
-from gpuconsole.core.console import Console, ConsoleOptions
-from gpuconsole.core.sources import SourceOptions, build_sources
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
+from gpuconsole.core.fleet.sources import SourceOptions, build_sources
 from gpuconsole.model import JobsReading, JobState, SourceKind, SourceState
 from tests import kube_server as ks
 from tests.kube_server import OTHER_TOKEN, TEST_TOKEN, KubeCluster, wait_until
@@ -217,7 +217,7 @@ def test_refused_credentials_and_forbidden_kinds(kube: KubeCluster, tmp_path: Pa
     # A role that may read Jobs but not Nodes or Events still gets its queue.
     kube.server.fail(403, path_contains="/nodes", message='nodes is forbidden: User "ana" cannot list resource "nodes"')
     kube.server.fail(403, path_contains="/events", message="events is forbidden")
-    with caplog.at_level(logging.WARNING, logger="gpuconsole.backends.kube"):
+    with caplog.at_level(logging.WARNING, logger="gpuconsole.backends.kube.source"):
         reading = kube.backend().poll_jobs()
         assert [j.name for j in reading.jobs] == ["train-a"] and reading.nodes == ()
         assert [j.name for j in kube.backend(watch=False).poll_jobs().jobs] == ["train-a"]
@@ -351,7 +351,7 @@ def test_an_object_that_cannot_be_read_is_skipped_and_logged(kube: KubeCluster, 
     kube.server.add_raw("jobs", {"metadata": {"name": "no-uid", "namespace": "ml"}, "spec": {}, "status": {}})
     kube.server.add_raw("jobs", {"metadata": {"name": "odd-status", "namespace": "ml", "uid": "u-1"}, "status": "weird"})
     kube.server.add_raw("pods", {"metadata": "not an object"})
-    with caplog.at_level(logging.WARNING, logger="gpuconsole.backends.kube"):
+    with caplog.at_level(logging.WARNING, logger="gpuconsole.backends.kube.source"):
         for backend in (kube.backend(watch=False), kube.backend()):
             assert [j.name for j in backend.poll_jobs().jobs] == ["good"]
     assert "skipping Job ml/bad-gpus" in caplog.text and "skipping Job ml/odd-status" in caplog.text
@@ -516,7 +516,7 @@ async def test_the_console_shows_the_jobs_live_goes_stale_under_a_hang_and_recov
 
 
 def test_the_command_line_flags_reach_the_backend(kube: KubeCluster, tmp_path: Path) -> None:
-    from gpuconsole.cli import make_console, parse_args
+    from gpuconsole.cli.main import make_console, parse_args
 
     two = ks.write_kubeconfig(tmp_path / "two", kube.server.url, {"first": {}, "second": {"token": OTHER_TOKEN}})
     args = parse_args(["snapshot", "--no-db", "--kubeconfig", str(two), "--context", "second",
@@ -590,7 +590,7 @@ def test_the_test_server_creates_patches_deletes_and_streams_logs_for_the_offici
 
 def test_the_console_submits_to_the_cluster_it_watches(kube: KubeCluster, monkeypatch) -> None:
     """The jobs the console watches and the ones it submits go through one context's client."""
-    from gpuconsole.core.manifests import JobRequest
+    from gpuconsole.core.ops.manifests import JobRequest
 
     monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
     options = ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off", namespaces=("ml",)),
@@ -636,7 +636,7 @@ async def test_the_palette_switches_the_kubernetes_context_like_ctx(kube: KubeCl
         await wait_in_app(lambda: any(j.name == "train-a" for j in app.snapshot.jobs)
                           and any(r.token == OTHER_TOKEN for r in kube.server.requests), timeout=10)
         assert console.kube_contexts()[1] == "second"
-    from gpuconsole.core.actions import ActionError
+    from gpuconsole.core.ops.actions import ActionError
 
     with pytest.raises(ActionError, match="no context 'third'"):
         console.switch_context("third")

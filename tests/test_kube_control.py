@@ -16,8 +16,8 @@ from gpuconsole.backends.base import (
     BackendTimeout,
     JobControl,
 )
-from gpuconsole.backends.kube_control import KubeJobControl
-from gpuconsole.core.manifests import manifests
+from gpuconsole.backends.kube.control import KubeJobControl
+from gpuconsole.core.ops.manifests import manifests
 from tests import kube_server
 from tests.kube_server import cronjob, event, job, pod_for, wait_until
 from tests.test_manifests import (

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuconsole.backends import kube_mapping as km
-from gpuconsole.backends import kube_schema
+from gpuconsole.backends.kube import mapping as km
+from gpuconsole.backends.kube import schema as kube_schema
 from tests import kube_server as ks
 
 STATES = ("pending", "running", "complete", "failed", "suspended")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from gpuconsole.core.manifests import (
+from gpuconsole.core.ops.manifests import (
     DEFAULT_IMAGE,
     JobRequest,
     cron_expression,

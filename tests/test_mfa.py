@@ -8,7 +8,7 @@ import stat
 import pyotp
 import pytest
 
-from gpuconsole.core.mfa import LOCKOUT_S, MfaError, MfaStore, code_at, qr_text
+from gpuconsole.core.access.mfa import LOCKOUT_S, MfaError, MfaStore, code_at, qr_text
 
 
 class Clock:

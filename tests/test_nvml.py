@@ -10,14 +10,14 @@ import threading
 import pynvml
 import pytest
 
-from gpuconsole.backends import nvml
+from gpuconsole.backends.nvml import source as nvml
 from gpuconsole.backends.base import BackendError, BackendUnavailable
-from gpuconsole.backends.nvml import NvmlSource
-from gpuconsole.backends.nvml_procs import parse_cgroup
-from gpuconsole.backends.nvml_query import NA, mig_profile, query
+from gpuconsole.backends.nvml.source import NvmlSource
+from gpuconsole.backends.nvml.procs import parse_cgroup
+from gpuconsole.backends.nvml.query import NA, mig_profile, query
 from gpuconsole.backends.unconfigured import Unconfigured
-from gpuconsole.core.hub import Hub, PollPolicy
-from gpuconsole.core.sources import SourceOptions, build_sources
+from gpuconsole.core.fleet.hub import Hub, PollPolicy
+from gpuconsole.core.fleet.sources import SourceOptions, build_sources
 from gpuconsole.model import MigMode, SourceKind, SourceState
 from tests.fake_nvml import (
     GONE_PID_BASE,
@@ -77,7 +77,7 @@ def test_query_helper_turns_na_errors_into_na_and_logs_missing_functions_once(fa
     fake.missing.add("nvmlDeviceGetFanSpeed")
     fake.initialised = 1
     gpu = fake.gpus[0]
-    with caplog.at_level(logging.INFO, logger="gpuconsole.backends.nvml_query"):
+    with caplog.at_level(logging.INFO, logger="gpuconsole.backends.nvml.query"):
         assert query("nvmlDeviceGetFanSpeed", gpu) is NA
         assert query("nvmlDeviceGetFanSpeed", gpu) is NA
     assert sum("nvmlDeviceGetFanSpeed" in r.message for r in caplog.records) == 1
@@ -88,7 +88,7 @@ def test_query_helper_turns_na_errors_into_na_and_logs_missing_functions_once(fa
 
 def test_versioned_function_falls_back_once_to_the_older_driver_call(fake, source, caplog):
     fake.missing.add("nvmlDeviceGetCurrentClocksEventReasons")
-    with caplog.at_level(logging.INFO, logger="gpuconsole.backends.nvml_query"):
+    with caplog.at_level(logging.INFO, logger="gpuconsole.backends.nvml.query"):
         for _ in range(3):
             reading = source.poll_gpus()
     assert reading.gpus[0].throttle_reasons == ("sw_power_cap",)

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from gpuconsole import cli
-from gpuconsole.backends import nvml
-from gpuconsole.backends.nvml import NvmlSource
+from gpuconsole.cli import main as cli
+from gpuconsole.backends.nvml import source as nvml
+from gpuconsole.backends.nvml.source import NvmlSource
 from gpuconsole.backends.sim import make_sim
-from gpuconsole.core.actions import ActionError, ActionKind, ActionLog
-from gpuconsole.core.gpu_ops import GpuOps, GpuRing
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog
+from gpuconsole.core.ops.gpu_ops import GpuOps, GpuRing
 from gpuconsole.model import Gpu, GpuReading, JobState
 from tests.fake_nvml import GONE_PID_BASE, FakeGpu, FakeNvml, FakeProcess, standard_host
 from tests.helpers import START, FrozenClock

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import pytest
 from rich.text import Text
 
-from gpuconsole.backends import nvml
+from gpuconsole.backends.nvml import source as nvml
 from gpuconsole.model import SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import GpusPane

@@ -183,7 +183,7 @@ def test_styles_and_the_typing_marker_ship(dist: Distribution) -> None:
 @pytest.mark.slow
 def test_every_module_ships(dist: Distribution) -> None:
     modules = [name for name in source_files() if name.startswith("gpuconsole/") and name.endswith(".py")]
-    assert "gpuconsole/cli.py" in modules
+    assert "gpuconsole/cli/main.py" in modules
     missing = [name for name in modules if name not in dist.files]
     assert missing == [], dist.how
 
@@ -202,7 +202,7 @@ def test_the_console_script_and_metadata(dist: Distribution) -> None:
     points = configparser.ConfigParser()
     points.read_string(dist.entry_points)
     assert points.has_section("console_scripts"), dist.entry_points
-    assert points.get("console_scripts", "gpuconsole").strip() == "gpuconsole.cli:main"
+    assert points.get("console_scripts", "gpuconsole").strip() == "gpuconsole.cli.main:main"
     metadata = email.parser.Parser().parsestr(dist.metadata)
     assert metadata["Name"] == "gpuconsole"
     assert metadata["Version"] == gpuconsole.__version__

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuconsole.backends import prometheus_answers as pa
-from gpuconsole.backends import prometheus_mapping as pm
+from gpuconsole.backends.prometheus import answers as pa
+from gpuconsole.backends.prometheus import mapping as pm
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
@@ -21,7 +21,7 @@ from gpuconsole.backends.base import (
     BackendTimeout,
     Capability,
 )
-from gpuconsole.backends.prometheus import (
+from gpuconsole.backends.prometheus.source import (
     PASSWORD_ENV,
     TOKEN_ENV,
     PrometheusGpus,
@@ -214,7 +214,7 @@ def test_poll_reads_every_metric_once_for_the_whole_fleet(canned):
 
 
 def test_identity_and_seldom_changing_values_are_read_again_when_due_or_a_gpu_appears(canned, monkeypatch):
-    from gpuconsole.backends import prometheus as module
+    from gpuconsole.backends.prometheus import source as module
 
     canned.answers = fleet_answers()
     source = source_for(canned.url)
@@ -262,7 +262,7 @@ RESTARTING = (503, b'{"status":"error","errorType":"unavailable","error":"restar
 
 
 def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monkeypatch):
-    from gpuconsole.backends import prometheus as module
+    from gpuconsole.backends.prometheus import source as module
 
     source = polled_once(canned)
     monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)
@@ -281,7 +281,7 @@ def test_a_failed_read_between_polls_is_made_again_by_the_next_poll(canned, monk
 
 
 def test_a_read_between_polls_waits_for_its_moment_and_ends_with_the_source(canned, monkeypatch):
-    from gpuconsole.backends import prometheus as module
+    from gpuconsole.backends.prometheus import source as module
 
     source = polled_once(canned)
     monkeypatch.setattr(module, "SLOW_EVERY_S", 60.0)
@@ -533,7 +533,7 @@ def test_identity_labels_are_decoded_only_where_they_changed():
 
 
 def test_seldom_changing_answers_are_read_again_only_when_they_changed(canned, monkeypatch):
-    from gpuconsole.backends import prometheus as module
+    from gpuconsole.backends.prometheus import source as module
 
     canned.compact = True  # as Prometheus writes: every sample at the query's time
     canned.answers = fleet_answers()

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpuconsole.backends.prometheus import PrometheusGpus, PrometheusSettings
-from gpuconsole.core.hub import PollPolicy
-from gpuconsole.exporter_cmd import MetricsServer, sim_metrics
+from gpuconsole.backends.prometheus.source import PrometheusGpus, PrometheusSettings
+from gpuconsole.core.fleet.hub import PollPolicy
+from gpuconsole.cli.exporter import MetricsServer, sim_metrics
 from gpuconsole.model import Gpu, Job, SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import gib_pair

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuconsole.core import store as store_module
+from gpuconsole.core.fleet import store as store_module
 from gpuconsole.core.paths import check_db_path, config_dir, default_db_path, state_dir
-from gpuconsole.core.store import SCHEMA_VERSION, Store, StoreError
+from gpuconsole.core.fleet.store import SCHEMA_VERSION, Store, StoreError
 from gpuconsole.model import (
     CloudReading,
     CronJob,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuconsole.core.usage import UNKNOWN, usage_report
+from gpuconsole.core.money.usage import UNKNOWN, usage_report
 from gpuconsole.model import Instance, InstanceState, Job, JobState, Market
 
 T0 = 1_800_000_000.0

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuconsole.core import budgets as rules
+from gpuconsole.core.money import budgets as rules
 from gpuconsole.core.paths import config_dir
 from gpuconsole.model import DEFAULT_THRESHOLDS, Budget, BudgetPeriod
 
@@ -181,7 +181,7 @@ def _moment(value: Any, *, end: bool) -> float:
 
 
 def _key_of(message: str, budget: Budget) -> str:
-    """Which key a validation message of :func:`gpuconsole.core.budgets.validate` is about."""
+    """Which key a validation message of :func:`gpuconsole.core.money.budgets.validate` is about."""
     if message.startswith("bad budget name"):
         return "name"
     for key, words in (("webhook", "bad webhook"), ("notify_command", "bad notify command"), ("thresholds", "threshold")):

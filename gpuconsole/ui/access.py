@@ -1,6 +1,6 @@
 """What the UI shows of the access rules: disabled keys with the reason, and the MFA prompt.
 
-The core decides (:mod:`gpuconsole.core.guard`); the UI only mirrors it so a key the role may
+The core decides (:mod:`gpuconsole.core.access.guard`); the UI only mirrors it so a key the role may
 not use is dimmed in the footer and its reason is on screen. The principal (who the user is,
 from the users table) is read in a worker and cached on the app as ``access_principal``;
 until it is read, nothing is disabled and the core still guards every action.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpuconsole.core.access import Principal, denial
-from gpuconsole.core.actions import ActionKind, ActionRequest
+from gpuconsole.core.access.access import Principal, denial
+from gpuconsole.core.ops.actions import ActionKind, ActionRequest
 
 
 def principal_of(app: Any) -> Principal | None:

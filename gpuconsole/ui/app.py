@@ -34,7 +34,7 @@ from textual.lazy import Lazy
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
-from gpuconsole.core.console import Console
+from gpuconsole.core.fleet.console import Console
 from gpuconsole.model import FleetSnapshot, SourceState
 from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
@@ -363,7 +363,7 @@ class GpuConsoleApp(App[int]):
     @work(thread=True, exclusive=True, group="kube-context", exit_on_error=False, description="switch context")
     def switch_context(self, name: str) -> None:
         """Watch another kubeconfig context's jobs (from the palette); failures are one line."""
-        from gpuconsole.core.actions import ActionError
+        from gpuconsole.core.ops.actions import ActionError
 
         try:
             self.core.switch_context(name)

@@ -142,7 +142,7 @@ class ContextCommands(Provider):
     async def _contexts(self) -> tuple[tuple[str, ...], str | None]:
         import asyncio
 
-        from gpuconsole.core.actions import ActionError
+        from gpuconsole.core.ops.actions import ActionError
 
         app = cast("GpuConsoleApp", self.app)
         try:

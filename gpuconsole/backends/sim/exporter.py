@@ -2,7 +2,7 @@
 
 ``gpuconsole sim-exporter --port N`` serves :func:`render` on ``/metrics``, so a real
 Prometheus can scrape the simulated fleet: for the demo of a fleet on a bastion, and for the
-tests of :mod:`gpuconsole.backends.prometheus` against a real server.
+tests of :mod:`gpuconsole.backends.prometheus.source` against a real server.
 
 The metric names and labels are the exporter's (``gpu``, ``UUID``, ``device``, ``modelName``,
 ``Hostname``, ``DCGM_FI_DRIVER_VERSION``; ``GPU_I_PROFILE`` and ``GPU_I_ID`` on the series of a

@@ -21,7 +21,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuconsole.backends.describe import EventLine, describe_text
+from gpuconsole.backends.kube.describe import EventLine, describe_text
 from gpuconsole.backends.sim import catalog, training_log
 from gpuconsole.backends.sim.actions import Actions
 from gpuconsole.backends.sim.ids import IdFactory

@@ -24,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Input
 
-from gpuconsole.core.audit import AuditFilter, AuditRecord
+from gpuconsole.core.access.audit import AuditFilter, AuditRecord
 from gpuconsole.model import FleetSnapshot
 from gpuconsole.ui.format import money
 from gpuconsole.ui.palette import Palette
@@ -55,7 +55,7 @@ def parse_period(words: str, now: float) -> tuple[float | None, float | None]:
     span = SPAN.match(words)
     if span:
         return now - float(span.group(1)) * UNITS[span.group(2)], None
-    from gpuconsole.core.budgets import BudgetError, parse_date
+    from gpuconsole.core.money.budgets import BudgetError, parse_date
 
     start, dots, end = words.partition("..")
     try:
@@ -144,7 +144,7 @@ class AuditPane(Pane):
             usage.show(self.usage_text(snapshot, palette))
 
     def usage_text(self, snapshot: FleetSnapshot, palette: Palette) -> Text:
-        from gpuconsole.core.usage import usage_report
+        from gpuconsole.core.money.usage import usage_report
 
         until = self._filter.until if self._filter.until is not None else snapshot.taken_at
         since = self._filter.since if self._filter.since is not None else until - 30 * 86400
@@ -237,7 +237,7 @@ class AuditPane(Pane):
 
     @work(thread=True, group="audit-export", exit_on_error=False, description="export the audit log")
     def _export(self, form: str, flt: AuditFilter) -> None:
-        from gpuconsole.core.audit import to_csv, to_json
+        from gpuconsole.core.access.audit import to_csv, to_json
         from gpuconsole.core.paths import write_private
 
         audit = self.app.core.guard.audit  # type: ignore[attr-defined]

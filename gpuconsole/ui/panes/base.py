@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input
 
-from gpuconsole.core.actions import ActionKind
+from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.live_table import LiveTable

@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.actions import ActionError, ActionKind
+from gpuconsole.core.ops.actions import ActionError, ActionKind
 from gpuconsole.model import (
     Budget,
     BudgetStatus,

@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.actions import TYPED_CONFIRMATION, ActionError, ActionKind, ActionRequest, confirmation_prompt
+from gpuconsole.core.ops.actions import TYPED_CONFIRMATION, ActionError, ActionKind, ActionRequest, confirmation_prompt
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
 from gpuconsole.ui.format import age, money
 from gpuconsole.ui.palette import Palette

@@ -14,7 +14,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.actions import ActionError, ActionKind, ActionResult
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionResult
 from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, Node, SourceKind
 from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import age, bar, money, short_node

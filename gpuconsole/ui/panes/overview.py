@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
-from gpuconsole.core.costs import gpu_price_per_hour, idle_cost_per_hour
+from gpuconsole.core.money.costs import gpu_price_per_hour, idle_cost_per_hour
 from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity, SourceKind, SourceState
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette

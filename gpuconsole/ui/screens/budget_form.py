@@ -1,6 +1,6 @@
 """``a`` on the Budgets pane: a new budget in one form, with the guide's rule one key away.
 
-The form only collects words; :mod:`gpuconsole.core.budgets` parses and checks them, so the
+The form only collects words; :mod:`gpuconsole.core.money.budgets` parses and checks them, so the
 console and ``gpuconsole budget add`` accept exactly the same budgets.
 """
 
@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
-from gpuconsole.core import budgets as budget_rules
+from gpuconsole.core.money import budgets as budget_rules
 from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, Threshold
 
 PERIODS = [("monthly", "monthly"), ("daily", "daily"), ("from now on (cumulative)", "custom")]

@@ -1,7 +1,7 @@
 """The cost comparison calculator: own server vs cloud on-demand vs spot, recomputed as you type.
 
 Fields on the left, the three options on the right, the index formula under them; the arithmetic
-is :func:`gpuconsole.core.calculator.compare`, the same as ``gpuconsole cost compare``. A preset
+is :func:`gpuconsole.core.money.calculator.compare`, the same as ``gpuconsole cost compare``. A preset
 fills every field; a catalog instance type and region fill the cloud price (on-demand price ÷
 its GPUs) and GPU count. Laid out for 80×24.
 """
@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 
-from gpuconsole.core.calculator import (
+from gpuconsole.core.money.calculator import (
     INDEX_FORMULA,
     INDEX_MEANING,
     PRESETS,
@@ -36,7 +36,7 @@ from gpuconsole.ui.format import money
 if TYPE_CHECKING:
     from textual.app import App
 
-    from gpuconsole.core.catalog import Catalog
+    from gpuconsole.core.money.catalog import Catalog
 
 DEFAULT_PRESET = "resnet50"
 
@@ -169,7 +169,7 @@ class CostCalculatorScreen(Screen[None]):
     # ------------------------------------------------------------------ catalog
     @work(thread=True, exclusive=True, exit_on_error=False, group="calculator-catalog", description="GPU catalog")
     def load_catalog(self) -> None:
-        from gpuconsole.core.catalog import bundled_catalog
+        from gpuconsole.core.money.catalog import bundled_catalog
 
         catalog = bundled_catalog()
         self.app.call_from_thread(self._catalog_loaded, catalog)

@@ -1,7 +1,7 @@
 """Asking before a change: ``y``/``n`` for a stop or reboot, the typed target for a terminate.
 
 The screen only collects the answer; the core checks it again before anything runs
-(:func:`gpuconsole.core.actions.check_confirmation`), so a script cannot skip it either.
+(:func:`gpuconsole.core.ops.actions.check_confirmation`), so a script cannot skip it either.
 """
 
 from __future__ import annotations

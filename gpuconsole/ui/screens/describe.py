@@ -16,8 +16,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from gpuconsole.core.actions import ActionError
-from gpuconsole.core.job_ops import JobOps
+from gpuconsole.core.ops.actions import ActionError
+from gpuconsole.core.ops.job_ops import JobOps
 
 
 class DescribeScreen(ModalScreen[None]):

@@ -25,7 +25,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
-from gpuconsole.core.costs import gpu_price_per_hour
+from gpuconsole.core.money.costs import gpu_price_per_hour
 from gpuconsole.model import Gpu, GpuSample, MigMode
 from gpuconsole.ui.format import money, short_node
 

@@ -18,8 +18,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from gpuconsole.core.actions import ActionError
-from gpuconsole.core.job_ops import JobOps
+from gpuconsole.core.ops.actions import ActionError
+from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
 
 TAIL_LINES = 1000  # what is fetched first; following adds to it up to MAX_LINES

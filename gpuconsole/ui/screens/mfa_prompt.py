@@ -1,6 +1,6 @@
 """The MFA code prompt shown before a destructive admin action.
 
-The code is checked by the core (:meth:`gpuconsole.core.guard.Guard.verify_mfa`) in a worker:
+The code is checked by the core (:meth:`gpuconsole.core.access.guard.Guard.verify_mfa`) in a worker:
 a wrong or replayed code is refused and counted, five in five minutes lock the user out, and
 every attempt is in the audit log. A right code keeps destructive actions open for the window
 of the users table, so a burst of stops asks once.
@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from gpuconsole.core.actions import ActionKind
+from gpuconsole.core.ops.actions import ActionKind
 
 
 class MfaPrompt(ModalScreen[bool]):
@@ -59,7 +59,7 @@ class MfaPrompt(ModalScreen[bool]):
 
     @work(thread=True, exclusive=True, group="mfa", exit_on_error=False, description="check MFA code")
     def _check(self, code: str) -> None:
-        from gpuconsole.core.mfa import MfaError
+        from gpuconsole.core.access.mfa import MfaError
 
         guard = self.app.core.guard  # type: ignore[attr-defined]
         try:

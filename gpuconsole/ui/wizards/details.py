@@ -2,7 +2,7 @@
 
 Key pairs, subnets and security groups of the region, and the default Deep Learning AMI, are
 fetched in thread workers when the step first shows (again when the region or workload
-changed). Every edit is checked at once with :func:`~gpuconsole.core.provision.validate`; the
+changed). Every edit is checked at once with :func:`~gpuconsole.core.ops.provision.validate`; the
 message goes under the field that is wrong.
 """
 
@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Checkbox, Input, Select, SelectionList, Static
 
-from gpuconsole.core.provision import validate
+from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import (
     KeyPair,
     LaunchSpec,

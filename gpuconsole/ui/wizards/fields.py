@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from gpuconsole.core.actions import ActionError, one_line
+from gpuconsole.core.ops.actions import ActionError, one_line
 
 if TYPE_CHECKING:
     from gpuconsole.ui.wizards.provision import ProvisionWizard
@@ -58,7 +58,7 @@ class Field(Vertical):
         label: the words before (or above) the widget.
         widget: the input, select or list the user edits.
         name: the :class:`~gpuconsole.model.LaunchSpec` field it edits (``tag:Owner`` for tags),
-            which is what :func:`~gpuconsole.core.provision.validate` reports problems against.
+            which is what :func:`~gpuconsole.core.ops.provision.validate` reports problems against.
         stacked: the label above the widget instead of before it.
     """
 

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, RadioButton, RadioSet, Static
 
-from gpuconsole.core.provision import PriceRow, price_rows
+from gpuconsole.core.ops.provision import PriceRow, price_rows
 from gpuconsole.model import Market, SpotPrice
 from gpuconsole.ui.format import money
 from gpuconsole.ui.widgets.live_table import LiveTable, right, text

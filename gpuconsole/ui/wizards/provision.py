@@ -29,9 +29,9 @@ from gpuconsole.ui.wizards.review import LaunchStep, ReviewStep
 from gpuconsole.ui.wizards.workload import WorkloadStep
 
 if TYPE_CHECKING:
-    from gpuconsole.core.catalog import Catalog
-    from gpuconsole.core.cloud_ops import CloudOps
-    from gpuconsole.core.provision import LaunchResult  # noqa: F401 - named in a string annotation
+    from gpuconsole.core.money.catalog import Catalog
+    from gpuconsole.core.ops.cloud_ops import CloudOps
+    from gpuconsole.core.ops.provision import LaunchResult  # noqa: F401 - named in a string annotation
     from gpuconsole.ui.app import GpuConsoleApp
 
 STEPS = ("Workload", "Price", "Details", "Review", "Launch")

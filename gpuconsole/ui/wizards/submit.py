@@ -4,7 +4,7 @@ Three steps: the job (name, image, command, GPUs or a MIG profile, workers, sche
 its environment (the NVIDIA and NCCL presets, anything else), and a review of the exact YAML
 the cluster receives. Submit stays off until a server-side dry run (``dryRun=All``) has passed
 for exactly the request on screen; any change sends the review back to a new dry run. Every
-field is read and checked by :mod:`gpuconsole.core.manifests`, the message going under the
+field is read and checked by :mod:`gpuconsole.core.ops.manifests`, the message going under the
 field; the cluster is asked only through ``console.jobs``, in thread workers.
 """
 
@@ -23,9 +23,9 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, ContentSwitcher, Footer, Input, Select, Static
 
-from gpuconsole.core.actions import ActionError, ActionResult
-from gpuconsole.core.job_ops import JobOps
-from gpuconsole.core.manifests import CONCURRENCY_POLICIES, DEFAULT_IMAGE, PRESETS, JobRequest, from_form, validate
+from gpuconsole.core.ops.actions import ActionError, ActionResult
+from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.core.ops.manifests import CONCURRENCY_POLICIES, DEFAULT_IMAGE, PRESETS, JobRequest, from_form, validate
 from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
 

@@ -21,8 +21,8 @@ from textual.widgets import (
     Static,
 )
 
-from gpuconsole.core.catalog import Catalog
-from gpuconsole.core.provision import TypeFilter, recommend
+from gpuconsole.core.money.catalog import Catalog
+from gpuconsole.core.ops.provision import TypeFilter, recommend
 from gpuconsole.model import InstanceType, Workload
 from gpuconsole.ui.format import money
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text

@@ -1,0 +1,93 @@
+"""What the guarded commands share: the ``--mfa-code`` option, asking for a code or a
+confirmation on a terminal, and turning a refusal into one line and an exit status.
+
+Exit statuses of the commands that change something: 0 done, 1 denied, refused or failed
+(the audit log says which), 2 a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from typing import Any, TextIO
+
+
+class CommandFailed(Exception):
+    """The command ran and did not do its work (exit status 1); the message is one line."""
+
+
+class BadInput(Exception):
+    """A bad argument found after parsing (exit status 2); the message is one line."""
+
+
+def add_mfa_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mfa-code", default=None, metavar="CODE",
+                        help="the current code of your authenticator, for actions that need MFA "
+                             "(default $GPUCONSOLE_MFA_CODE, else asked on a terminal)")
+
+
+def make_guard(args: argparse.Namespace) -> Any:
+    from gpuconsole.core.access.guard import default_guard
+
+    return default_guard(read_only=getattr(args, "read_only", False))
+
+
+def guarded_log(guard: Any) -> Any:
+    from gpuconsole.core.ops.actions import ActionLog
+
+    return ActionLog(guard=guard)
+
+
+def interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "") -> None:
+    """Give the guard a fresh MFA code when ``kind`` needs one now (from ``--mfa-code``,
+    ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited; raises :class:`CommandFailed`."""
+    from gpuconsole.core.access.mfa import MfaError, env_code
+
+    if not guard.mfa_pending(kind) or not guard.mfa.enrolled(guard.user):
+        return  # not needed, or not enrolled (the guard denies and records it, with the way out)
+    code = code or env_code()
+    if code is None and interactive():
+        code = getpass.getpass(f"MFA code for {kind.value}: ")
+    if not code:
+        return  # the guard denies it, records the attempt and says a code is needed
+    try:
+        guard.verify_mfa(code, f"{kind.value} {target}".strip())
+    except MfaError as exc:
+        raise CommandFailed(f"MFA: {exc}") from None
+
+
+def ask(prompt: str) -> str:
+    """A line typed on the terminal, or empty when nobody can type (scripts)."""
+    if not interactive():
+        return ""
+    try:
+        return input(f"{prompt} ").strip()
+    except EOFError:
+        return ""
+
+
+def finish(run: Any, out: TextIO | None = None) -> int:
+    """Run ``run(out)`` and map its failures to one line on stderr and an exit status."""
+    from gpuconsole.core.access.access import AccessError
+    from gpuconsole.core.ops.actions import ActionError
+    from gpuconsole.core.access.audit import AuditError
+
+    out = out or sys.stdout
+    try:
+        return int(run(out))
+    except BadInput as exc:
+        print(f"gpuconsole: error: {exc}", file=sys.stderr)
+        return 2
+    except (CommandFailed, ActionError, AccessError, AuditError) as exc:
+        print(f"gpuconsole: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

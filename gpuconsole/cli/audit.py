@@ -1,0 +1,136 @@
+"""``gpuconsole audit``: verify the hash chain, list and export records, and usage by user.
+
+``audit verify`` exits 0 when the chain is intact and 1 naming the first record edited,
+deleted or moved. ``list`` and ``export`` (admins and auditors) take the same filters as the
+Audit pane. ``usage`` sums GPU-hours and cost per user and per namespace over a period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from gpuconsole.cli.access import CommandFailed, finish, make_guard
+
+
+def _date(end: bool) -> Any:
+    def convert(text: str) -> float:
+        from gpuconsole.core.money.budgets import BudgetError, parse_date
+
+        try:
+            return float(parse_date(text, end=end))
+        except BudgetError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = "date"
+    return convert
+
+
+def _filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--actor", default="", metavar="USER", help="records of actors whose name contains USER")
+    parser.add_argument("--action", default="", metavar="VERB", help="records whose action contains VERB (stop, delete-job…)")
+    parser.add_argument("--target", default="", metavar="TEXT", help="records whose target contains TEXT")
+    parser.add_argument("--result", default="", choices=("", "ok", "denied", "failed"), help="only this result")
+    parser.add_argument("--since", type=_date(False), default=None, metavar="DATE", help="from DATE (YYYY-MM-DD[THH:MM], UTC)")
+    parser.add_argument("--until", type=_date(True), default=None, metavar="DATE", help="up to DATE, inclusive")
+
+
+def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    audit = sub.add_parser("audit", help="verify, list and export the audit log; usage by user",
+                           description="The append-only, hash-chained log of every change and every denied attempt.")
+    actions = audit.add_subparsers(dest="audit_command", metavar="ACTION", parser_class=type(audit), required=True)
+    actions.add_parser("verify", help="check the hash chain (exit 1 naming the first bad record)")
+    listing = actions.add_parser("list", help="list records, newest last")
+    _filters(listing)
+    listing.add_argument("--limit", type=int, default=50, metavar="N", help="the newest N records (default 50; 0: all)")
+    listing.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    export = actions.add_parser("export", help="every matching record as CSV or JSON")
+    _filters(export)
+    form = export.add_mutually_exclusive_group(required=True)
+    form.add_argument("--csv", dest="format", action="store_const", const="csv")
+    form.add_argument("--json", dest="format", action="store_const", const="json")
+    export.add_argument("--output", "-o", default=None, metavar="FILE", help="write to FILE (0600) instead of stdout")
+    usage = actions.add_parser("usage", parents=[common], help="GPU-hours and cost per user and namespace")
+    usage.add_argument("--since", type=_date(False), default=None, metavar="DATE", help="from DATE (default: 30 days ago)")
+    usage.add_argument("--until", type=_date(True), default=None, metavar="DATE", help="up to DATE (default: now)")
+    usage.add_argument("--wait", type=float, default=5.0, metavar="S", help="seconds to wait for the sources")
+    usage.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+
+
+def run_audit(args: argparse.Namespace, make_console: Any = None, out: TextIO | None = None) -> int:
+    return finish(lambda o: _run(args, make_console, o), out)
+
+
+def _filter(args: argparse.Namespace) -> Any:
+    from gpuconsole.core.access.audit import AuditFilter
+
+    return AuditFilter(actor=args.actor, action=args.action, target=args.target, since=args.since,
+                       until=args.until, result=args.result)
+
+
+def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
+    from gpuconsole.core.access import audit
+
+    guard = make_guard(args)
+    if args.audit_command == "verify":
+        verdict = guard.audit.verify()
+        if verdict.ok:
+            out.write(verdict.message + "\n")
+            return 0
+        print(f"gpuconsole: audit log TAMPERED: {verdict.message} ({guard.audit.path})", file=sys.stderr)
+        return 1
+    why = guard.may_read_audit()
+    if why is not None:
+        raise CommandFailed(why)
+    if args.audit_command == "usage":
+        return _usage(args, make_console, out)
+    records = guard.audit.records(_filter(args))
+    if args.audit_command == "export":
+        text = audit.to_csv(records) if args.format == "csv" else audit.to_json(records)
+        if args.output:
+            from pathlib import Path
+
+            from gpuconsole.core.paths import write_private
+
+            write_private(Path(args.output), text)
+            out.write(f"{len(records)} record(s) written to {args.output}\n")
+        else:
+            out.write(text)
+        return 0
+    if args.limit:
+        records = records[-args.limit:]
+    if args.json:
+        out.write(audit.to_json(records))
+        return 0
+    for r in records:
+        params = json.loads(r.params)
+        extra = " ".join(f"{k}={v}" for k, v in params.items() if v)
+        out.write(f"{r.seq:>5} {r.ts} {r.actor:<12} {r.role:<10} {r.action:<15} {r.target:<24} {r.result}"
+                  f"{'  ' + extra if extra else ''}\n")
+    if not records:
+        out.write("no audit records match\n")
+    return 0
+
+
+def _usage(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
+    from gpuconsole.core.money.usage import usage_report
+
+    console = make_console(args)
+    try:
+        console.start(open_store=False)
+        console.wait_for_first_answers(args.wait)
+        snap = console.snapshot
+        now = snap.taken_at or time.time()
+        until = args.until if args.until is not None else now
+        since = args.since if args.since is not None else until - 30 * 86400
+        report = usage_report(snap.jobs, snap.instances, since, until)
+    finally:
+        console.close()
+    if args.json:
+        out.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return 0
+    out.write(report.text())
+    return 0

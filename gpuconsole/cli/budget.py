@@ -1,0 +1,365 @@
+"""``gpuconsole budget``: add, list, remove and check budgets from scripts and cron.
+
+``budget check`` reads every source once and exits 0 when every budget is under all its
+thresholds, 1 when a threshold is crossed, and 2 on an error (a bad configuration file, an
+unknown budget, a cloud source that did not answer, an enforced action that failed). With
+``--enforce`` it also runs what is due and not yet done this period: the notifications and the
+automatic budgets' actions (never an action that waits for a user's yes), and prints each.
+
+Every change goes through :class:`~gpuconsole.core.money.budget_ops.BudgetOps`, the console's own
+door, so the command line and the console accept and refuse exactly the same budgets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+CHECK_SCHEMA = "gpuconsole.budget-check/1"
+LIST_SCHEMA = "gpuconsole.budgets/1"
+PERIODS = ("monthly", "daily", "custom")
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _amount(text: str) -> float:
+    words = text.strip().replace(",", "").lstrip("$")
+    try:
+        value = float(words)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than $0, got {text}")
+    return value
+
+
+def _rule(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a budgets parser (its one-line error becomes argparse's)."""
+
+    def convert(text: str) -> Any:
+        from gpuconsole.core.money.budgets import BudgetError
+
+        try:
+            return parse(text)
+        except BudgetError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def _threshold(text: str) -> Any:
+    from gpuconsole.core.money.budgets import parse_threshold
+
+    return _rule(parse_threshold)(text)
+
+
+def _scope(text: str) -> str:
+    from gpuconsole.core.money.budgets import parse_scope
+
+    _rule(parse_scope)(text)
+    return text
+
+
+def _start(text: str) -> float:
+    from gpuconsole.core.money.budgets import parse_date
+
+    return float(_rule(parse_date)(text))
+
+
+def _end(text: str) -> float:
+    from gpuconsole.core.money.budgets import parse_date
+
+    return float(_rule(lambda t: parse_date(t, end=True))(text))
+
+
+def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callable[[str], float]) -> None:
+    """Add ``budget`` and its actions to the CLI's subparsers (``seconds``: the CLI's type for --wait)."""
+    budget = sub.add_parser(
+        "budget",
+        parents=[common],
+        help="add, list, remove and check budgets (for scripts and cron)",
+        description="Budgets with thresholds that notify, stop instances or suspend CronJobs.",
+    )
+    actions = budget.add_subparsers(dest="budget_command", metavar="ACTION", parser_class=type(budget), required=True)
+    add = actions.add_parser(
+        "add", parents=[common], help="add a budget",
+        description="Add a budget. Without --period or dates it counts spend from now on (cumulative, no end).",
+        epilog="thresholds: PCT[f]:ACTION[+ACTION]; actions notify, stop-spot, stop-all, suspend-cronjobs; "
+               "an f after the percentage puts it on the forecast (100f:notify). "
+               "Default: 50:notify 80:notify 100:notify 100f:notify.",
+    )
+    add.add_argument("name", metavar="NAME", help="the budget's name (letters, digits, . _ -)")
+    add.add_argument("--amount", type=_amount, required=True, metavar="USD", help="the limit in US dollars")
+    add.add_argument("--period", choices=PERIODS, default=None,
+                     help="monthly or daily (UTC calendar), or custom (--from, --to); default: from now on, no end")
+    add.add_argument("--from", dest="starts", type=_start, default=None, metavar="DATE",
+                     help="start of a custom period (YYYY-MM-DD or YYYY-MM-DDTHH:MM, UTC; default now)")
+    add.add_argument("--to", dest="ends", type=_end, default=None, metavar="DATE",
+                     help="end of a custom period, inclusive (default: no end)")
+    add.add_argument("--scope", type=_scope, default="all", metavar="SCOPE",
+                     help="all (default), tag:KEY=VALUE or namespace:NS")
+    add.add_argument("--threshold", dest="thresholds", type=_threshold, action="append", default=None,
+                     metavar="PCT:ACTION[+ACTION]", help="repeat for several, e.g. --threshold 80:notify --threshold 100:notify+stop-all")
+    add.add_argument("--automatic", action="store_true", help="run stop and suspend actions without asking")
+    add.add_argument("--notify-command", default="", metavar="CMD",
+                     help="shell command notify runs, with GPUCONSOLE_BUDGET, GPUCONSOLE_MESSAGE … in its environment")
+    add.add_argument("--webhook", default="", metavar="URL", help="https URL notify POSTs a JSON body to")
+    add.add_argument("--replace", action="store_true", help="replace a saved budget of that name")
+
+    listing = actions.add_parser("list", parents=[common], help="list budgets and where they come from")
+    listing.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+
+    remove = actions.add_parser("remove", parents=[common], help="remove a saved budget")
+    remove.add_argument("name", metavar="NAME")
+    from gpuconsole.cli.access import add_mfa_option
+
+    add_mfa_option(remove)
+
+    check = actions.add_parser(
+        "check", parents=[common], help="read the sources once: exit 0 under all thresholds, 1 past one, 2 on error",
+        description="Read every source once and compare spend with each budget's thresholds.",
+    )
+    check.add_argument("names", nargs="*", metavar="NAME", help="check only these budgets")
+    check.add_argument("--enforce", action="store_true",
+                       help="run what is due: notifications and the automatic budgets' actions (once per period)")
+    check.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    check.add_argument("--wait", type=seconds, default=10.0, metavar="S",
+                       help="seconds to wait for every source's first answer (default 10)")
+
+
+# --------------------------------------------------------------------------- running
+
+
+class _Failed(Exception):
+    """A one-line reason the command cannot do its work (exit 2)."""
+
+
+def run_budget(args: argparse.Namespace, *, make_console: Callable[..., Any], open_store: Callable[[], Any],
+               out: TextIO | None = None) -> int:
+    """Run ``budget ACTION``. Returns the exit status."""
+    out = out or sys.stdout
+    try:
+        if args.budget_command == "check":
+            return _check(args, make_console, out)
+        return {"add": _add, "list": _list, "remove": _remove}[args.budget_command](args, open_store, out)
+    except _Failed as exc:
+        print(f"gpuconsole: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from gpuconsole.core.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        raise _Failed(str(exc)) from None
+
+
+def _ops(args: argparse.Namespace, store: Any) -> Any:
+    from gpuconsole.cli.access import guarded_log, make_guard
+    from gpuconsole.core.money.budget_ops import BudgetOps
+
+    return BudgetOps(store=store, config=_config(args), demo_start=time.time() if args.demo else None, act=False,
+                     log=guarded_log(make_guard(args)))
+
+
+def _add(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:
+    from gpuconsole.core.ops.actions import ActionError
+    from gpuconsole.model import DEFAULT_THRESHOLDS, Budget, BudgetPeriod
+
+    if args.no_db:
+        raise _Failed("budgets are saved in the cache database: run budget add without --no-db, or declare it in the config file")
+    dates = args.starts is not None or args.ends is not None
+    if args.period in ("monthly", "daily"):
+        if dates:
+            raise _Failed("--from and --to go with --period custom")
+        period, starts, ends = BudgetPeriod(args.period), None, None
+    else:
+        period, starts, ends = BudgetPeriod.CUSTOM, args.starts if args.starts is not None else time.time(), args.ends
+    budget = Budget(
+        name=args.name, amount=args.amount, period=period, scope=args.scope,
+        thresholds=tuple(args.thresholds) if args.thresholds else DEFAULT_THRESHOLDS,
+        automatic=args.automatic, starts=starts, ends=ends,
+        notify_command=args.notify_command, webhook=args.webhook,
+    )
+    store = open_store()
+    try:
+        ops = _ops(args, store)
+        try:
+            result = ops.add(budget, replace=args.replace)
+        except ActionError as exc:
+            raise _Failed(str(exc)) from None
+    finally:
+        store.close()
+    out.write(result.message + "\n")
+    return 0
+
+
+def _remove(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:
+    from gpuconsole.core.ops.actions import ActionError
+
+    store = open_store()
+    try:
+        try:
+            ops = _ops(args, store)
+            _mfa(ops, args)
+            result = ops.remove(args.name)
+        except ActionError as exc:
+            raise _Failed(str(exc)) from None
+    finally:
+        if store is not None:
+            store.close()
+    out.write(result.message + "\n")
+    return 0
+
+
+def _mfa(ops: Any, args: argparse.Namespace) -> None:
+    """A fresh MFA code for an admin's budget remove (the guard denies and records it without)."""
+    from gpuconsole.cli.access import CommandFailed, ensure_mfa
+    from gpuconsole.core.ops.actions import ActionKind
+
+    try:
+        ensure_mfa(ops.log.guard, ActionKind.BUDGET_REMOVE, args.mfa_code, args.name)
+    except CommandFailed as exc:
+        raise _Failed(str(exc)) from None
+
+
+def _list(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:
+    from gpuconsole.core.money import budgets as rules
+    from gpuconsole.model import to_jsonable
+
+    store = open_store()
+    try:
+        ops = _ops(args, store)
+        budgets = ops.budgets()
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        doc = {
+            "schema": LIST_SCHEMA,
+            "config": str(ops.config.path) if ops.config.path else None,
+            "budgets": [
+                {**to_jsonable(b), "period_text": rules.describe_period(b),
+                 "thresholds_text": [rules.format_threshold(t) for t in b.thresholds]}
+                for b in budgets
+            ],
+        }
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+        return 0
+    if not budgets:
+        out.write("no budgets defined (add one: gpuconsole budget add NAME --amount USD)\n")
+        return 0
+    rows = [(b.name, rules.usd(b.amount), rules.describe_period(b), b.scope,
+             " ".join(rules.format_threshold(t) for t in b.thresholds), "yes" if b.automatic else "no", b.origin)
+            for b in budgets]
+    head = ("NAME", "AMOUNT", "PERIOD", "SCOPE", "THRESHOLDS", "AUTO", "FROM")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
+    for row in (head, *rows):
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return 0
+
+
+def _check(args: argparse.Namespace, make_console: Callable[..., Any], out: TextIO) -> int:
+    from gpuconsole.core.money import budgets as rules
+    from gpuconsole.model import SourceKind, SourceState, to_jsonable
+
+    _config(args)  # a bad file is an error here, not only an alert
+    console = make_console(args, act_on_budgets=False)
+    results: tuple[Any, ...] = ()
+    errors: list[str] = []
+    try:
+        console.start(open_store=False)
+        console.wait_for_first_answers(args.wait)
+        console.stop()  # no poll after this: what is printed is what is enforced
+        snap = console.snapshot
+        ops = console.budget_ops
+        statuses, pending, _ = ops.evaluate(snap)
+        known = {s.budget.name for s in statuses}
+        unknown = [n for n in args.names if n not in known]
+        if unknown:
+            raise _Failed(f"no budget named {', '.join(unknown)} (see gpuconsole budget list)")
+        if args.names:
+            statuses = tuple(s for s in statuses if s.budget.name in args.names)
+            pending = tuple(p for p in pending if p.budget in args.names)
+        cloud = snap.source(SourceKind.CLOUD)
+        if statuses and (cloud is None or cloud.state is not SourceState.LIVE):
+            what = cloud.describe(snap.taken_at) if cloud is not None else "not configured"
+            errors.append(f"cannot check budgets: the cloud source is {what}")
+        elif args.enforce:
+            results = ops.enforce(set(args.names) or None)
+    finally:
+        console.close()
+    failed = [r.message for r in results if not r.ok]
+    crossed = any(s.crossed for s in statuses)
+    code = 2 if errors or failed else 1 if crossed else 0
+    if args.json:
+        doc = {
+            "schema": CHECK_SCHEMA,
+            "taken_at": snap.taken_at,
+            "demo": snap.demo,
+            "status": "error" if code == 2 else "crossed" if crossed else "ok",
+            "exit": code,
+            "budgets": [_status_doc(s, snap.taken_at) for s in statuses],
+            "pending_actions": to_jsonable(pending),
+            "enforced": [{"kind": r.request.kind.value, "target": r.request.target, "ok": r.ok, "message": r.message}
+                         for r in results],
+            "errors": errors + failed,
+        }
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+    else:
+        if not statuses:
+            out.write("no budgets defined (add one: gpuconsole budget add NAME --amount USD)\n")
+        for s in statuses:
+            b = s.budget
+            state = "crossed " + " ".join(rules.format_threshold(t) for t in s.crossed) if s.crossed else "under all thresholds"
+            out.write(f"budget {b.name}: {rules.usd(s.spent)} of {rules.usd(b.amount)} ({s.percent:.0f}%) "
+                      f"{rules.describe_period(b)}, forecast {rules.usd(s.forecast)}; {state}\n")
+        ran = {(r.request.target, dict(r.request.params).get("threshold")) for r in results}
+        for p in pending:
+            if (f"budget {p.budget}", f"{p.percent:g}{'f' if p.basis.value == 'forecast' else ''}") in ran:
+                continue
+            waits = "runs automatically with --enforce" if p.automatic else "waits for a user's yes"
+            out.write(f"pending: budget {p.budget} at {p.percent:g}%: {p.action.value} ({waits}): {p.detail}\n")
+        for r in results:
+            out.write(f"{'done' if r.ok else 'failed'}: {r.message}\n")
+    for line in errors:
+        print(f"gpuconsole: error: {line}", file=sys.stderr)
+    return code
+
+
+def _status_doc(status: Any, now: float) -> dict[str, Any]:
+    from gpuconsole.core.money import budgets as rules
+
+    b = status.budget
+    start, end = rules.period_bounds(b, now)
+    return {
+        "name": b.name,
+        "amount": b.amount,
+        "period": b.period.value,
+        "period_start": start,
+        "period_end": b.ends if b.period.value == "custom" else end,
+        "scope": b.scope,
+        "origin": b.origin,
+        "automatic": b.automatic,
+        "spent": status.spent,
+        "forecast": status.forecast,
+        "percent": status.percent,
+        "burn_per_hour": status.burn_per_hour,
+        "crossed": [rules.format_threshold(t) for t in status.crossed],
+    }

@@ -1,0 +1,155 @@
+"""The guard of the action path: role and namespace, MFA, ``--read-only``, and the audit trail.
+
+:func:`gpuconsole.core.ops.actions.run_action` asks :meth:`Guard.admit` before any request runs and
+hands every result to :meth:`Guard.record`, so the UI and the CLI are checked and recorded the
+same way, for every :class:`~gpuconsole.core.ops.actions.ActionKind` there is or will be. A denied
+attempt is recorded like a done one. The guard fails closed: when the audit log cannot be
+written, nothing runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from gpuconsole.core import paths
+from gpuconsole.core.access.access import (
+    Principal,
+    Role,
+    UsersTable,
+    current_user,
+    denial,
+    needs_mfa_kind,
+)
+from gpuconsole.core.ops.actions import (
+    AUTOMATIC_PREFIX,
+    ActionError,
+    ActionKind,
+    ActionRequest,
+    ActionResult,
+)
+from gpuconsole.core.access.audit import AuditError, AuditLog, result_text
+from gpuconsole.core.access.mfa import MfaError, MfaStore
+
+log = logging.getLogger(__name__)
+
+MFA_ACTION = "mfa-verify"
+
+
+class Guard:
+    """Admits or denies requests for one OS user, and audits what happens.
+
+    Args:
+        users: the users table.
+        mfa: the TOTP secrets and their state.
+        audit: the audit log.
+        user: the OS user acting (default: the login running the console).
+        read_only: deny every change, to everyone (``--read-only``).
+    """
+
+    def __init__(self, users: UsersTable, mfa: MfaStore, audit: AuditLog, *, user: str | None = None,
+                 read_only: bool = False) -> None:
+        self.users = users
+        self.mfa = mfa
+        self.audit = audit
+        self.user = user or current_user()
+        self.read_only = read_only
+
+    @property
+    def principal(self) -> Principal:
+        return self.users.principal(self.user)
+
+    # ------------------------------------------------------------------ questions the UI asks
+    def why_not(self, kind: ActionKind, target: str = "", namespace: str | None = None,
+                params: tuple[tuple[str, str], ...] = ()) -> str | None:
+        """Why the user may not run ``kind`` (on ``target`` in ``namespace``), or None.
+
+        Without a target a developer is asked about any of its namespaces, so a key is enabled
+        when some row could be acted on.
+        """
+        principal = self.principal
+        if namespace is None and not target and principal.role is Role.DEVELOPER and principal.namespaces:
+            namespace = principal.namespaces[0]
+        if namespace is not None:
+            params = (*params, ("namespace", namespace))
+        return denial(principal, ActionRequest(kind, target or "-", params=params), read_only=self.read_only)
+
+    def mfa_required(self, kind: ActionKind) -> bool:
+        """Whether ``kind`` needs a fresh MFA code from this user (an admin of a users table)."""
+        principal = self.principal
+        return principal.managed and principal.role is Role.ADMIN and needs_mfa_kind(kind)
+
+    def mfa_pending(self, kind: ActionKind) -> bool:
+        """Whether a code must be entered before ``kind`` runs now."""
+        return self.mfa_required(kind) and not self.mfa.fresh(self.user, self.users.mfa_window_s())
+
+    def verify_mfa(self, code: str, purpose: str = "") -> None:
+        """Check an MFA code (audited either way, with the ``purpose`` it was asked for, e.g.
+        ``"stop i-0abc"``). Raises :class:`MfaError` with why it failed."""
+        principal = self.principal
+        params = [("for", purpose)] if purpose else []
+        try:
+            self.mfa.verify(self.user, code)
+        except MfaError as exc:
+            self._append(principal, MFA_ACTION, self.user, params, f"denied: {exc}")
+            raise
+        self._append(principal, MFA_ACTION, self.user, params, "ok")
+
+    def enroll_mfa(self) -> tuple[str, str]:
+        """A new TOTP secret for this user (audited); returns the secret and its otpauth URI."""
+        secret, uri = self.mfa.enroll(self.user)
+        self._append(self.principal, "mfa-enroll", self.user, (), "ok")
+        return secret, uri
+
+    def may_read_audit(self) -> str | None:
+        """Why this user may not read the audit log (admins and auditors may), or None."""
+        principal = self.principal
+        if principal.role in (Role.ADMIN, Role.AUDITOR):
+            return None
+        return f"{principal.name} is {principal.role_text}: only admins and auditors read the audit log"
+
+    # ------------------------------------------------------------------ the action path
+    def admit(self, request: ActionRequest) -> None:
+        principal = self.principal
+        reason = denial(principal, request, read_only=self.read_only)
+        if reason is not None:
+            raise ActionError(reason)
+        automatic = request.confirmation.startswith(AUTOMATIC_PREFIX)
+        if self.mfa_required(request.kind) and not automatic:
+            if not self.mfa.enrolled(self.user):
+                raise ActionError(f"{request.kind.value} needs MFA and {self.user} has none: "
+                                  "run gpuconsole users mfa enroll")
+            if not self.mfa.fresh(self.user, self.users.mfa_window_s()):
+                raise ActionError(f"{request.kind.value} needs a current MFA code (--mfa-code in a command; "
+                                  f"a code stays valid {self.users.mfa_window_s():.0f} s)")
+        try:
+            self.audit.check_writable()
+        except AuditError as exc:
+            raise ActionError(f"nothing runs unrecorded: {exc}") from exc
+
+    def record(self, result: ActionResult) -> None:
+        request = result.request
+        params = list(request.params)
+        if request.region:
+            params.append(("region", request.region))
+        if request.confirmation.startswith(AUTOMATIC_PREFIX):
+            params.append(("confirmation", request.confirmation))
+        if result.ok and result.message:
+            params.append(("outcome", result.message))  # what was done: the ids a launch created…
+        self._append(self.principal, request.kind.value, request.target, params, result_text(result.ok, result.message))
+
+    def _append(self, principal: Principal, action: str, target: str, params: list[tuple[str, str]] | tuple[()],
+                result: str) -> None:
+        role = principal.role_text if principal.managed else f"{principal.role_text} (no users table)"
+        try:
+            self.audit.append(principal.name, role, action, target, params, result)
+        except AuditError:
+            log.exception("could not append to the audit log")
+
+
+def default_guard(*, read_only: bool = False, user: str | None = None,
+                  clock: Callable[[], float] = time.time) -> Guard:
+    """The guard over the files of this home (or the ``GPUCONSOLE_*`` overrides)."""
+    return Guard(UsersTable(paths.users_path()), MfaStore(paths.mfa_path(), clock), AuditLog(paths.audit_db_path(), clock),
+                 user=user, read_only=read_only)

@@ -1,0 +1,111 @@
+"""Where the fleet's Prometheus is: the ``--prometheus`` flags over the config file's table.
+
+The configuration file (see :mod:`gpuconsole.core.config`) may hold one ``[prometheus]`` table::
+
+    [prometheus]
+    url = "https://prometheus.example.com"   # required; a path prefix is kept
+    token_file = "/var/run/secrets/prometheus/token"   # bearer token, re-read on every poll
+    # username = "gpuconsole"                # basic auth instead of a token; the password from
+    # password_file = "~/.config/gpuconsole/prometheus-password"   # or $GPUCONSOLE_PROMETHEUS_PASSWORD
+    ca_file = "/etc/ssl/internal-ca.pem"     # verify the server with this CA bundle
+    timeout = 5                              # seconds to connect, and to wait for each answer
+    selector = 'cluster="prod"'              # label matchers added to every query
+    compress = true                          # gzip answers: for a distant Prometheus over a slow link
+
+A flag given on the command line wins over the same key of the file; ``--prometheus`` with a
+URL replaces the file's whole table (so a token meant for one server never goes to another).
+The token may also come from ``$GPUCONSOLE_PROMETHEUS_TOKEN``. Nothing is read from the network
+to decide: with ``--gpus auto`` the GPU source is Prometheus exactly when a URL is configured.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuconsole.backends.prometheus.source import PrometheusSettings
+from gpuconsole.core.config import ConfigError, config_path
+
+TABLE = "prometheus"
+KEYS = ("url", "token_file", "username", "password_file", "ca_file", "timeout", "selector", "compress")
+# What the command line calls a key, after --prometheus-, where it is not the key itself.
+_FLAGS = {"token_file": "token-file", "username": "user", "password_file": "password-file", "ca_file": "ca",
+          "compress": "gzip"}
+
+
+def from_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The ``[prometheus]`` table of the configuration file (``{}`` when there is none).
+
+    A file that is missing at the default place, or is not TOML, gives ``{}`` here: the budgets'
+    reading of the same file reports those problems. A bad key of the table raises.
+
+    Raises:
+        ConfigError: a key that is unknown or of the wrong type (one line naming file and key).
+    """
+    path, _named = config_path(explicit, env)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    table = data.get(TABLE)
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: key {TABLE}: write it as a [prometheus] table")
+    for key, value in table.items():
+        if key not in KEYS:
+            raise ConfigError(f"{path}: [prometheus] key {key}: unknown key (known: {', '.join(KEYS)})")
+        if key == "timeout":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{path}: [prometheus] key timeout: expected a number of seconds, got {value!r}")
+        elif key == "compress":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [prometheus] key compress: expected true or false, got {value!r}")
+        elif not isinstance(value, str) or not value:
+            raise ConfigError(f"{path}: [prometheus] key {key}: expected a non-empty string, got {value!r}")
+    if "url" not in table:
+        raise ConfigError(f"{path}: [prometheus] key url: the table needs the server's URL")
+    return {**table, "_path": str(path)}
+
+
+def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
+            env: Mapping[str, str] = os.environ) -> PrometheusSettings | None:
+    """The settings to use, or None when no Prometheus is configured.
+
+    Args:
+        flags: ``url``, ``token_file``, ``username``, ``password_file``, ``ca_file``, ``timeout``,
+            ``selector``, ``compress`` from the command line (None where not given).
+
+    Raises:
+        ValueError: a bad value, in one line (a :class:`ConfigError` names the file and key).
+    """
+    given = {k: v for k, v in flags.items() if v is not None and k in KEYS}
+    table = {} if given.get("url") else from_config(explicit_config, env)
+    where = f"{table.pop('_path')}: [prometheus]: " if table else ""
+    merged = {**table, **given}
+    if not merged.get("url"):
+        if given:
+            raise ValueError(f"--prometheus-{_FLAGS.get(next(iter(given)), next(iter(given)))} needs --prometheus URL")
+        return None
+    settings = PrometheusSettings(
+        url=str(merged["url"]),
+        token_file=_path(merged.get("token_file")),
+        username=merged.get("username"),
+        password_file=_path(merged.get("password_file")),
+        ca_file=_path(merged.get("ca_file")),
+        timeout=float(merged.get("timeout", 5.0)),
+        selector=str(merged.get("selector", "")),
+        compress=bool(merged.get("compress", False)),
+    )
+    try:
+        return settings.check(env)
+    except ValueError as exc:
+        raise ValueError(f"{where}{exc}") from None
+
+
+def _path(value: Any) -> str | None:
+    return str(Path(value).expanduser()) if value else None

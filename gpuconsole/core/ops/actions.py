@@ -1,0 +1,202 @@
+"""The one path every change to the fleet takes: request → confirmation check → backend → result.
+
+The UI and the CLI build an :class:`ActionRequest` and hand it to the core, which checks that a
+destructive action carries the confirmation it needs (for a terminate: the instance id typed by
+the user) before any backend is called, and turns every backend failure into one line. Roles,
+MFA and the audit trail attach here, so neither door can skip them.
+
+Budgets act through the same path. A budget marked automatic confirms its own stop and suspend
+actions with ``"automatic:<budget>"`` (the request names the budget in its ``budget`` param);
+that confirmation is accepted for :data:`AUTOMATIC_KINDS` only, never for a terminate.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuconsole.backends.base import BackendError
+
+log = logging.getLogger(__name__)
+
+
+class ActionKind(str, enum.Enum):
+    """What a request does; the value is the verb shown to users and written to logs."""
+
+    LAUNCH = "launch"
+    START = "start"
+    STOP = "stop"
+    REBOOT = "reboot"
+    TERMINATE = "terminate"
+    SUSPEND_CRONJOB = "suspend-cronjob"
+    SUBMIT_JOB = "submit-job"
+    DELETE_JOB = "delete-job"
+    SUSPEND_JOB = "suspend-job"
+    RESUME_JOB = "resume-job"
+    TRIGGER_CRONJOB = "trigger-cronjob"
+    BUDGET_ADD = "budget-add"
+    BUDGET_REMOVE = "budget-remove"
+    NOTIFY = "notify"
+    KILL_PROCESS = "kill-process"
+    USER_ADD = "user-add"
+    USER_SET_ROLE = "user-set-role"
+    USER_REMOVE = "user-remove"
+
+    @property
+    def destructive(self) -> bool:
+        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB,
+                        ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB, ActionKind.KILL_PROCESS)
+
+
+# Actions whose confirmation is the target itself, typed by the user (an accidental Enter must
+# never terminate a machine that holds a week of training).
+TYPED_CONFIRMATION = frozenset({ActionKind.TERMINATE})
+
+# What an automatic budget may do without a user: stop instances and suspend CronJobs. A terminate
+# loses data and is never in this set.
+AUTOMATIC_KINDS = frozenset({ActionKind.STOP, ActionKind.SUSPEND_CRONJOB})
+AUTOMATIC_PREFIX = "automatic:"
+
+
+def automatic_confirmation(budget: str) -> str:
+    """The confirmation an automatic budget named ``budget`` gives its own actions."""
+    return f"{AUTOMATIC_PREFIX}{budget}"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRequest:
+    """One change asked for.
+
+    Attributes:
+        kind: what to do.
+        target: the thing it is done to (an instance id; for a launch the instance type).
+        region: where the target lives, for cloud actions.
+        confirmation: what the user typed or agreed to: the target for a typed confirmation,
+            ``"yes"`` for a plain one.
+        params: extra parameters, as (name, value) pairs, for display and records.
+    """
+
+    kind: ActionKind
+    target: str
+    region: str = ""
+    confirmation: str = ""
+    params: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        where = f" in {self.region}" if self.region else ""
+        return f"{self.kind.value} {self.target}{where}"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    request: ActionRequest
+    ok: bool
+    message: str
+    ts: float
+
+
+class ActionError(Exception):
+    """An action was refused or failed; the message is one line for the user."""
+
+
+class ActionDenied(ActionError):
+    """The role, the MFA check or ``--read-only`` refused the action (message ``denied: …``)."""
+
+
+class ActionGuard(Protocol):
+    """Who may act, and the audit trail (:class:`gpuconsole.core.access.guard.Guard`)."""
+
+    def admit(self, request: ActionRequest) -> None:
+        """Raise :class:`ActionError` saying why ``request`` may not run."""
+
+    def record(self, result: ActionResult) -> None:
+        """Append ``result`` to the audit log."""
+
+
+def confirmation_prompt(kind: ActionKind, target: str) -> str:
+    """What the user is asked before ``kind`` runs on ``target``."""
+    if kind in TYPED_CONFIRMATION:
+        return f"Type {target} to {kind.value} it. This cannot be undone."
+    return f"{kind.value.capitalize()} {target}? (y/n)"
+
+
+def check_confirmation(request: ActionRequest) -> None:
+    """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
+    if request.confirmation.startswith(AUTOMATIC_PREFIX):
+        if request.kind not in AUTOMATIC_KINDS:
+            raise ActionError(f"not confirmed: {request.kind.value} never runs automatically; a user must confirm it")
+        budget = dict(request.params).get("budget", "")
+        if not budget or request.confirmation != automatic_confirmation(budget):
+            raise ActionError(f"not confirmed: {request.describe()} names no automatic budget")
+        return
+    if request.kind in TYPED_CONFIRMATION:
+        if request.confirmation.strip() != request.target:
+            raise ActionError(f"not confirmed: type {request.target} exactly to {request.kind.value} it")
+    elif request.kind.destructive and request.confirmation != "yes":
+        raise ActionError(f"not confirmed: {request.describe()} needs a yes")
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class ActionLog:
+    """The recent results, newest last, for the UI's status line and the tests (bounded)."""
+
+    def __init__(self, limit: int = 200, guard: ActionGuard | None = None) -> None:
+        self._limit = limit
+        self._items: list[ActionResult] = []
+        self._lock = threading.Lock()
+        self.guard = guard  # checks every request of run_action and audits every result added
+
+    def add(self, result: ActionResult) -> None:
+        if self.guard is not None:
+            self.guard.record(result)
+        with self._lock:
+            self._items.append(result)
+            del self._items[: -self._limit]
+
+    def recent(self) -> tuple[ActionResult, ...]:
+        with self._lock:
+            return tuple(self._items)
+
+
+def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
+               clock: Callable[[], float] = time.time) -> ActionResult:
+    """Check ``request``, run ``do`` (which returns a one-line success message), record the result.
+
+    The log's guard, when it has one, admits the request first (role, namespace, MFA,
+    ``--read-only``), whatever its kind, and audits every result.
+
+    Raises:
+        ActionError: denied, refused (not confirmed) or failed in the backend; recorded either way.
+    """
+    if record.guard is not None:
+        try:
+            record.guard.admit(request)
+        except ActionError as exc:
+            record.add(ActionResult(request, False, f"denied: {exc}", clock()))
+            log.info("%s denied: %s", request.describe(), exc)
+            raise ActionDenied(f"denied: {exc}") from exc
+    try:
+        check_confirmation(request)
+    except ActionError as exc:
+        record.add(ActionResult(request, False, f"refused: {exc}", clock()))
+        raise
+    try:
+        message = do()
+    except BackendError as exc:
+        line = one_line(exc)
+        record.add(ActionResult(request, False, f"failed: {line}", clock()))
+        log.info("%s failed: %s", request.describe(), line)
+        raise ActionError(line) from exc
+    result = ActionResult(request, True, message, clock())
+    record.add(result)
+    log.info("%s: %s", request.describe(), message)
+    return result

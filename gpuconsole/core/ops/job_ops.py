@@ -1,0 +1,202 @@
+"""Jobs through the core: submit, delete, suspend and resume, trigger, logs and describe.
+
+The UI and the CLI change jobs only through :class:`JobOps` (``console.jobs``). Each change is an
+:class:`~gpuconsole.core.ops.actions.ActionRequest` run by :func:`~gpuconsole.core.ops.actions.run_action`,
+so the confirmation a delete or a suspend needs (``"yes"``) is checked here, before the cluster is
+asked, and every result is recorded. Every method blocks (it calls the cluster): call it from a
+worker thread. Every failure reaches the caller as :class:`~gpuconsole.core.ops.actions.ActionError`
+with one line.
+
+The backend is the Hub's job source. It can act when it is a
+:class:`~gpuconsole.backends.base.JobControl` itself (the simulator) or offers one as its
+``job_control`` attribute (the Kubernetes adapter, built on the adapter's own API client).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from gpuconsole.backends.base import BackendError, JobControl
+from gpuconsole.core.ops import manifests as jobspec
+from gpuconsole.core.ops.actions import (
+    ActionError,
+    ActionKind,
+    ActionLog,
+    ActionRequest,
+    ActionResult,
+    one_line,
+    run_action,
+)
+from gpuconsole.core.ops.manifests import JobRequest
+
+T = TypeVar("T")
+
+NOT_A_CLUSTER = "this job source cannot change jobs (no Kubernetes cluster or demo is connected)"
+KINDS = ("Job", "CronJob")
+LOG_TAIL = 1000
+
+
+def control_of(backend: Any) -> JobControl | None:
+    """The :class:`JobControl` of a job source, if it has one."""
+    if isinstance(backend, JobControl):
+        return backend
+    control = getattr(backend, "job_control", None)
+    return control if isinstance(control, JobControl) else None
+
+
+class JobOps:
+    """What the console can do with the jobs of the cluster it watches.
+
+    Args:
+        backend: the job source of the Hub (the simulator, the Kubernetes adapter, or a stand-in).
+        clock: the console's clock (schedules' next runs are computed from it).
+        log: where every action's result is recorded.
+    """
+
+    def __init__(self, backend: Any, clock: Callable[[], float] = time.time, log: ActionLog | None = None) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.log = log if log is not None else ActionLog()
+
+    # ------------------------------------------------------------------ what there is
+    @property
+    def control(self) -> JobControl | None:
+        return control_of(self.backend)
+
+    @property
+    def available(self) -> bool:
+        """Whether the job source can submit and change jobs."""
+        return self.control is not None
+
+    # ------------------------------------------------------------------ requests (pure)
+    @staticmethod
+    def validate(req: JobRequest) -> dict[str, str]:
+        return jobspec.validate(req)
+
+    @staticmethod
+    def manifests(req: JobRequest) -> list[dict[str, Any]]:
+        return jobspec.manifests(req)
+
+    @staticmethod
+    def preview(req: JobRequest) -> str:
+        """The YAML the cluster will receive."""
+        return jobspec.to_yaml(jobspec.manifests(req))
+
+    def next_runs(self, schedule: str, count: int = 3) -> list[float]:
+        """The next run times of a schedule from now. Raises ValueError for a bad schedule."""
+        return jobspec.next_runs(schedule, self.clock(), count)
+
+    # ------------------------------------------------------------------ submitting
+    def submit(self, req: JobRequest, *, dry_run: bool = False) -> ActionResult:
+        """Create the Job or CronJob (and a distributed job's Service) that ``req`` describes.
+
+        With ``dry_run`` the cluster checks every object and stores nothing; a dry run changes
+        nothing, so it is answered but not recorded.
+
+        Raises:
+            ActionError: ``req`` is invalid (``"field: message"``), or the cluster refused it.
+        """
+        problems = jobspec.validate(req)
+        if problems:
+            field, message = next(iter(problems.items()))
+            raise ActionError(f"{field}: {message}")
+        objects = jobspec.manifests(req)
+        params = (("kind", req.kind), ("image", req.image), ("gpus", str(req.gpus)),
+                  ("mig", req.mig_profile), ("workers", str(req.workers)), ("schedule", req.schedule))
+        request = ActionRequest(ActionKind.SUBMIT_JOB, f"{req.namespace}/{req.name}", params=params)
+        if dry_run:
+            created = self._call(lambda: self._control().submit(objects, dry_run=True))
+            return ActionResult(request, True, f"dry run passed: {', '.join(created)}", self.clock())
+
+        def do() -> str:
+            return "created " + ", ".join(self._control().submit(objects))
+
+        return run_action(request, do, self.log, self.clock)
+
+    # ------------------------------------------------------------------ changing
+    def delete(self, kind: str, namespace: str, name: str, confirmation: str = "") -> ActionResult:
+        """Delete a Job (its pods go too) or a CronJob (its Jobs go too). Needs ``"yes"``."""
+        kind = _kind(kind)
+        request = ActionRequest(ActionKind.DELETE_JOB, f"{namespace}/{name}", confirmation=confirmation,
+                                params=(("kind", kind),))
+
+        def do() -> str:
+            self._control().delete(kind, namespace, name)
+            return f"deleted {kind} {namespace}/{name}"
+
+        return run_action(request, do, self.log, self.clock)
+
+    def suspend(self, kind: str, namespace: str, name: str, confirmation: str = "") -> ActionResult:
+        """Suspend a Job (its running pods are stopped) or a CronJob (no new runs). Needs ``"yes"``."""
+        kind = _kind(kind)
+        action = ActionKind.SUSPEND_JOB if kind == "Job" else ActionKind.SUSPEND_CRONJOB
+        request = ActionRequest(action, f"{namespace}/{name}", confirmation=confirmation, params=(("kind", kind),))
+
+        def do() -> str:
+            self._control().suspend(kind, namespace, name, True)
+            return f"suspended {kind} {namespace}/{name}"
+
+        return run_action(request, do, self.log, self.clock)
+
+    def resume(self, kind: str, namespace: str, name: str) -> ActionResult:
+        """Resume a suspended Job (new pods) or CronJob (runs from its next time on)."""
+        kind = _kind(kind)
+        request = ActionRequest(ActionKind.RESUME_JOB, f"{namespace}/{name}", params=(("kind", kind),))
+
+        def do() -> str:
+            self._control().suspend(kind, namespace, name, False)
+            return f"resumed {kind} {namespace}/{name}"
+
+        return run_action(request, do, self.log, self.clock)
+
+    def trigger(self, namespace: str, cronjob: str) -> ActionResult:
+        """Run a CronJob now, as ``kubectl create job --from=cronjob/<name>`` does."""
+        request = ActionRequest(ActionKind.TRIGGER_CRONJOB, f"{namespace}/{cronjob}", params=(("kind", "CronJob"),))
+
+        def do() -> str:
+            job = self._control().trigger(namespace, cronjob)
+            return f"created Job {namespace}/{job} from CronJob {cronjob}"
+
+        return run_action(request, do, self.log, self.clock)
+
+    # ------------------------------------------------------------------ reading
+    def logs(self, namespace: str, pod: str, *, tail_lines: int = LOG_TAIL, follow: bool = False,
+             stop: threading.Event | None = None) -> Iterator[str]:
+        """A pod's log lines as they come; a failure ends the iteration with :class:`ActionError`."""
+        control = self._call(self._control)
+        lines = control.logs(namespace, pod, tail_lines=tail_lines, follow=follow, stop=stop)
+        try:
+            yield from lines
+        except BackendError as exc:
+            raise ActionError(one_line(exc)) from exc
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+
+    def describe(self, kind: str, namespace: str, name: str) -> str:
+        """The object as YAML, then its recent events."""
+        kind = _kind(kind)
+        return self._call(lambda: self._control().describe(kind, namespace, name))
+
+    # ------------------------------------------------------------------ helpers
+    def _control(self) -> JobControl:
+        control = self.control
+        if control is None:
+            raise BackendError(NOT_A_CLUSTER)
+        return control
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except BackendError as exc:
+            raise ActionError(one_line(exc)) from exc
+
+
+def _kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ActionError(f"cannot act on a {kind}: only Jobs and CronJobs")
+    return kind
