@@ -3,7 +3,7 @@ job → instance → $/h join, and charts from the source's own history."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 import pytest
 

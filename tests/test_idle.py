@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
-from dataclasses import replace
+from msgspec.structs import replace
 
 import pytest
 

@@ -116,7 +116,7 @@ def test_instances_launched_unencrypted_or_with_imdsv1_while_they_are_there(tmp_
 
 def test_a_console_launch_records_what_hygiene_needs(tmp_path) -> None:
     """Launched through the core, unencrypted with IMDSv1: the overview says so."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from gpuconsole.core.access.guard import default_guard
     from gpuconsole.model import LaunchSpec
@@ -137,7 +137,7 @@ def test_a_console_launch_records_what_hygiene_needs(tmp_path) -> None:
 
 
 def test_the_overview_alert_follows_a_launch(tmp_path) -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from gpuconsole.model import LaunchSpec
     from tests.helpers import demo_console, wait_for

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import re
 import threading
@@ -22,17 +21,10 @@ from gpuconsole.backends.base import (
 )
 from gpuconsole.backends.sim import FaultMode, FaultPlan, SimWorld, make_sim
 from gpuconsole.model import (
-    Gpu,
-    GpuProcess,
     InstanceState,
     JobState,
     Market,
     MigMode,
-    MigSlice,
-    make_gpu,
-    make_process,
-    make_slice,
-    slotted_constructor,
     to_jsonable,
 )
 
@@ -414,65 +406,6 @@ def test_any_seed_gives_a_consistent_world(seed: int, steps: int, nodes: int | N
         assert node.gpu_allocated == sum(running[p].gpus for p in running
                                          if running[p].node == node.name and not running[p].mig_profile)
         assert allocated[node.name] <= node.gpu_capacity
-
-
-def test_fast_gpu_constructor_builds_equal_values() -> None:
-    args = ("GPU-x", "node", 0, "A100", 50.5, 1000, 81920, 50, 300.1, 400.0, MigMode.DISABLED, (), ())
-    assert make_gpu is not Gpu, "the slotted constructor applies to the Gpu of the model as it is"
-    made = make_gpu(*args)
-    assert made == Gpu(*args) and type(made) is Gpu
-    assert made.not_reported == () and made.pod is None and made.pci_bus_id == ""
-    extra = {"pod": "train-0", "namespace": "ml", "sm_clock_mhz": 1410, "throttle_reasons": ("sw_power_cap",)}
-    assert make_gpu(*args[:10], **extra) == Gpu(*args[:10], **extra)
-    with pytest.raises(TypeError):
-        make_gpu("GPU-x")  # the same signature as Gpu(...): the required fields are required
-    named = ("uuid", "node", "index", "name", "utilization", "memory_used_mib", "memory_total_mib", "temperature_c",
-             "power_w", "power_limit_w", "pod")
-    by_position = slotted_constructor(Gpu, named)
-    assert by_position(*args[:10], "train-0") == Gpu(*args[:10], pod="train-0")
-    with pytest.raises(ValueError, match="required"):
-        slotted_constructor(Gpu, ("uuid", "pod"))
-    with pytest.raises(AttributeError):
-        made.utilization = 1.0  # type: ignore[misc]
-    process = (7, "GPU-x", "python", 100, None, "ana", "uid-1", "compute", "python train.py", 12.5, 80.0, None)
-    assert make_process is not GpuProcess and make_process(*process) == GpuProcess(*process)
-    assert make_process(1, "GPU-x", "python", 5) == GpuProcess(1, "GPU-x", "python", 5)
-    part = ("MIG-GPU-x/1/0", "GPU-x", 1, 0, "3g.40gb", 40192, 100, 12.5, "uid-1")
-    assert make_slice is not MigSlice and make_slice(*part) == MigSlice(*part)
-
-
-def test_fast_constructor_serves_only_the_classes_it_can_and_any_field_names() -> None:
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Named:  # fields named like what a made constructor holds
-        value: int
-        _made: str = "m"
-        made: tuple[int, ...] = ()
-
-    make = slotted_constructor(Named)
-    assert make is not Named
-    assert make(1) == Named(1) and make(2, "x", (3,)) == Named(2, "x", (3,))
-    assert slotted_constructor(Named, ("value", "made"))(5, (6,)) == Named(5, made=(6,))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        make(1).value = 2  # type: ignore[misc]
-
-    @dataclasses.dataclass(frozen=True)
-    class Plain:  # no slots: nothing to fill directly
-        value: int
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Derived(Named):  # its base holds slots of its own
-        extra: int = 0
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Checked:
-        value: int
-
-        def __post_init__(self) -> None:
-            if self.value < 0:
-                raise ValueError("negative")
-
-    for cls in (Plain, Derived, Checked):
-        assert slotted_constructor(cls) is cls
 
 
 # ------------------------------------------------------------------ faces and faults

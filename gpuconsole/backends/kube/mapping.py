@@ -31,7 +31,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from msgspec.structs import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any

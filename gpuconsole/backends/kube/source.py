@@ -40,7 +40,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from msgspec.structs import replace
 from pathlib import Path
 from typing import Any
 

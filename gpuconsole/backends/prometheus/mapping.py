@@ -39,7 +39,7 @@ from gpuconsole.backends.prometheus.answers import (
     column_of,
     series_of,
 )
-from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice, slotted_constructor
+from gpuconsole.model import Gpu, GpuSample, MigMode, MigSlice
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
@@ -184,13 +184,6 @@ def _no_value(_key: object) -> None:
     return None
 
 
-# The fields a whole GPU's values fill, by position (the others at their defaults).
-_make_gpu = slotted_constructor(Gpu, (
-    "uuid", "node", "index", "name", "utilization", "memory_used_mib", "memory_total_mib", "temperature_c", "power_w",
-    "power_limit_w", "memory_utilization", "sm_clock_mhz", "memory_clock_mhz", "xid_errors", "gr_engine_active", "pod",
-    "namespace"))
-
-
 @contextmanager
 def _no_collection() -> Iterator[None]:
     """No cyclic garbage collection while a reading's thousands of GPUs are made: every few
@@ -234,10 +227,15 @@ def _build_gpus(columns: Mapping[str, Column], roster: Roster) -> tuple[Gpu, ...
         if more is not absent:
             total = list(map(add, total, _present(more, 0.0)))
     uuids, nodes, indexes, models, pods, namespaces = roster.listed()
+    # Gpu's fields by position, those the exporter does not report at their defaults (repeat):
+    # the whole map runs in C, msgspec's constructor included.
     out = list(map(
-        _make_gpu, uuids, nodes, indexes, models, utilization, list(map(round, used)), list(map(round, total)),
+        Gpu, uuids, nodes, indexes, models, utilization, list(map(round, used)), list(map(round, total)),
         list(map(int, _present(temp, 0))), _rounded(_present(power, 0.0), 1), _rounded(_present(limit, 0.0), 1),
-        memutil, _rounded(sm), _rounded(memclk), _rounded(xid), gr_percent, pods, namespaces))
+        repeat(MigMode.DISABLED), repeat(()), repeat(()), repeat(""),  # mig_mode … pci_bus_id
+        memutil, _rounded(sm), _rounded(memclk),
+        *(repeat(None),) * 6, repeat(()), repeat(None), repeat(None), repeat(()),  # fan_percent … vgpu_instances
+        _rounded(xid), gr_percent, pods, namespaces))
     if roster.parts:  # MIG GPUs: made again, of their own values and their instances'
         parts = [columns[m].parts.get if m in columns else _no_value for m in METRICS]
         for i, (key, ident) in enumerate(roster.gpus.items()):

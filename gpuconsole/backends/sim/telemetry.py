@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from gpuconsole.backends.sim.catalog import MIG_TOTAL_COMPUTE
 from gpuconsole.backends.sim.state import SimGpu, SimJob
-from gpuconsole.model import Gpu, MigMode, make_gpu, make_process, make_slice
+from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice
 
 _DISABLED = MigMode.DISABLED
 
@@ -90,9 +90,9 @@ def gpu_view(g: SimGpu) -> Gpu:
         util = round(g.util, 1)
         procs = g.procs
         if procs:  # the job's one process per GPU keeps its SMs as busy as the GPU is
-            procs = tuple([make_process(p.pid, p.gpu_uuid, p.name, p.memory_used_mib, p.mig_uuid, p.user, p.pod_uid,
+            procs = tuple([GpuProcess(p.pid, p.gpu_uuid, p.name, p.memory_used_mib, p.mig_uuid, p.user, p.pod_uid,
                                       p.kind, p.command, p.cpu_percent, util) for p in procs])
-        view = make_gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total,
+        view = Gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total,
                          int(g.temp), round(g.power, 1), g.limit, _DISABLED, (), procs)
     g.view = view
     return view
@@ -104,11 +104,11 @@ def _mig_view(g: SimGpu) -> Gpu:
     for sl in g.slices:
         job = sl.job
         pod_uid = job.pod_uid if job is not None else None
-        slices.append(make_slice(sl.uuid, g.uuid, sl.gi_id, sl.ci_id, sl.profile, sl.memory_total,
+        slices.append(MigSlice(sl.uuid, g.uuid, sl.gi_id, sl.ci_id, sl.profile, sl.memory_total,
                                  sl.mem, round(sl.util, 1), pod_uid))
         if job is not None:
-            procs.append(make_process(job.pid, g.uuid, PROCESS_NAME, sl.mem, sl.uuid, job.owner, pod_uid))
-    return make_gpu(g.uuid, g.node, g.index, g.model.name, round(g.util, 1), g.mem, g.total,
+            procs.append(GpuProcess(job.pid, g.uuid, PROCESS_NAME, sl.mem, sl.uuid, job.owner, pod_uid))
+    return Gpu(g.uuid, g.node, g.index, g.model.name, round(g.util, 1), g.mem, g.total,
                     int(g.temp), round(g.power, 1), g.limit, MigMode.ENABLED, tuple(slices), tuple(procs))
 
 

@@ -20,7 +20,6 @@ kind they do not name, so an action added later is guarded before anyone writes 
 
 from __future__ import annotations
 
-import enum
 import getpass
 import json
 import os
@@ -31,16 +30,11 @@ from pathlib import Path
 
 from gpuconsole.core.ops.actions import ActionKind, ActionRequest
 from gpuconsole.core.paths import write_private
+from gpuconsole.model import Principal, Role, User
 
 DEFAULT_MFA_WINDOW_S = 120.0
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 NAMESPACE_RE = re.compile(r"^(\*|[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)$")
-
-
-class Role(str, enum.Enum):
-    ADMIN = "admin"
-    DEVELOPER = "developer"
-    AUDITOR = "auditor"
 
 
 class AccessError(Exception):
@@ -74,35 +68,6 @@ def target_namespace(request: ActionRequest) -> str | None:
     if "/" in request.target and not request.target.startswith("budget "):
         return request.target.split("/", 1)[0]
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class User:
-    name: str
-    role: Role
-    namespaces: tuple[str, ...] = ()
-
-    def in_namespace(self, namespace: str | None) -> bool:
-        return namespace is not None and ("*" in self.namespaces or namespace in self.namespaces)
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """The one acting: its name, its role (None when the table does not list it), and whether
-    the role comes from a users table (False: a fresh install, acting as admin without MFA)."""
-
-    name: str
-    role: Role | None
-    namespaces: tuple[str, ...] = ()
-    managed: bool = True
-
-    @property
-    def role_text(self) -> str:
-        return self.role.value if self.role is not None else "none"
-
-    @property
-    def user(self) -> User | None:
-        return User(self.name, self.role, self.namespaces) if self.role is not None else None
 
 
 @dataclass

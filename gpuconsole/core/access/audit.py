@@ -19,11 +19,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from gpuconsole.core.paths import private_dir, private_file, write_private
+from gpuconsole.model import AuditFilter, AuditRecord
 
 GENESIS = "0" * 64
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api.?key|access.?key|auth|webhook|command|mfa|code", re.IGNORECASE)
@@ -53,55 +54,6 @@ BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 
 class AuditError(Exception):
     """The audit log cannot be read or written; the message is one line."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRecord:
-    seq: int
-    ts: str  # ISO 8601, UTC
-    actor: str
-    role: str
-    action: str
-    target: str
-    params: str  # JSON object, secrets redacted
-    result: str  # "ok", "denied: …" or "failed: …"
-    prev_hash: str
-    hash: str
-
-    @property
-    def at(self) -> float:
-        return datetime.fromisoformat(self.ts).timestamp()
-
-    def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = asdict(self)
-        out["params"] = json.loads(self.params)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class AuditFilter:
-    """What to list: substrings of actor, action and target; a time range (epoch seconds)."""
-
-    actor: str = ""
-    action: str = ""
-    target: str = ""
-    since: float | None = None
-    until: float | None = None
-    result: str = ""
-
-    def matches(self, r: AuditRecord) -> bool:
-        if self.actor and self.actor.lower() not in r.actor.lower():
-            return False
-        if self.action and self.action.lower() not in r.action.lower():
-            return False
-        if self.target and self.target.lower() not in r.target.lower():
-            return False
-        if self.result and not r.result.startswith(self.result):
-            return False
-        at = r.at
-        if self.since is not None and at < self.since:
-            return False
-        return not (self.until is not None and at >= self.until)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+import msgspec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -503,7 +505,7 @@ class Console:
         budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
         budgets = tuple(status.budget for status in budget_states)
         cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
-        snapshot = replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
+        snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
         cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
         return _with_alerts(snapshot, [*self._store_alerts, *self._hygiene_alerts], budget_alerts + cron_alerts)
 
@@ -562,4 +564,4 @@ def _with_alerts(snap: FleetSnapshot, extra: list[Alert], budget_alerts: tuple[A
         alerts.append(Alert(Severity.INFO, "jobs", f"{len(waiting)} job(s) pending for over 10 min", now))
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     alerts.sort(key=lambda a: order[a.severity])
-    return replace(snap, alerts=tuple(alerts))
+    return msgspec.structs.replace(snap, alerts=tuple(alerts))

@@ -24,7 +24,8 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from msgspec.structs import replace
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, BackendThrottled, BackendUnavailable

@@ -35,7 +35,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from msgspec.structs import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 

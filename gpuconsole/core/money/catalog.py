@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from msgspec.structs import replace
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any

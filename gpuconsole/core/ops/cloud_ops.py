@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from msgspec.structs import replace
 from typing import Any, TypeVar
 
 from gpuconsole.backends.base import BackendError, Provisioner

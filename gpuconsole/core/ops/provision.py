@@ -12,7 +12,8 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from msgspec.structs import replace
 
 from gpuconsole.backends.base import BackendError, CapacityError, Provisioner
 from gpuconsole.core.ops.actions import one_line

@@ -1,0 +1,78 @@
+"""The values every layer of gpuconsole shares: immutable ``msgspec.Struct`` s, one module per domain.
+
+Backends translate their protocol (NVML, Kubernetes REST, EC2, the simulated world) into these
+types; the core composes them into a :class:`FleetSnapshot`; the UI and the CLI only read them.
+Every value is frozen, so a snapshot can cross threads without locks, and untracked by the
+garbage collector (``gc=False``), so a reading of thousands of GPUs costs no collections.
+
+Times are POSIX seconds (UTC). Memory is MiB, power is watts, money is US dollars.
+
+Modules:
+    value: the base :class:`Value` and tags.
+    fleet: GPUs, MIG slices, vGPUs, GPU processes and history samples.
+    jobs: Kubernetes nodes, Jobs and CronJobs.
+    cloud: instances, instance types, prices, subnets and what a launch asks for.
+    money: budgets, thresholds, budget actions, idle GPUs and cost lines.
+    access: roles, users, the acting principal and audit records.
+    snapshot: source health, alerts, readings and the fleet snapshot.
+    codec: to plain JSON types and back.
+
+Other layers import names from this package (``from gpuconsole.model import Gpu``).
+"""
+
+from __future__ import annotations
+
+from gpuconsole.model.access import AuditFilter, AuditRecord, Principal, Role, User
+from gpuconsole.model.cloud import (
+    BillingSpan,
+    Instance,
+    InstanceState,
+    InstanceType,
+    KeyPair,
+    LaunchAttempt,
+    LaunchSpec,
+    MachineImage,
+    Market,
+    RegionPrice,
+    SecurityGroup,
+    SpotPrice,
+    Subnet,
+    Workload,
+)
+from gpuconsole.model.codec import from_jsonable, to_jsonable
+from gpuconsole.model.fleet import Gpu, GpuProcess, GpuSample, MigMode, MigSlice, VgpuInstance
+from gpuconsole.model.jobs import CronJob, Job, JobState, Node
+from gpuconsole.model.money import (
+    DEFAULT_THRESHOLDS,
+    Budget,
+    BudgetAction,
+    BudgetPeriod,
+    BudgetStatus,
+    CostLine,
+    IdleGpu,
+    PendingAction,
+    Threshold,
+    ThresholdBasis,
+)
+from gpuconsole.model.snapshot import (
+    Alert,
+    CloudReading,
+    FleetSnapshot,
+    GpuReading,
+    JobsReading,
+    Severity,
+    SourceKind,
+    SourceState,
+    SourceStatus,
+)
+from gpuconsole.model.value import Tags, Value, tag_of
+
+__all__ = [
+    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AuditRecord", "BillingSpan", "Budget", "BudgetAction",
+    "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot", "Gpu", "GpuProcess",
+    "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType", "Job", "JobState",
+    "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market", "MigMode", "MigSlice",
+    "Node", "PendingAction", "Principal", "RegionPrice", "Role", "SecurityGroup", "Severity", "SourceKind",
+    "SourceState", "SourceStatus", "SpotPrice", "Subnet", "Tags", "Threshold", "ThresholdBasis", "User",
+    "Value", "VgpuInstance", "Workload", "from_jsonable", "tag_of", "to_jsonable",
+]

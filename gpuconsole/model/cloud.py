@@ -1,0 +1,176 @@
+"""Cloud instances, the instance-type catalog, prices, and what a launch asks for.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from gpuconsole.model.value import Tags, Value, tag_of
+
+
+class Market(str, enum.Enum):
+    """How an instance is paid for."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class InstanceState(str, enum.Enum):
+    """EC2 instance states (the names EC2 uses)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    SHUTTING_DOWN = "shutting-down"
+    TERMINATED = "terminated"
+
+    @property
+    def billed(self) -> bool:
+        """Whether compute is billed in this state."""
+        return self in (InstanceState.RUNNING, InstanceState.PENDING, InstanceState.STOPPING)
+
+
+
+class InstanceType(Value):
+    """A GPU instance type of the catalog."""
+
+    name: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gib: int
+    vcpus: int
+    memory_gib: int
+    on_demand_price: float  # $/h, Linux
+    network: str = ""
+    nvme_gb: int = 0
+    nvlink: bool = False
+
+
+class SpotPrice(Value):
+    instance_type: str
+    availability_zone: str
+    price: float
+    ts: float
+
+
+class BillingSpan(Value):
+    """An interval an instance was billed for at one price (a state or a spot price change
+    starts a new span). ``end`` is None while the span is open."""
+
+    start: float
+    end: float | None
+    price_per_hour: float
+
+
+class Instance(Value):
+    """A cloud instance with GPUs."""
+
+    instance_id: str  # "i-…"
+    instance_type: str
+    region: str
+    availability_zone: str
+    market: Market
+    state: InstanceState
+    launch_time: float
+    price_per_hour: float
+    gpus: int = 0
+    gpu_model: str = ""
+    accrued_cost: float = 0.0  # since launch
+    name: str = ""
+    node: str | None = None  # the Kubernetes node it backs, where known
+    tags: Tags = ()
+    billing: tuple[BillingSpan, ...] = ()  # billed intervals with their price, oldest first
+    state_reason: str = ""  # EC2's StateReason message, e.g. a spot interruption
+    spot_status: str = ""  # the spot request's status code, e.g. "instance-terminated-no-capacity"
+
+    def tag(self, key: str) -> str | None:
+        return tag_of(self.tags, key)
+
+
+# --------------------------------------------------------------------------- Provisioning
+
+
+class Workload(str, enum.Enum):
+    """What an instance is for; the wizard recommends types from it."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+
+
+class RegionPrice(Value):
+    """The on-demand Linux price of one type in one region."""
+
+    instance_type: str
+    region: str
+    price: float  # $/h
+
+
+class Subnet(Value):
+    subnet_id: str
+    vpc_id: str
+    availability_zone: str
+    cidr: str
+    name: str = ""
+    default_for_az: bool = False
+    available_ips: int = 0
+
+
+class SecurityGroup(Value):
+    group_id: str
+    name: str
+    vpc_id: str
+    description: str = ""
+
+
+class KeyPair(Value):
+    name: str
+    key_type: str = ""
+
+
+class MachineImage(Value):
+    """An AMI, and where its id came from (an SSM parameter path, or "explicit")."""
+
+    image_id: str
+    name: str = ""
+    source: str = "explicit"
+
+
+class LaunchSpec(Value):
+    """Everything a launch asks for; the EC2 request and the Terraform block derive from it.
+
+    ``availability_zone`` picks the zone when ``subnet_id`` is empty (the default VPC's subnet);
+    with a subnet the subnet decides. Tags include Name, Owner, Project and Budget when given.
+    """
+
+    region: str
+    instance_type: str
+    image_id: str
+    market: Market = Market.ON_DEMAND
+    count: int = 1
+    availability_zone: str = ""
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
+    key_name: str = ""
+    root_volume_gib: int = 200
+    encrypted: bool = True
+    kms_key_id: str = ""  # empty: the account's default EBS key
+    imdsv2_required: bool = True
+    max_spot_price: float | None = None  # $/h; None: capped at the on-demand price
+    tags: Tags = ()
+
+    def tag(self, key: str) -> str | None:
+        return tag_of(self.tags, key)
+
+
+class LaunchAttempt(Value):
+    """One try of a launch: where, what, and what the cloud answered."""
+
+    instance_type: str
+    availability_zone: str
+    market: Market
+    ok: bool
+    message: str  # "launched i-…" or the error code and message
+    instance_ids: tuple[str, ...] = ()
+    ts: float = 0.0
+
