@@ -70,7 +70,7 @@ async def measure(gpus: int, seconds: float, settle: float) -> dict[str, object]
     log(f"{gpus} GPUs: --demo-nodes {nodes}")
     argv = ["--demo", "--no-db", "--demo-nodes", str(nodes)]
     console = make_console(parse_args(argv))
-    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
+    app = GpuConsoleApp(console)  # as the command line runs it
     ticks = time_ticks(app, time.perf_counter)
     try:
         async with app.run_test(size=(120, 36)) as pilot:

@@ -56,7 +56,7 @@ async def measure(nodes: int, seconds: float, settle: float) -> dict[str, object
 
     wall0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
     console = make_console(parse_args(["--demo", "--no-db", "--demo-nodes", str(nodes), "--demo-at", AT]))
-    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
+    app = GpuConsoleApp(console)  # as the command line runs it
     ticks = time_ticks(app)
     keys = KeyLatency(app)
     try:

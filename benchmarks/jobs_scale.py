@@ -61,7 +61,7 @@ async def measure(count: int, seconds: float, settle: float) -> dict[str, float]
     wall0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
     console = make_console(parse_args(["--demo", "--no-db", "--demo-jobs", str(count), "--demo-at", AT]))
     world = time.perf_counter() - wall0
-    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
+    app = GpuConsoleApp(console)  # as the command line runs it
     ticks = time_ticks(app)
     keys = KeyLatency(app)
     try:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import multiprocessing
 import resource
@@ -75,7 +74,7 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
     t0 = time.perf_counter()
     console = Console(ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off", namespaces=("ml",)),
                                      timeout=30))
-    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
+    app = GpuConsoleApp(console)  # as the command line runs it
     try:
         async with app.run_test(size=(120, 36)) as pilot:
             await pilot.press("3")
@@ -126,7 +125,6 @@ async def one_run(kubeconfig: Path, count: int) -> dict[str, float]:
                     "pilot": statistics.median(pilot_keys), "idle": statistics.median(idle)}
     finally:
         console.close()
-        gc.unfreeze()  # the next run starts from the same heap, as a new console process would
 
 
 def main() -> int:

@@ -201,7 +201,7 @@ async def measure(url: str, nodes: int, interval: float, seconds: float) -> dict
             polls.append(status.latency_s)
 
     console.subscribe(on_snapshot)
-    app = GpuConsoleApp(console, freeze_heap=True)  # as the command line runs it
+    app = GpuConsoleApp(console)  # as the command line runs it
     proc = psutil.Process()
     try:
         async with app.run_test(size=(160, 48)) as pilot:

@@ -288,23 +288,3 @@ async def test_cache_database_opens_after_the_first_complete_frame(tmp_path):
         uuid = app.snapshot.gpus[0].uuid
         console.clock.advance(1)
         await wait_until(lambda: bool(console.store.gpu_history(uuid, 0)))
-
-
-async def test_the_console_moves_its_heap_out_of_the_collectors_sight_once_every_source_answered():
-    """The command line's app freezes the heap after the first full snapshot; an app made
-    without ``freeze_heap`` (as every other test's) never does."""
-    import gc
-
-    gc.unfreeze()
-    async with running() as (app, pilot):
-        await pilot.pause()
-        assert gc.get_freeze_count() == 0
-    console = demo_console()
-    app = GpuConsoleApp(console, freeze_heap=True)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(pilot)
-            await wait_until(lambda: gc.get_freeze_count() > 0)
-    finally:
-        gc.unfreeze()
-        console.close()

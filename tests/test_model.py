@@ -67,13 +67,14 @@ def test_values_go_to_plain_json_types_and_back() -> None:
               (GpuProcess(7, "GPU-x", "python", 100, "MIG-1"),), throttle_reasons=("sw_power_cap",))
     reading = GpuReading((gpu,), 12.0, (("driver", "550"),))
     plain = to_jsonable(reading)
-    assert plain["gpus"][0]["mig_mode"] == "enabled" and list(plain["gpus"][0]["throttle_reasons"]) == ["sw_power_cap"]
-    assert json.loads(json.dumps(plain))["versions"] == [["driver", "550"]]
+    assert plain["gpus"][0]["mig_mode"] == "enabled" and plain["gpus"][0]["throttle_reasons"] == ["sw_power_cap"]
+    assert plain["versions"] == [["driver", "550"]] and json.loads(json.dumps(plain)) == plain
     assert from_jsonable(GpuReading, plain) == reading
     budget = Budget("team", 100, BudgetPeriod.DAILY, thresholds=(Threshold(80.0, ThresholdBasis.FORECAST),))
     back = from_jsonable(Budget, to_jsonable(budget))
     assert back == budget and isinstance(back.amount, float)
     assert to_jsonable({1: Role.ADMIN}) == {"1": "admin"}
+    assert to_jsonable(math.nan) is None  # JSON has no NaN
     assert from_jsonable(User, {"name": "ana", "role": "developer"}) == User("ana", Role.DEVELOPER)
 
 

@@ -1,0 +1,33 @@
+"""Every source of data and every system gpuconsole acts on, behind the interfaces of ``base``.
+
+Folders and modules:
+    base: the interfaces (GPU source, job backend, cloud backend), capabilities, typed errors.
+    unconfigured: the stand-in for a source nobody has set up, saying how to set it up.
+    sim/: the simulated GPU cloud behind all three interfaces (demo mode and most tests).
+    nvml/, kube/, aws/, prometheus/: one folder per real adapter.
+
+Each adapter folder's ``__init__`` names what the core may use (its face); the core never imports
+an adapter's private modules. The faces load their modules on first use (:func:`lazy_face`), so a
+driver (``pynvml``, ``kubernetes``, ``boto3``) is imported only where it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_face(package: str, names: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any]]:
+    """The ``__all__`` and the module ``__getattr__`` (PEP 562) of an adapter folder whose public
+    ``names`` (``{name: module}``) are loaded from their module when first asked for."""
+    scope = importlib.import_module(package).__dict__
+
+    def load(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = scope[name] = getattr(importlib.import_module(f"{package}.{module}"), name)
+        return value
+
+    return sorted(names), load

@@ -1,7 +1,7 @@
 """Model values to plain JSON types and back, for the cache, the history and ``--json`` output.
 
-Both directions are msgspec's own: :func:`to_jsonable` gives dicts, tuples, lists, strings and
-numbers (structs as dicts, enums by value), which ``json`` writes as JSON; :func:`from_jsonable` rebuilds a typed value from them and
+Both directions are msgspec's own, in C: :func:`to_jsonable` gives what ``json.loads`` would
+(structs as dicts, enums by value, tuples as lists); :func:`from_jsonable` rebuilds a typed value from them and
 checks every field's type on the way.
 """
 
@@ -12,9 +12,13 @@ from typing import Any
 import msgspec
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
 def to_jsonable(value: Any) -> Any:
-    """Turn a model value (or a tuple, list or dict of them) into plain JSON types."""
-    return msgspec.to_builtins(value, str_keys=True)
+    """Turn a model value (or a tuple, list or dict of them) into plain JSON types: objects,
+    arrays (tuples become lists), strings, numbers, booleans and null (a non-finite float too)."""
+    return msgspec.json.decode(_ENCODER.encode(value))
 
 
 def from_jsonable(cls: Any, data: Any) -> Any:

@@ -18,7 +18,6 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 
 from __future__ import annotations
 
-import gc
 import time
 from functools import partial
 from typing import ClassVar
@@ -118,16 +117,9 @@ class GpuConsoleApp(App[int]):
     ]
 
     def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True,
-                 gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None,
-                 freeze_heap: bool = False) -> None:
+                 gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None) -> None:
         super().__init__()
         self.core = core
-        # Once every source has answered, move what exists then (widgets, caches, the first
-        # readings) out of the garbage collector's sight: at fleet scale a full collection of
-        # that heap took 50–100 ms of the event loop every few refreshes. The console's own
-        # process only (the command line sets it): objects kept that way are never collected
-        # as cycles, which a test process running many apps must not accumulate.
-        self.freeze_heap = freeze_heap
         # (utilization, memory) colour thresholds of the GPU views: --gpu-util-thresh, --mem-util-thresh
         self.gpu_thresholds = gpu_thresholds or (UTIL_THRESHOLDS, MEMORY_THRESHOLDS)
         self.start_console = start_console
@@ -147,7 +139,7 @@ class GpuConsoleApp(App[int]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield TopBar(id="top-bar")
-        yield PaneTabs(id="pane-tabs")
+        yield PaneTabs(PANES, id="pane-tabs")
         with ContentSwitcher(initial="overview", id="panes"):
             for pane_id in PANES:
                 with Container(id=pane_id, classes="pane-box"):
@@ -201,8 +193,6 @@ class GpuConsoleApp(App[int]):
         ):
             self._store_requested = True
             self.call_after_refresh(self.core.open_store_in_background)
-            if self.freeze_heap:
-                self.call_after_refresh(_freeze_heap)
         self._render_top_bar()
         self._draw_tabs()
         pane = self.current_pane
@@ -392,8 +382,3 @@ class GpuConsoleApp(App[int]):
         else:
             self.call_after_refresh(apply)
 
-
-def _freeze_heap() -> None:
-    """Collect once, then keep every object alive now out of later collections (``gc.freeze``)."""
-    gc.collect()
-    gc.freeze()

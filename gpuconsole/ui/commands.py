@@ -8,23 +8,48 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import Any, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from gpuconsole.ui.panes.gpus import short_model
+from gpuconsole.ui.format import short_model
 from gpuconsole.ui.panes.registry import PANES
+from gpuconsole.ui.protocols import ConsoleApp
 from gpuconsole.ui.themes import theme_names
 
-if TYPE_CHECKING:
-    from gpuconsole.ui.app import GpuConsoleApp
 
+class PaletteApp(ConsoleApp, Protocol):
+    """What the palette's commands call on the app (:class:`gpuconsole.ui.app.GpuConsoleApp`)."""
+
+    def action_show_pane(self, pane_id: str) -> None: ...
+
+    def action_filter(self) -> None: ...
+
+    def toggle_job_tables(self) -> None: ...
+
+    def action_refresh(self) -> None: ...
+
+    def set_theme(self, short: str) -> None: ...
+
+    def action_demo(self) -> None: ...
+
+    def action_cost_calculator(self) -> None: ...
+
+    def action_help(self) -> None: ...
+
+    def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None: ...
+
+    def open_gpu(self, uuid: str) -> None: ...
+
+    def find_in_pane(self, pane_id: str, words: str) -> None: ...
+
+    def switch_context(self, name: str) -> Any: ...
 
 
 class _ConsoleProvider(Provider):
     @property
-    def console_app(self) -> GpuConsoleApp:
-        return cast("GpuConsoleApp", self.app)
+    def console_app(self) -> PaletteApp:
+        return cast("PaletteApp", self.app)
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         yield from ()
@@ -144,14 +169,14 @@ class ContextCommands(Provider):
 
         from gpuconsole.core.ops.actions import ActionError
 
-        app = cast("GpuConsoleApp", self.app)
+        app = cast("PaletteApp", self.app)
         try:
             return await asyncio.to_thread(app.core.kube_contexts)
         except ActionError:
             return (), None
 
     def _entries(self, names: tuple[str, ...], current: str | None) -> Iterator[tuple[str, Callable[[], object], str]]:
-        app = cast("GpuConsoleApp", self.app)
+        app = cast("PaletteApp", self.app)
         for name in names:
             if name != current:
                 yield f"Kubernetes context: {name}", partial(app.switch_context, name), f"now {current or 'default'}"

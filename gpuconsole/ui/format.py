@@ -1,4 +1,4 @@
-"""Display helpers shared by the panes and the text snapshot: money, ages, sizes, bars.
+"""Display helpers shared by the panes and the text snapshot: money, ages, sizes, short names, bars.
 
 Display-only logic lives here, on the UI side; the core hands out raw numbers.
 """
@@ -42,6 +42,15 @@ def short_node(name: str | None) -> str:
     if not name:
         return "-"
     return name.split(".", 1)[0]
+
+
+def short_model(name: str) -> str:
+    """``NVIDIA A100-SXM4-80GB`` → ``A100-80GB``; ``Tesla T4`` → ``T4``: the words that differ."""
+    words = name.replace("NVIDIA ", "").replace("Tesla ", "")
+    parts = words.split("-")
+    if len(parts) >= 3 and parts[1].startswith(("SXM", "PCIE")):
+        return f"{parts[0]}-{parts[-1]}"
+    return words.replace(" HBM3", "").replace(" ", "-")
 
 
 def bar(percent: float, width: int) -> str:

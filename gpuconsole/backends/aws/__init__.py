@@ -1,0 +1,20 @@
+"""The AWS adapter: EC2 instances, prices, capacity and launches through boto3, and Cost Explorer.
+
+Modules (private to this folder unless named below):
+    source: :class:`AwsCloud`, the cloud backend (boto3 is imported on first use).
+    mapping: EC2 and pricing answers translated into the model.
+    ec2_request: the RunInstances request a launch sends, and its Terraform twin.
+
+Other layers use only the names below, imported from this package; each is loaded on first use, so
+importing the package costs nothing until an AWS account is actually configured.
+"""
+
+from __future__ import annotations
+
+from gpuconsole.backends import lazy_face
+
+__all__, __getattr__ = lazy_face(__name__, {
+    "AwsCloud": "source",
+    "request_json": "ec2_request",
+    "terraform_block": "ec2_request",
+})

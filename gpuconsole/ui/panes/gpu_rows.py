@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 
 from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice
-from gpuconsole.ui.format import bar, short_node
+from gpuconsole.ui.format import bar, short_model, short_node
 from gpuconsole.ui.palette import TEMPERATURE_THRESHOLDS, Palette
 from gpuconsole.ui.widgets.live_table import right, text
 
@@ -72,15 +72,6 @@ def sort_gpus(gpus: tuple[Gpu, ...], column: str, descending: bool) -> list[Gpu]
     values = sorted((pair for pair in known if pair[0] is not None), key=lambda p: (p[0], p[1].node, p[1].index),
                     reverse=descending)
     return [g for _, g in values] + sorted((g for v, g in known if v is None), key=lambda g: (g.node, g.index))
-
-
-def short_model(name: str) -> str:
-    """``NVIDIA A100-SXM4-80GB`` → ``A100-80GB``; ``Tesla T4`` → ``T4``: the words that differ."""
-    words = name.replace("NVIDIA ", "").replace("Tesla ", "")
-    parts = words.split("-")
-    if len(parts) >= 3 and parts[1].startswith(("SXM", "PCIE")):
-        return f"{parts[0]}-{parts[-1]}"
-    return words.replace(" HBM3", "").replace(" ", "-")
 
 
 def gib_pair(used_mib: float, total_mib: float) -> str:

@@ -37,13 +37,12 @@ from gpuconsole.ui.panes.gpu_rows import (
     gpu_cells,
     process_cells,
     process_words,
-    short_model,
     slice_cells,
     sort_gpus,
 )
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
-__all__ = ["COLUMNS", "GpusPane", "gib_pair", "short_model"]
+__all__ = ["COLUMNS", "GpusPane", "gib_pair"]
 
 PID = "/pid/"
 

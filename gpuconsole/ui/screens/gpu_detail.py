@@ -30,7 +30,7 @@ from gpuconsole.model import Gpu, GpuSample, MigMode
 from gpuconsole.ui.format import money, short_node
 
 if TYPE_CHECKING:
-    from gpuconsole.ui.app import GpuConsoleApp
+    from gpuconsole.ui.protocols import ConsoleApp
 
 WINDOWS = [("5 min", 300.0, 1.0), ("1 h", 3600.0, 10.0), ("24 h", 86400.0, 60.0)]  # label, seconds, reload every
 MAX_POINTS = 300
@@ -67,8 +67,8 @@ class GpuDetailScreen(ModalScreen[None]):
         self._loaded_at = -1e18
 
     @property
-    def console_app(self) -> GpuConsoleApp:
-        return cast("GpuConsoleApp", self.app)
+    def console_app(self) -> ConsoleApp:
+        return cast("ConsoleApp", self.app)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpu-detail") as box:

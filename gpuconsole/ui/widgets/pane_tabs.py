@@ -11,7 +11,6 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
-from gpuconsole.ui.panes.registry import PANES
 from gpuconsole.ui.widgets.text_view import TextView
 
 
@@ -25,14 +24,16 @@ class PaneTabs(TextView):
             super().__init__()
             self.pane_id = pane_id
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, panes: dict[str, tuple[str, str]], **kwargs: object) -> None:
+        """``panes``: id → (title, number key), in tab order (:data:`gpuconsole.ui.panes.registry.PANES`)."""
         super().__init__(**kwargs)
+        self.panes = panes
         self._ranges: list[tuple[int, int, str]] = []
 
     def draw(self, active: str, active_style: Style, key_style: Style) -> None:
         line = Text(" ", no_wrap=True, overflow="ellipsis")
         self._ranges = []
-        for pane_id, (title, key) in PANES.items():
+        for pane_id, (title, key) in self.panes.items():
             start = len(line)
             label = Text(f" {key} {title} ")
             if pane_id == active:

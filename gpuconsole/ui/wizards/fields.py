@@ -1,4 +1,5 @@
-"""Form pieces the wizard's steps share: a labelled field with its message line, number parsing.
+"""Form pieces the wizard's steps share: a labelled field with its message line, number parsing,
+the step itself and what it sees of its wizard (:class:`LaunchWizard`).
 
 Every field has one line under it for what is wrong with it, so a bad value is explained where
 the user is looking, and Next can point at the first field that needs fixing.
@@ -7,7 +8,7 @@ the user is looking, and Next can point at the first field that needs fixing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -17,7 +18,12 @@ from textual.widgets import Label, Static
 from gpuconsole.core.ops.actions import ActionError, one_line
 
 if TYPE_CHECKING:
-    from gpuconsole.ui.wizards.provision import ProvisionWizard
+    from gpuconsole.core.money.catalog import Catalog
+    from gpuconsole.core.ops.cloud_ops import CloudOps
+    from gpuconsole.model import LaunchSpec
+    from gpuconsole.ui.palette import Palette
+    from gpuconsole.ui.protocols import ConsoleApp
+    from gpuconsole.ui.wizards.choice import Choice
 
 N = TypeVar("N", int, float)
 
@@ -90,6 +96,32 @@ class Field(Vertical):
         self.set_class(bool(text), "-invalid")
 
 
+class LaunchWizard(Protocol):
+    """What a step may use of the wizard it is on (:class:`~gpuconsole.ui.wizards.provision.ProvisionWizard`)."""
+
+    cloud: CloudOps
+    choice: Choice
+    catalog: Catalog | None
+    spec: LaunchSpec | None
+
+    @property
+    def console_app(self) -> ConsoleApp: ...
+
+    @property
+    def palette(self) -> Palette: ...
+
+    @property
+    def current_step(self) -> Step: ...
+
+    def say(self, message: str, *, error: bool = False) -> None: ...
+
+    def action_next(self) -> None: ...
+
+    def action_launch(self) -> None: ...
+
+    def refresh_bindings(self) -> None: ...
+
+
 class Step(Vertical):
     """One page of the wizard. ``enter`` runs when it is shown; ``commit`` when Next is asked.
 
@@ -101,8 +133,8 @@ class Step(Vertical):
     hint = ""  # what the keys do here, shown on the status line when the step opens
 
     @property
-    def wizard(self) -> ProvisionWizard:
-        return cast("ProvisionWizard", self.screen)
+    def wizard(self) -> LaunchWizard:
+        return cast("LaunchWizard", self.screen)
 
     def enter(self) -> None:
         """The step is now on screen: load what it needs, put the focus on its first field."""

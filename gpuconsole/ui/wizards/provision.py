@@ -9,7 +9,6 @@ the launch sends, so what the user reads is what EC2 receives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.style import Style
@@ -20,8 +19,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
-from gpuconsole.model import InstanceType, LaunchSpec, Market, Workload
+from gpuconsole.model import LaunchSpec
 from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.wizards.choice import Choice
 from gpuconsole.ui.wizards.details import DetailsStep
 from gpuconsole.ui.wizards.fields import Step
 from gpuconsole.ui.wizards.price import PriceStep
@@ -32,46 +32,10 @@ if TYPE_CHECKING:
     from gpuconsole.core.money.catalog import Catalog
     from gpuconsole.core.ops.cloud_ops import CloudOps
     from gpuconsole.core.ops.provision import LaunchResult  # noqa: F401 - named in a string annotation
-    from gpuconsole.ui.app import GpuConsoleApp
+    from gpuconsole.ui.protocols import ConsoleApp
 
 STEPS = ("Workload", "Price", "Details", "Review", "Launch")
 WORKLOAD, PRICE, DETAILS, REVIEW, LAUNCH = range(5)
-
-
-@dataclass
-class Choice:
-    """What the first two steps decided; the Details step adds the rest of the spec."""
-
-    workload: Workload = Workload.TRAINING
-    region: str = ""
-    instance_type: InstanceType | None = None
-    on_demand: float | None = None  # $/h of the type in the region
-    availability_zone: str = ""
-    market: Market = Market.ON_DEMAND
-    spot_price: float | None = None  # the latest spot price in the chosen zone
-    max_spot_price: float | None = None
-
-    @property
-    def hourly(self) -> float | None:
-        """What one instance costs per hour in the chosen market, as far as is known."""
-        if self.market is Market.SPOT:
-            return self.spot_price if self.spot_price is not None else self.max_spot_price
-        return self.on_demand
-
-    def describe(self) -> str:
-        """``p5.48xlarge · 8× H100 80 GiB · us-east-1b · spot``."""
-        itype = self.instance_type
-        if itype is None:
-            return self.region
-        words = [itype.name, f"{itype.gpu_count}× {short_gpu(itype.gpu_model)} {itype.gpu_memory_gib} GiB",
-                 self.availability_zone or self.region]
-        if self.availability_zone or self.market is Market.SPOT:
-            words.append(self.market.value)
-        return " · ".join(words)
-
-
-def short_gpu(model: str) -> str:
-    return model.replace("NVIDIA ", "").replace("Tesla ", "")
 
 
 class ProvisionWizard(ModalScreen["LaunchResult | None"]):
@@ -117,8 +81,8 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
                                         self.review_step, self.launch_step)
 
     @property
-    def console_app(self) -> GpuConsoleApp:
-        return cast("GpuConsoleApp", self.app)
+    def console_app(self) -> ConsoleApp:
+        return cast("ConsoleApp", self.app)
 
     @property
     def palette(self) -> Palette:
@@ -235,7 +199,7 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
         self.review_step.toggle_view()
 
 
-def open_provision_wizard(app: GpuConsoleApp) -> None:
+def open_provision_wizard(app: ConsoleApp) -> None:
     """Open the wizard, or say in one line why no launch is possible from this console."""
     cloud = app.core.cloud
     if not cloud.available:

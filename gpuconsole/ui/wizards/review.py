@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
-from gpuconsole.backends.aws.ec2_request import request_json, terraform_block
+from gpuconsole.core.ops.launch_request import request_json, terraform_block
 from gpuconsole.core.ops.provision import LaunchResult, estimate
 from gpuconsole.model import LaunchAttempt, LaunchSpec, Market
 from gpuconsole.ui.format import money

@@ -30,7 +30,7 @@ from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
 
 if TYPE_CHECKING:
-    from gpuconsole.ui.app import GpuConsoleApp
+    from gpuconsole.ui.protocols import ConsoleApp
 
 STEPS = ("Job", "Environment", "Review")
 JOB, ENVIRONMENT, REVIEW = range(3)
@@ -149,7 +149,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self.query_one("#job-name", Input).focus()
 
     @property
-    def console_app(self) -> GpuConsoleApp:
+    def console_app(self) -> ConsoleApp:
         return self.app  # type: ignore[return-value]
 
     def _draw_steps(self) -> None:
@@ -400,7 +400,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self.action_submit()
 
 
-def open_submit_wizard(app: GpuConsoleApp, namespace: str | None = None) -> None:
+def open_submit_wizard(app: ConsoleApp, namespace: str | None = None) -> None:
     """Open the wizard, or say in one line why no job can be submitted from this console."""
     jobs = app.core.jobs
     if not jobs.available:
