@@ -13,8 +13,10 @@ import pytest
 
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionRequest, automatic_confirmation, check_confirmation
-from gpuconsole.core.money.budget_ops import BudgetOps, Crossing
-from gpuconsole.core.config import ConfigError, load_config, parse_config
+from gpuconsole.core.money.budget_evaluation import Crossing
+from gpuconsole.core.ops.budget_ops import BudgetOps
+from gpuconsole.core.config import ConfigError
+from gpuconsole.core.money.budget_config import load_config, parse_config
 from gpuconsole.core.fleet.store import Store
 from gpuconsole.model import (
     DEFAULT_THRESHOLDS,

@@ -83,6 +83,12 @@ class DryRunFailed(BackendError):
     """A ``DryRun=True`` request was refused; the message says why (permissions, parameters)."""
 
 
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message, or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @runtime_checkable
 class GpuSource(Protocol):
     """Live GPU telemetry (NVML on a GPU host, DCGM/Prometheus for a fleet, the simulator)."""

@@ -6,7 +6,7 @@ unknown budget, a cloud source that did not answer, an enforced action that fail
 ``--enforce`` it also runs what is due and not yet done this period: the notifications and the
 automatic budgets' actions (never an action that waits for a user's yes), and prints each.
 
-Every change goes through :class:`~gpuconsole.core.money.budget_ops.BudgetOps`, the console's own
+Every change goes through :class:`~gpuconsole.core.ops.budget_ops.BudgetOps`, the console's own
 door, so the command line and the console accept and refuse exactly the same budgets.
 """
 
@@ -160,7 +160,8 @@ def run_budget(args: argparse.Namespace, *, make_console: Callable[..., Any], op
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from gpuconsole.core.config import ConfigError, load_config
+    from gpuconsole.core.config import ConfigError
+    from gpuconsole.core.money.budget_config import load_config
 
     try:
         return load_config(args.config)
@@ -170,7 +171,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _ops(args: argparse.Namespace, store: Any) -> Any:
     from gpuconsole.cli.access import guarded_log, make_guard
-    from gpuconsole.core.money.budget_ops import BudgetOps
+    from gpuconsole.core.ops.budget_ops import BudgetOps
 
     return BudgetOps(store=store, config=_config(args), demo_start=time.time() if args.demo else None, act=False,
                      log=guarded_log(make_guard(args)))

@@ -79,7 +79,7 @@ def thresholds_from_args(args: argparse.Namespace) -> tuple[tuple[float, float],
 
 def run_gpus(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``gpuconsole gpus --once``. Returns the exit status."""
-    from gpuconsole.core.ops.gpu_ops import read_gpus_once
+    from gpuconsole.core.fleet.gpus_once import read_gpus_once
     from gpuconsole.core.fleet.sources import SourceOptions
 
     out = out or sys.stdout

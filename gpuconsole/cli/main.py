@@ -433,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     from gpuconsole.ui.app import GpuConsoleApp
 
-    app = GpuConsoleApp(console, theme_name=args.theme, gpu_thresholds=thresholds, freeze_heap=True)
+    app = GpuConsoleApp(console, theme_name=args.theme, gpu_thresholds=thresholds)
     try:
         app.run()
     finally:

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 from gpuconsole.backends.base import BackendError, Capability
 from gpuconsole.core.money import costs
 from gpuconsole.core.ops.actions import ActionError, ActionLog, one_line
-from gpuconsole.core.money.budget_ops import BudgetOps
+from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.core.ops.cloud_ops import CloudOps
-from gpuconsole.core.config import ConfigError, ConfigFile, load_config
+from gpuconsole.core.config import ConfigError, ConfigFile
+from gpuconsole.core.money.budget_config import load_config
 from gpuconsole.core.money.cost_explorer import CostExplorer
 from gpuconsole.core.money.cron_costs import cronjob_costs
 from gpuconsole.core.ops.gpu_ops import GpuOps

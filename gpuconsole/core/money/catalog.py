@@ -20,8 +20,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, Provisioner
-from gpuconsole.core.ops.actions import one_line
+from gpuconsole.backends.base import BackendError, Provisioner, one_line
 from gpuconsole.model import InstanceType, RegionPrice, SpotPrice, from_jsonable, to_jsonable
 
 log = logging.getLogger(__name__)

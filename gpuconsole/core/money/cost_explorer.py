@@ -17,13 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from gpuconsole.core.money.costs import month_start
 from gpuconsole.model import CostLine, from_jsonable, to_jsonable
-
-if TYPE_CHECKING:
-    from gpuconsole.core.fleet.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +34,14 @@ class CostSource(Protocol):
     """A cloud that reports billed spend (:meth:`gpuconsole.backends.aws.source.AwsCloud.cost_and_usage`)."""
 
     def cost_and_usage(self, start: float, end: float, group_by_tag: str | None) -> tuple[CostLine, ...]: ...
+
+
+class SettingsStore(Protocol):
+    """Where the answer and the count are kept (:class:`gpuconsole.core.fleet.store.Store`)."""
+
+    def get_setting(self, key: str, default: Any = None) -> Any: ...
+
+    def set_setting(self, key: str, value: Any) -> None: ...
 
 
 class CallLimitReached(Exception):
@@ -57,7 +62,7 @@ class CostExplorer:
             account its own.
     """
 
-    def __init__(self, provider: CostSource, store: Store | None, clock: Callable[[], float] = time.time,
+    def __init__(self, provider: CostSource, store: SettingsStore | None, clock: Callable[[], float] = time.time,
                  max_calls_per_day: int = DEFAULT_MAX_CALLS_PER_DAY, *, group_by_tag: str | None = None,
                  key: str = SETTING) -> None:
         self.provider = provider
@@ -72,7 +77,7 @@ class CostExplorer:
         self._answer: Answer | None = None
         self._loaded = False
 
-    def use_store(self, store: Store) -> None:
+    def use_store(self, store: SettingsStore) -> None:
         """Keep the answer and the count in ``store`` from now on (a Store opened late); the
         calls already counted in memory still count today."""
         self.store = store

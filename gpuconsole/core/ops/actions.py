@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpuconsole.backends.base import BackendError
+# one_line lives beside the typed errors; the UI imports it from here too.
+from gpuconsole.backends.base import BackendError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +140,6 @@ def check_confirmation(request: ActionRequest) -> None:
             raise ActionError(f"not confirmed: type {request.target} exactly to {request.kind.value} it")
     elif request.kind.destructive and request.confirmation != "yes":
         raise ActionError(f"not confirmed: {request.describe()} needs a yes")
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class ActionLog:

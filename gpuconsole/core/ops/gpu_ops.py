@@ -1,7 +1,7 @@
 """GPUs through the core: signalling a GPU process, the last minutes of each GPU, one-off readings.
 
 The UI and the CLI reach the GPU source only through :class:`GpuOps` (``console.gpus``) and
-:func:`read_gpus_once`. Signalling a process is an
+:func:`gpuconsole.core.fleet.gpus_once.read_gpus_once`. Signalling a process is an
 :class:`~gpuconsole.core.ops.actions.ActionRequest` run by :func:`~gpuconsole.core.ops.actions.run_action`,
 so the ``"yes"`` it needs is checked here before the process is touched, and every result is
 recorded. :meth:`GpuOps.kill` blocks (it may call the operating system or the driver): call it
@@ -16,7 +16,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, ProcessControl
@@ -28,9 +27,7 @@ from gpuconsole.core.ops.actions import (
     ActionResult,
     run_action,
 )
-from gpuconsole.core.fleet.hub import Hub, PollPolicy
-from gpuconsole.core.fleet.sources import SourceOptions, build_sources
-from gpuconsole.model import GpuReading, GpuSample, SourceKind, SourceStatus
+from gpuconsole.model import GpuReading, GpuSample
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 NOT_A_HOST = "this GPU source cannot signal processes"
@@ -160,24 +157,3 @@ class GpuOps:
 
         return run_action(request, do, self.log, self.clock)
 
-
-def read_gpus_once(options: SourceOptions, timeout: float,
-                   clock: Callable[[], float] = time.time) -> tuple[GpuReading | None, SourceStatus]:
-    """Poll the GPU source the options choose once, under ``timeout``, and close it.
-
-    Jobs and cloud sources are not contacted (a GPU listing needs neither). Returns the reading
-    (None when the source did not answer) and the source's status, in the words the console uses.
-
-    Raises:
-        ValueError: a bad option (one line).
-    """
-    options = replace(options, jobs="off", cloud="off", watch_jobs=False)
-    sources = build_sources(options, clock=clock)
-    hub = Hub(sources, lambda _kind: None, {SourceKind.GPUS: PollPolicy(interval=1.0, timeout=timeout)}, clock=clock)
-    runner = hub.runners[SourceKind.GPUS]
-    try:
-        runner.run_once(runner._poll_fn())
-        reading = runner.reading
-    finally:
-        hub.stop(timeout=1.0)
-    return (reading if isinstance(reading, GpuReading) else None), runner.status
