@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuconsole.model import SourceState
 from gpuconsole.cli.showcase import FrozenClock, record_history, showcase_console
+from gpuconsole.model import SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 
 HERE = Path(__file__).resolve().parent

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuconsole.core.access.access import JOB_KINDS, Role, UsersTable, is_process_kill
-from gpuconsole.core.ops.actions import ActionKind, ActionRequest, run_action
 from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.access.guard import Guard
-from gpuconsole.core.ops.manifests import JobRequest
 from gpuconsole.core.access.mfa import MfaStore, code_at
+from gpuconsole.core.ops.actions import ActionKind, ActionRequest, run_action
+from gpuconsole.core.ops.manifests import JobRequest
 from gpuconsole.model import Budget, LaunchSpec
 
 NAMES = {Role.ADMIN: "ada", Role.DEVELOPER: "dev", Role.AUDITOR: "aud"}

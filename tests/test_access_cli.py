@@ -10,11 +10,11 @@ import time
 import pytest
 
 from gpuconsole.cli.main import main
+from gpuconsole.cli.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
 from gpuconsole.core.access.access import Role, needs_mfa_kind
-from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.access.mfa import code_at
-from gpuconsole.cli.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
+from gpuconsole.core.ops.actions import ActionKind
 from tests.access_world import (
     CASES,
     CRONJOBS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from gpuconsole.core.access.access import Role
-from gpuconsole.core.ops.actions import ActionDenied, ActionError, ActionKind
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
+from gpuconsole.core.ops.actions import ActionDenied, ActionError, ActionKind
 from tests.access_world import (
     CASES,
     NAMES,

@@ -11,10 +11,10 @@ import pytest
 from textual.widgets import Input
 
 from gpuconsole.core.access.access import Role, needs_mfa_kind
-from gpuconsole.core.ops.actions import ActionKind, ActionRequest
-from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.access.mfa import code_at
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
+from gpuconsole.core.ops.actions import ActionKind, ActionRequest
 from gpuconsole.model import Budget, InstanceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import PID

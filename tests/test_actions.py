@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from gpuconsole.backends.base import BackendError
-from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, confirmation_prompt, run_action
+from gpuconsole.core.ops.actions import (
+    ActionError,
+    ActionKind,
+    ActionLog,
+    ActionRequest,
+    confirmation_prompt,
+    run_action,
+)
 
 
 def test_terminate_needs_the_typed_id() -> None:

@@ -14,7 +14,13 @@ from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
 from gpuconsole.ui.screens.help import HelpScreen
 from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
-from tests.helpers import FrozenClock, all_live, demo_console, record_history, wait_until
+from tests.helpers import (
+    FrozenClock,
+    all_live,
+    demo_console,
+    record_history,
+    wait_until,
+)
 
 SIZE = (80, 24)
 

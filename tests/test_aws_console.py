@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from gpuconsole.backends.aws.source import AwsCloud
-from gpuconsole.core.ops.cloud_ops import CloudOps, LaunchFailed
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.fleet.store import Store
+from gpuconsole.core.ops.cloud_ops import CloudOps, LaunchFailed
 from gpuconsole.model import InstanceState, LaunchSpec, Market, SourceKind, SourceState
 from tests.aws_peer import (
     TEST_SECRET_ACCESS_KEY,

@@ -13,11 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.fleet.store import Store
-from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, InstanceState, SourceKind, SourceState, Threshold
+from gpuconsole.core.ops.actions import ActionError
+from gpuconsole.model import (
+    Budget,
+    BudgetAction,
+    BudgetPeriod,
+    InstanceState,
+    SourceKind,
+    SourceState,
+    Threshold,
+)
 from tests.aws_peer import AwsPeer
 from tests.helpers import wait_for
 

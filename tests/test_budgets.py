@@ -11,13 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.core.money import budgets as rules
-from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionRequest, automatic_confirmation, check_confirmation
-from gpuconsole.core.money.budget_evaluation import Crossing
-from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.core.config import ConfigError
-from gpuconsole.core.money.budget_config import load_config, parse_config
 from gpuconsole.core.fleet.store import Store
+from gpuconsole.core.money import budgets as rules
+from gpuconsole.core.money.budget_config import load_config, parse_config
+from gpuconsole.core.money.budget_evaluation import Crossing
+from gpuconsole.core.ops.actions import (
+    ActionError,
+    ActionKind,
+    ActionRequest,
+    automatic_confirmation,
+    check_confirmation,
+)
+from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.model import (
     DEFAULT_THRESHOLDS,
     Budget,

@@ -12,8 +12,12 @@ import pytest
 from gpuconsole.backends.base import BackendError, NotSupported, Provisioner
 from gpuconsole.backends.sim import catalog as sim_catalog
 from gpuconsole.backends.sim import make_sim
-from gpuconsole.core.money.catalog import RETRY_FAILED_AFTER, CatalogService, bundled_catalog
 from gpuconsole.core.fleet.store import Store
+from gpuconsole.core.money.catalog import (
+    RETRY_FAILED_AFTER,
+    CatalogService,
+    bundled_catalog,
+)
 from gpuconsole.model import InstanceType, RegionPrice
 from tests.helpers import START, FrozenClock
 

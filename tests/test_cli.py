@@ -598,8 +598,8 @@ def test_a_slow_cache_does_not_make_the_snapshot_miss_the_first_answers(
     the sources' first answers, not the state from before they answered.
     """
     from gpuconsole.cli.main import make_console, parse_args
-    from gpuconsole.core.fleet.store import Store
     from gpuconsole.cli.snapshot import run_snapshot
+    from gpuconsole.core.fleet.store import Store
 
     def slow_disk(real: Any) -> Any:
         def write(self: Store, *args: Any, **kwargs: Any) -> Any:

@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpuconsole.core.money import budgets
-from gpuconsole.core.money import costs
+from gpuconsole.core.money import budgets, costs
 from gpuconsole.model import (
     Budget,
     BudgetPeriod,

@@ -12,8 +12,8 @@ import pytest
 from gpuconsole.backends.aws import mapping as aws_mapping
 from gpuconsole.backends.aws.source import AwsCloud
 from gpuconsole.backends.base import BackendError
-from gpuconsole.core.money.cost_explorer import CallLimitReached, CostExplorer
 from gpuconsole.core.fleet.store import Store
+from gpuconsole.core.money.cost_explorer import CallLimitReached, CostExplorer
 from gpuconsole.model import CostLine
 from tests.aws_peer import AwsPeer
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from msgspec.structs import replace
 from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from gpuconsole.backends.sim.world import SimWorld
+from gpuconsole.cli.showcase import START
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.costs import billed_cost
 from gpuconsole.model import (
@@ -26,7 +27,6 @@ from gpuconsole.model import (
     MigMode,
     MigSlice,
 )
-from gpuconsole.cli.showcase import START
 
 # $3.60/h is a tenth of a cent a second, so seconds read straight off the dollars.
 P = 3.6

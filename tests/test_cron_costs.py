@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from gpuconsole.core.money.cron_costs import cronjob_costs, typical_runtime
-from gpuconsole.model import Budget, BudgetPeriod, CronJob, Instance, InstanceState, Job, JobState, Market
+from gpuconsole.model import (
+    Budget,
+    BudgetPeriod,
+    CronJob,
+    Instance,
+    InstanceState,
+    Job,
+    JobState,
+    Market,
+)
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00 UTC
 

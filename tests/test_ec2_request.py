@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from gpuconsole.backends.aws.ec2_request import request_json, run_instances_params, terraform_block
+from gpuconsole.backends.aws.ec2_request import (
+    request_json,
+    run_instances_params,
+    terraform_block,
+)
 from gpuconsole.model import LaunchSpec, Market
 
 TAGS = (("Name", "bert-train"), ("Owner", "ana"), ("Project", "nlp"), ("Budget", "research"))

@@ -3,19 +3,18 @@ job → instance → $/h join, and charts from the source's own history."""
 
 from __future__ import annotations
 
+import pytest
 from msgspec.structs import replace
 
-import pytest
-
-from gpuconsole.cli import main as cli
 from gpuconsole.backends.base import BackendError, Capability
 from gpuconsole.backends.prometheus.source import PrometheusGpus, PrometheusSettings
 from gpuconsole.backends.sim.sources import SimGpuSource
 from gpuconsole.backends.unconfigured import Unconfigured
-from gpuconsole.core.money.attribution import attribute, jobs_of
+from gpuconsole.cli import main as cli
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.prometheus_config import resolve
 from gpuconsole.core.fleet.sources import GPU_SOURCES, SourceOptions, build_sources
+from gpuconsole.core.money.attribution import attribute, jobs_of
 from gpuconsole.model import (
     FleetSnapshot,
     Gpu,

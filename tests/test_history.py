@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from gpuconsole.core.fleet.history import MIN_POINTS, resolution
-from gpuconsole.core.fleet.history_fill import fill_history, minute_values, second_values
+from gpuconsole.core.fleet.history_fill import (
+    fill_history,
+    minute_values,
+    second_values,
+)
 from gpuconsole.core.fleet.store import SCHEMA_VERSION, Store
 from gpuconsole.model import Budget, Gpu
 

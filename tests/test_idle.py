@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import tracemalloc
-from msgspec.structs import replace
 
 import pytest
+from msgspec.structs import replace
 
 from gpuconsole.core.money.idle import IdleTracker, by_owner, is_idle
 from gpuconsole.model import (

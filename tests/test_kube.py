@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuconsole.backends.kube import source as kube_backend
-from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
     BackendTimeout,
     BackendUnavailable,
 )
+from gpuconsole.backends.kube import mapping as kube_mapping
+from gpuconsole.backends.kube import source as kube_backend
 from gpuconsole.backends.kube.source import KubeJobs
 from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.core.fleet.console import Console, ConsoleOptions

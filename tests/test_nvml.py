@@ -10,11 +10,11 @@ import threading
 import pynvml
 import pytest
 
-from gpuconsole.backends.nvml import source as nvml
 from gpuconsole.backends.base import BackendError, BackendUnavailable
-from gpuconsole.backends.nvml.source import NvmlSource
+from gpuconsole.backends.nvml import source as nvml
 from gpuconsole.backends.nvml.procs import parse_cgroup
 from gpuconsole.backends.nvml.query import NA, mig_profile, query
+from gpuconsole.backends.nvml.source import NvmlSource
 from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.core.fleet.hub import Hub, PollPolicy
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from gpuconsole.cli import main as cli
 from gpuconsole.backends.nvml import source as nvml
 from gpuconsole.backends.nvml.source import NvmlSource
 from gpuconsole.backends.sim import make_sim
+from gpuconsole.cli import main as cli
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog
 from gpuconsole.core.ops.gpu_ops import GpuOps, GpuRing
 from gpuconsole.model import Gpu, GpuReading, JobState

@@ -11,8 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuconsole.backends.prometheus import answers as pa
-from gpuconsole.backends.prometheus import mapping as pm
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
@@ -20,6 +18,8 @@ from gpuconsole.backends.base import (
     BackendTimeout,
     Capability,
 )
+from gpuconsole.backends.prometheus import answers as pa
+from gpuconsole.backends.prometheus import mapping as pm
 from gpuconsole.backends.prometheus.source import (
     PASSWORD_ENV,
     TOKEN_ENV,

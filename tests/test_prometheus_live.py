@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pytest
 
 from gpuconsole.backends.prometheus.source import PrometheusGpus, PrometheusSettings
-from gpuconsole.core.fleet.hub import PollPolicy
 from gpuconsole.cli.exporter import MetricsServer, sim_metrics
+from gpuconsole.core.fleet.hub import PollPolicy
 from gpuconsole.model import Gpu, Job, SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import gib_pair

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from msgspec.structs import replace
 
-import pytest
-
-from gpuconsole.backends.base import BackendError, CapacityError, DryRunFailed, Provisioner
+from gpuconsole.backends.base import (
+    BackendError,
+    CapacityError,
+    DryRunFailed,
+    Provisioner,
+)
 from gpuconsole.backends.sim import make_sim
 from gpuconsole.backends.sim.world import SimWorld
-from gpuconsole.core.ops.actions import ActionKind, ActionRequest
 from gpuconsole.core.money.catalog import Catalog, CatalogService, bundled_catalog
+from gpuconsole.core.ops.actions import ActionKind, ActionRequest
 from gpuconsole.core.ops.provision import (
     Launcher,
     PriceRow,

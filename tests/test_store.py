@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuconsole.core.fleet import store as store_module
-from gpuconsole.core.paths import check_db_path, config_dir, default_db_path, state_dir
 from gpuconsole.core.fleet.store import SCHEMA_VERSION, Store, StoreError
+from gpuconsole.core.paths import check_db_path, config_dir, default_db_path, state_dir
 from gpuconsole.model import (
     CloudReading,
     CronJob,

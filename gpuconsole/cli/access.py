@@ -75,8 +75,8 @@ def ask(prompt: str) -> str:
 def finish(run: Any, out: TextIO | None = None) -> int:
     """Run ``run(out)`` and map its failures to one line on stderr and an exit status."""
     from gpuconsole.core.access.access import AccessError
-    from gpuconsole.core.ops.actions import ActionError
     from gpuconsole.core.access.audit import AuditError
+    from gpuconsole.core.ops.actions import ActionError
 
     out = out or sys.stdout
     try:

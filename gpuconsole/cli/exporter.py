@@ -17,7 +17,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from gpuconsole.backends.sim.exporter import render
+from gpuconsole.backends.sim import render
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

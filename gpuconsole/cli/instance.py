@@ -57,7 +57,11 @@ def run_instance(args: argparse.Namespace, make_console: Any, out: TextIO | None
 
 
 def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
-    from gpuconsole.core.ops.actions import ActionKind, ActionRequest, confirmation_prompt
+    from gpuconsole.core.ops.actions import (
+        ActionKind,
+        ActionRequest,
+        confirmation_prompt,
+    )
 
     if args.instance_command == "launch":
         return _launch(args, make_console, out)

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpuconsole import __version__
-from gpuconsole.core.fleet.sources import CLOUD_SOURCES, GPU_SOURCES, JOB_SOURCES, check_region
+from gpuconsole.core.fleet.sources import (
+    CLOUD_SOURCES,
+    GPU_SOURCES,
+    JOB_SOURCES,
+    check_region,
+)
 
 EPILOG = """\
 keys in the console:
@@ -257,7 +262,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if not hasattr(args, key):
             setattr(args, key, value)
     if args.demo_faults is not None:
-        from gpuconsole.backends.sim.faults import FaultPlan
+        from gpuconsole.backends.sim import FaultPlan
 
         try:
             FaultPlan.parse(args.demo_faults)

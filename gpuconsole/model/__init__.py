@@ -40,7 +40,14 @@ from gpuconsole.model.cloud import (
     Workload,
 )
 from gpuconsole.model.codec import from_jsonable, to_jsonable
-from gpuconsole.model.fleet import Gpu, GpuProcess, GpuSample, MigMode, MigSlice, VgpuInstance
+from gpuconsole.model.fleet import (
+    Gpu,
+    GpuProcess,
+    GpuSample,
+    MigMode,
+    MigSlice,
+    VgpuInstance,
+)
 from gpuconsole.model.jobs import CronJob, Job, JobState, Node
 from gpuconsole.model.money import (
     DEFAULT_THRESHOLDS,

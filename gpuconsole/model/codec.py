@@ -11,7 +11,6 @@ from typing import Any
 
 import msgspec
 
-
 _ENCODER = msgspec.json.Encoder()
 
 

@@ -35,6 +35,7 @@ from botocore.exceptions import (
 )
 
 from gpuconsole.backends.aws import mapping as aws_mapping
+from gpuconsole.backends.aws.ec2_request import run_instances_params
 from gpuconsole.backends.aws.mapping import (
     CREDENTIALS_HINT,
     REGION_HINT,
@@ -51,7 +52,6 @@ from gpuconsole.backends.base import (
     DryRunFailed,
     NotSupported,
 )
-from gpuconsole.backends.aws.ec2_request import run_instances_params
 from gpuconsole.model import (
     CloudReading,
     CostLine,

@@ -27,12 +27,12 @@ from typing import Any
 
 import urllib3
 
-from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
     BackendTimeout,
 )
+from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.kube.describe import EventLine, describe_text
 
 BATCH = "/apis/batch/v1/namespaces/{namespace}"

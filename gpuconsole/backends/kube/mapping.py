@@ -32,21 +32,21 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from msgspec.structs import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
+from msgspec.structs import replace
 
-from gpuconsole.backends.kube import schema
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
     BackendThrottled,
     BackendTimeout,
 )
+from gpuconsole.backends.kube import schema
 from gpuconsole.model import CronJob, Job, JobsReading, JobState, Node
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -41,14 +41,12 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from msgspec.structs import replace
 from pathlib import Path
 from typing import Any
 
 import urllib3
+from msgspec.structs import replace
 
-from gpuconsole.backends.kube import mapping as kube_mapping
-from gpuconsole.backends.kube import schema as kube_schema
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
@@ -56,6 +54,8 @@ from gpuconsole.backends.base import (
     BackendUnavailable,
     Capability,
 )
+from gpuconsole.backends.kube import mapping as kube_mapping
+from gpuconsole.backends.kube import schema as kube_schema
 from gpuconsole.backends.kube.mapping import one_line, status_error
 from gpuconsole.model import JobsReading
 

@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuconsole.backends.prometheus import answers as pa
-from gpuconsole.backends.prometheus import mapping as pm
 from gpuconsole.backends.base import (
     BackendError,
     BackendPermissionDenied,
@@ -50,6 +48,8 @@ from gpuconsole.backends.base import (
     BackendUnavailable,
     Capability,
 )
+from gpuconsole.backends.prometheus import answers as pa
+from gpuconsole.backends.prometheus import mapping as pm
 from gpuconsole.model import GpuReading, GpuSample
 
 log = logging.getLogger(__name__)

@@ -4,6 +4,9 @@ Demo mode and most tests run on it. ``make_sim`` builds the world and its three 
 
     gpus, jobs, cloud = make_sim(seed=7)
     gpus.poll_gpus()
+
+The names in ``__all__`` are the folder's face: the core and the command line use nothing else
+(``render`` writes the world's GPUs as DCGM-exporter metrics, for ``gpuconsole sim-exporter``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 import time
 from collections.abc import Callable
 
+from gpuconsole.backends.sim.exporter import render
 from gpuconsole.backends.sim.faults import Fault, FaultMode, FaultPlan
 from gpuconsole.backends.sim.sources import (
     SimCloud,
@@ -31,6 +35,7 @@ __all__ = [
     "SimJobBackend",
     "SimWorld",
     "make_sim",
+    "render",
 ]
 
 

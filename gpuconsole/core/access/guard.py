@@ -22,6 +22,8 @@ from gpuconsole.core.access.access import (
     denial,
     needs_mfa_kind,
 )
+from gpuconsole.core.access.audit import AuditError, AuditLog, result_text
+from gpuconsole.core.access.mfa import MfaError, MfaStore
 from gpuconsole.core.ops.actions import (
     AUTOMATIC_PREFIX,
     ActionError,
@@ -29,8 +31,6 @@ from gpuconsole.core.ops.actions import (
     ActionRequest,
     ActionResult,
 )
-from gpuconsole.core.access.audit import AuditError, AuditLog, result_text
-from gpuconsole.core.access.mfa import MfaError, MfaStore
 
 log = logging.getLogger(__name__)
 

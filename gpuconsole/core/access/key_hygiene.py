@@ -126,7 +126,7 @@ class KeyHygiene:
             except BackendError as exc:
                 log.info("access key age not checked: %s", exc)
         if self.jobs is not None and getattr(self.jobs, "name", "").startswith("kube"):
-            from gpuconsole.backends.kube.credentials import credential_expiries
+            from gpuconsole.backends.kube import credential_expiries
 
             try:
                 alerts += expiry_alerts(credential_expiries(getattr(self.jobs, "kubeconfig", None),

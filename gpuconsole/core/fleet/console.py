@@ -18,26 +18,26 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-
-import msgspec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.core.money import costs
-from gpuconsole.core.ops.actions import ActionError, ActionLog, one_line
-from gpuconsole.core.ops.budget_ops import BudgetOps
-from gpuconsole.core.ops.cloud_ops import CloudOps
+from gpuconsole.core.access.guard import Guard, default_guard
 from gpuconsole.core.config import ConfigError, ConfigFile
+from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
+from gpuconsole.core.fleet.sources import SourceOptions, build_sources
+from gpuconsole.core.money import costs
 from gpuconsole.core.money.budget_config import load_config
 from gpuconsole.core.money.cost_explorer import CostExplorer
 from gpuconsole.core.money.cron_costs import cronjob_costs
-from gpuconsole.core.ops.gpu_ops import GpuOps
-from gpuconsole.core.access.guard import Guard, default_guard
-from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.money.idle import IdleTracker, by_owner
+from gpuconsole.core.ops.actions import ActionError, ActionLog, one_line
+from gpuconsole.core.ops.budget_ops import BudgetOps
+from gpuconsole.core.ops.cloud_ops import CloudOps
+from gpuconsole.core.ops.gpu_ops import GpuOps
 from gpuconsole.core.ops.job_ops import JobOps
-from gpuconsole.core.fleet.sources import SourceOptions, build_sources
 from gpuconsole.model import (
     Alert,
     Budget,
@@ -342,7 +342,7 @@ class Console:
         source = runner.source if runner else None
         if source is None or not source.name.startswith("kube"):
             raise ActionError("the jobs source is not a Kubernetes cluster")
-        from gpuconsole.backends.kube import source as kube
+        from gpuconsole.backends import kube
 
         try:
             names, current = kube.contexts(source.kubeconfig)
@@ -356,7 +356,7 @@ class Console:
         names, _ = self.kube_contexts()
         if name not in names:
             raise ActionError(f"no context {name!r} in the kubeconfig: {', '.join(names) or 'none'}")
-        from gpuconsole.backends.kube.source import KubeJobs
+        from gpuconsole.backends.kube import KubeJobs
 
         sources = self.options.sources = replace(self.options.sources, context=name)
         source = KubeJobs(sources.kubeconfig, name, sources.namespaces, watch=sources.watch_jobs)

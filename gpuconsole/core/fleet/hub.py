@@ -25,8 +25,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from msgspec.structs import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpuconsole.backends.base import BackendError, BackendThrottled, BackendUnavailable
 from gpuconsole.model import (

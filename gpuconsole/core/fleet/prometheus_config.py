@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuconsole.backends.prometheus.source import PrometheusSettings
+from gpuconsole.backends.prometheus import PrometheusSettings
 from gpuconsole.core.config import ConfigError, config_path
 
 TABLE = "prometheus"

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuconsole.backends.sim import make_sim
-from gpuconsole.backends.sim.faults import FaultPlan
+from gpuconsole.backends.sim import FaultPlan, make_sim
 from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.model import SourceKind
 
 if TYPE_CHECKING:
-    from gpuconsole.backends.prometheus.source import PrometheusSettings
+    from gpuconsole.backends.prometheus import PrometheusSettings
 
 GPU_SOURCES = ("auto", "nvml", "sim", "prometheus", "off")
 CLOUD_SOURCES = ("auto", "aws", "off")
@@ -125,7 +124,7 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
     elif options.gpus == "prometheus" or (options.gpus == "auto" and not options.demo and options.prometheus):
         sources[SourceKind.GPUS] = _prometheus(options)
     elif options.gpus == "nvml" or (sim is None and _nvml_loads()):
-        from gpuconsole.backends.nvml.source import (
+        from gpuconsole.backends.nvml import (
             NvmlSource,  # pynvml is imported only when it is used
         )
 
@@ -150,7 +149,7 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
 def _nvml_loads() -> bool:
     """Whether this host has the NVIDIA driver's NVML library (loading it calls no driver)."""
     try:
-        from gpuconsole.backends.nvml.source import library_available
+        from gpuconsole.backends.nvml import library_available
     except ImportError:
         return False
     return library_available()
@@ -160,7 +159,7 @@ def _prometheus(options: SourceOptions) -> Any:
     if options.prometheus is None:
         return Unconfigured("prometheus", "no Prometheus URL configured",
                             "pass --prometheus URL, or set url in the [prometheus] table of the config file")
-    from gpuconsole.backends.prometheus.source import (
+    from gpuconsole.backends.prometheus import (
         PrometheusGpus,  # urllib3 is imported on its first poll
     )
 
@@ -171,7 +170,7 @@ def _jobs(options: SourceOptions) -> Any:
     if options.jobs == "off":
         return Unconfigured("off", "Kubernetes jobs are turned off (--jobs off)", "start without --jobs off")
     if options.jobs == "kube" or kube_configured(options):
-        from gpuconsole.backends.kube.source import (
+        from gpuconsole.backends.kube import (
             KubeJobs,  # the kubernetes client is imported only when it is used
         )
 
@@ -187,7 +186,7 @@ def _cloud(options: SourceOptions) -> Any:
     if options.cloud == "off":
         return Unconfigured("off", "cloud instances are turned off (--cloud off)", "start without --cloud off")
     if options.cloud == "aws" or aws_configured(options):
-        from gpuconsole.backends.aws.source import (
+        from gpuconsole.backends.aws import (
             AwsCloud,  # boto3 is imported only when it is used
         )
 

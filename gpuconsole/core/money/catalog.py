@@ -15,13 +15,20 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from msgspec.structs import replace
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from msgspec.structs import replace
+
 from gpuconsole.backends.base import BackendError, Provisioner, one_line
-from gpuconsole.model import InstanceType, RegionPrice, SpotPrice, from_jsonable, to_jsonable
+from gpuconsole.model import (
+    InstanceType,
+    RegionPrice,
+    SpotPrice,
+    from_jsonable,
+    to_jsonable,
+)
 
 log = logging.getLogger(__name__)
 

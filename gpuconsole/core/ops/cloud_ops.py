@@ -10,12 +10,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from msgspec.structs import replace
 from typing import Any, TypeVar
 
+from msgspec.structs import replace
+
 from gpuconsole.backends.base import BackendError, Provisioner
-from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, ActionResult, one_line, run_action
 from gpuconsole.core.money.catalog import Catalog, CatalogService, bundled_catalog
+from gpuconsole.core.ops.actions import (
+    ActionError,
+    ActionKind,
+    ActionLog,
+    ActionRequest,
+    ActionResult,
+    one_line,
+    run_action,
+)
 from gpuconsole.core.ops.provision import Launcher, LaunchResult, validate
 from gpuconsole.model import (
     Instance,

@@ -8,6 +8,6 @@ the core, rather than in the AWS backend that builds them.
 
 from __future__ import annotations
 
-from gpuconsole.backends.aws.ec2_request import request_json, terraform_block
+from gpuconsole.backends.aws import request_json, terraform_block
 
 __all__ = ["request_json", "terraform_block"]

@@ -13,11 +13,12 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
 from msgspec.structs import replace
 
 from gpuconsole.backends.base import BackendError, CapacityError, Provisioner
-from gpuconsole.core.ops.actions import one_line
 from gpuconsole.core.money.catalog import Catalog
+from gpuconsole.core.ops.actions import one_line
 from gpuconsole.model import (
     Instance,
     InstanceType,

@@ -19,8 +19,8 @@ from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.live_table import LiveTable
-from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from gpuconsole.ui.widgets.text_view import TextView
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 TABLES = "LiveTable, VirtualTable"  # the selector of every table a pane may hold
 

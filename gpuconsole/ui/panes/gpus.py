@@ -22,8 +22,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
-from gpuconsole.core.ops.actions import ActionError, ActionKind
 from gpuconsole.core.money.attribution import attribute
+from gpuconsole.core.ops.actions import ActionError, ActionKind
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
 from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import money, short_node

@@ -9,11 +9,17 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.ops.actions import TYPED_CONFIRMATION, ActionError, ActionKind, ActionRequest, confirmation_prompt
+from gpuconsole.core.ops.actions import (
+    TYPED_CONFIRMATION,
+    ActionError,
+    ActionKind,
+    ActionRequest,
+    confirmation_prompt,
+)
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
+from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import age, money, short_model
 from gpuconsole.ui.palette import Palette
-from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text

@@ -7,7 +7,15 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
 from gpuconsole.core.money.costs import gpu_price_per_hour, idle_cost_per_hour
-from gpuconsole.model import FleetSnapshot, JobState, Market, MigMode, Severity, SourceKind, SourceState
+from gpuconsole.model import (
+    FleetSnapshot,
+    JobState,
+    Market,
+    MigMode,
+    Severity,
+    SourceKind,
+    SourceState,
+)
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane, status_text

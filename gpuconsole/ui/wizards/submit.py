@@ -25,7 +25,14 @@ from textual.widgets import Button, ContentSwitcher, Footer, Input, Select, Stat
 
 from gpuconsole.core.ops.actions import ActionError, ActionResult
 from gpuconsole.core.ops.job_ops import JobOps
-from gpuconsole.core.ops.manifests import CONCURRENCY_POLICIES, DEFAULT_IMAGE, PRESETS, JobRequest, from_form, validate
+from gpuconsole.core.ops.manifests import (
+    CONCURRENCY_POLICIES,
+    DEFAULT_IMAGE,
+    PRESETS,
+    JobRequest,
+    from_form,
+    validate,
+)
 from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
 
