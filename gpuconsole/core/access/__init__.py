@@ -1,0 +1,8 @@
+"""Access: who may do what, and the record of what was done.
+
+    access: roles, the users table and the permission check of every action.
+    guard: the guard of the action path (role, namespace, MFA, read-only, audit).
+    mfa: TOTP codes for destructive admin actions.
+    audit: the append-only, hash-chained audit log.
+    key_hygiene: alerts on old access keys, expiring credentials and unencrypted launches.
+"""

@@ -1,4 +1,4 @@
-"""GPUs through the core: signalling a GPU process, the last minutes of each GPU, one-off readings.
+"""GPUs through the core: signalling a GPU process, and the last minutes of each GPU.
 
 The UI and the CLI reach the GPU source only through :class:`GpuOps` (``console.gpus``) and
 :func:`gpuconsole.core.fleet.gpus_once.read_gpus_once`. Signalling a process is an
