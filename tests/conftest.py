@@ -35,7 +35,7 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    for var in ("GPUCONSOLE_USERS", "GPUCONSOLE_MFA", "GPUCONSOLE_AUDIT_DB", "GPUCONSOLE_MFA_CODE"):
+    for var in ("GPUCONSOLE_USERS", "GPUCONSOLE_MFA", "GPUCONSOLE_AUDIT_DB", "GPUCONSOLE_MFA_CODE", "GPUCONSOLE_DEMO_DIR"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))

@@ -82,7 +82,13 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUCONSOLE_USERS", str(users.path))
     monkeypatch.setenv("GPUCONSOLE_MFA", str(mfa.path))
     monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(audit.path))
+    monkeypatch.setenv("GPUCONSOLE_DEMO_DIR", str(tmp_path / "demo"))  # the demo's own audit log, kept to read
     return audit, secret
+
+
+def log_of(argv: list[str], audit: AuditLog, tmp_path) -> AuditLog:
+    """The audit log an action of ``argv`` is written to: the demo's own for a ``--demo`` command."""
+    return AuditLog(tmp_path / "demo" / "audit.db") if "--demo" in argv else audit
 
 
 def act_as(monkeypatch, role: Role) -> None:
@@ -108,7 +114,7 @@ def test_every_action_for_every_role_through_the_cli(home, tmp_path, monkeypatch
     rc = main(argv)
     err = capsys.readouterr().err
     allowed = expected_allowed(kind, role, scope)
-    last = [r for r in audit.records() if r.action == kind.value][-1]
+    last = [r for r in log_of(argv, audit, tmp_path).records() if r.action == kind.value][-1]
     assert (last.actor, last.role) == (NAMES[role], role.value)
     if allowed:
         assert rc == 0, err
@@ -120,21 +126,21 @@ def test_every_action_for_every_role_through_the_cli(home, tmp_path, monkeypatch
     assert AuditLog(audit.path).verify().ok
 
 
-def test_an_admin_without_a_code_is_denied_and_recorded(home, monkeypatch, capsys) -> None:
+def test_an_admin_without_a_code_is_denied_and_recorded(home, tmp_path, monkeypatch, capsys) -> None:
     audit, _secret = home
     act_as(monkeypatch, Role.ADMIN)
     assert main([*DEMO, "instance", "stop", INSTANCE, "--yes"]) == 1
     assert "needs a current MFA code" in capsys.readouterr().err
-    assert audit.records()[-1].result.startswith("denied: stop needs a current MFA code")
+    assert log_of(DEMO, audit, tmp_path).records()[-1].result.startswith("denied: stop needs a current MFA code")
 
 
-def test_a_wrong_code_is_refused_counted_and_recorded(home, monkeypatch, capsys) -> None:
+def test_a_wrong_code_is_refused_counted_and_recorded(home, tmp_path, monkeypatch, capsys) -> None:
     audit, secret = home
     act_as(monkeypatch, Role.ADMIN)
     wrong = "000000" if code_at(secret, time.time()) != "000000" else "111111"
     assert main([*DEMO, "instance", "stop", INSTANCE, "--yes", "--mfa-code", wrong]) == 1
     assert "MFA: wrong code (1 of 5" in capsys.readouterr().err
-    last = audit.records()[-1]
+    last = log_of(DEMO, audit, tmp_path).records()[-1]
     assert (last.action, last.result.split(" (")[0], json.loads(last.params)) == (
         "mfa-verify", "denied: wrong code", {"for": f"stop {INSTANCE}"})
 
@@ -220,13 +226,14 @@ def test_files_gpuconsole_creates_are_private(tmp_path, monkeypatch, capsys) -> 
     assert stat.S_IMODE(db.parent.parent.stat().st_mode) == 0o700
 
 
-def test_read_only_denies_every_command_to_an_admin(home, monkeypatch, capsys) -> None:
+def test_read_only_denies_every_command_to_an_admin(home, tmp_path, monkeypatch, capsys) -> None:
     audit, secret = home
     act_as(monkeypatch, Role.ADMIN)
     assert main([*DEMO, "--read-only", "job", "trigger", "team-nlp/nightly-eval"]) == 1
     assert "denied: the console runs read-only" in capsys.readouterr().err
     assert main(["--read-only", "users", "add", "zed", "--role", "auditor", "--mfa-code", code_at(secret, time.time())]) == 1
-    assert [r.result.split(":")[0] for r in audit.records() if r.action in ("trigger-cronjob", "user-add")] == [
+    records = [*log_of(DEMO, audit, tmp_path).records(), *audit.records()]
+    assert [r.result.split(":")[0] for r in records if r.action in ("trigger-cronjob", "user-add")] == [
         "denied", "denied"]
 
 

@@ -29,9 +29,11 @@ def add_mfa_option(parser: argparse.ArgumentParser) -> None:
 
 
 def make_guard(args: argparse.Namespace) -> Any:
-    from gpuconsole.core.access.guard import default_guard
+    """The guard of a command: the demo's own (its audit log and MFA state apart) with ``--demo``."""
+    from gpuconsole.core.access.guard import default_guard, demo_guard
 
-    return default_guard(read_only=getattr(args, "read_only", False))
+    make = demo_guard if getattr(args, "demo", False) else default_guard
+    return make(read_only=getattr(args, "read_only", False))
 
 
 def guarded_log(guard: Any) -> Any:

@@ -85,6 +85,7 @@ def _unwritable_reason(path: Path) -> str | None:
 USERS_ENV = "GPUCONSOLE_USERS"
 MFA_ENV = "GPUCONSOLE_MFA"
 AUDIT_ENV = "GPUCONSOLE_AUDIT_DB"
+DEMO_DIR_ENV = "GPUCONSOLE_DEMO_DIR"
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
@@ -114,6 +115,13 @@ def audit_db_path() -> Path:
     """``$GPUCONSOLE_AUDIT_DB`` when set, else ``audit.db`` in the state directory (never the cache)."""
     override = os.environ.get(AUDIT_ENV)
     return Path(override).expanduser() if override else state_dir() / "audit.db"
+
+
+def demo_dir() -> Path | None:
+    """``$GPUCONSOLE_DEMO_DIR`` when set: where demos keep their own audit log and MFA state
+    (None: each demo keeps them in a temporary folder of its own)."""
+    override = os.environ.get(DEMO_DIR_ENV)
+    return Path(override).expanduser() if override else None
 
 
 def private_dir(path: Path) -> Path:

@@ -9,9 +9,13 @@ written, nothing runs.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from gpuconsole.core import paths
 from gpuconsole.core.access.access import (
@@ -153,3 +157,22 @@ def default_guard(*, read_only: bool = False, user: str | None = None,
     """The guard over the files of this home (or the ``GPUCONSOLE_*`` overrides)."""
     return Guard(UsersTable(paths.users_path()), MfaStore(paths.mfa_path(), clock), AuditLog(paths.audit_db_path(), clock),
                  user=user, read_only=read_only)
+
+
+def demo_guard(*, read_only: bool = False, user: str | None = None,
+               clock: Callable[[], float] = time.time) -> Guard:
+    """The guard of a demo: the same users table (roles and namespaces apply as in a real
+    session), but an audit log and MFA state of its own. Nothing done or typed in a demo reaches
+    the real audit log, and a wrong code typed there never counts toward the real lockout.
+
+    They live in ``$GPUCONSOLE_DEMO_DIR`` when set (kept, so a demo's log can be read across
+    commands), else in a private temporary folder removed when the process ends.
+    """
+    kept = paths.demo_dir()
+    if kept is not None:
+        folder = paths.private_dir(kept)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-"))  # 0700
+        atexit.register(shutil.rmtree, folder, True)
+    mfa = MfaStore(paths.mfa_path(), clock).private_copy(folder / "mfa.json")
+    return Guard(UsersTable(paths.users_path()), mfa, AuditLog(folder / "audit.db", clock), user=user, read_only=read_only)

@@ -61,6 +61,22 @@ class MfaStore:
     def enrolled(self, user: str) -> bool:
         return bool(self._read().get(user, {}).get("secret"))
 
+    def private_copy(self, path: Path) -> MfaStore:
+        """A store at ``path`` with this one's secrets and none of its state (failures, lockout,
+        last code, window), for a demo: codes typed there are checked against the user's own
+        authenticator, but nothing typed there counts here. An unreadable file gives no secrets."""
+        try:
+            users = self._read()
+        except MfaError:
+            users = {}
+        copy = MfaStore(path, self.clock)
+        with copy._state() as state:
+            for user, entry in users.items():
+                if isinstance(entry, dict) and entry.get("secret"):
+                    state[user] = {"secret": entry["secret"], "last_step": -1, "failures": [], "locked_until": 0.0,
+                                   "verified_at": None}
+        return copy
+
     def forget(self, user: str) -> bool:
         with self._state() as state:
             return state.pop(user, None) is not None

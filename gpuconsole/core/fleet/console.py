@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.core.access.guard import Guard, default_guard
+from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
@@ -126,7 +126,8 @@ class Console:
         self._soon_lock = threading.Lock()
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
-        self.guard = options.guard if options.guard is not None else default_guard(read_only=options.read_only)
+        self.guard = options.guard if options.guard is not None else (
+            demo_guard if options.sources.demo else default_guard)(read_only=options.read_only)
         self.actions = ActionLog(guard=self.guard)
         self.idle_tracker = IdleTracker()
         self._cron_memo: tuple[object, tuple[CostLine, ...], tuple[str, ...]] = (None, (), ())
@@ -327,6 +328,9 @@ class Console:
         self.cost_explorer = None
         self.idle_tracker = IdleTracker()
         self.budget_ops.set_demo(self.clock())
+        if self.options.guard is None:  # the demo's own audit log and MFA state from here on
+            self.guard = demo_guard(read_only=self.guard.read_only, user=self.guard.user)
+            self.actions.guard = self.guard
         threading.Thread(target=old.stop, daemon=True).start()
         self.hub.start()
         self._publish()

@@ -4,7 +4,9 @@ Budgets come from three places; a name taken by an earlier one hides a later bud
 
 * the demo's budgets (in the demo only, origin ``"demo"``), the sprint sized to the demo fleet;
 * the configuration file (origin ``"config"``): shown and enforced, never changed from here;
-* the Store (origin ``"store"``), or this session's memory when there is no Store.
+* the Store (origin ``"store"``), or this session's memory when there is no Store, and always
+  in the demo: budgets added in a demo are kept in memory only and never reach the Store, so a
+  real session (or a cron ``budget check --enforce``) never sees them.
 
 Adding and removing check where a budget comes from and write the Store; :class:`BudgetOps`
 (:mod:`gpuconsole.core.ops.budget_ops`) runs both through the action path, which records them.
@@ -82,6 +84,8 @@ class BudgetBook:
 
         Blocking (SQLite). Budgets added while the Store was still opening are saved into it.
         """
+        if self.demo:
+            store = None  # a demo's budgets live and die with it: never read or written to the Store
         loaded: list[Budget] = []
         fired: set[FiredKey] = set()
         if store is not None:
@@ -128,11 +132,14 @@ class BudgetBook:
         return self._demo_start is not None
 
     def set_demo(self, start: float) -> None:
-        """Switch to the demo: demo budgets, and fired state in memory (forgotten here)."""
+        """Switch to the demo: demo budgets, and budgets and fired state in memory only (the
+        real session's saved budgets are left behind in the Store, untouched)."""
         with self.lock:
             self._demo_start = start
             self._sprint = None
             self.fired = set()
+            self._store = None
+            self._stored = {}
 
     def size_sprint(self, instances: Sequence[Instance]) -> None:
         """Size the demo's sprint budget to the demo fleet, at its first reading with instances."""
@@ -188,7 +195,8 @@ class BudgetBook:
                 raise BackendError(f"budget {budget.name} exists: remove it first, or replace it")
         with self.lock:
             self._stored[budget.name] = budget
-        where = "" if store is not None else " (kept for this session only: no database)"
+        where = ("" if store is not None else " (kept for this demo session only: nothing is saved)" if self.demo
+                 else " (kept for this session only: no database)")
         return f"{'replaced' if existing else 'added'} budget {describe(budget)}{where}"
 
     def remove(self, name: str) -> str:
