@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from textual.widgets import Input, Static
 
-from gpuconsole.model import BudgetAction, BudgetPeriod, InstanceState, Market, ThresholdBasis
+from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, InstanceState, Market, Threshold, ThresholdBasis
 from gpuconsole.ui.app import GpuConsoleApp
+from gpuconsole.ui.format import money
 from gpuconsole.ui.screens.budget_form import BudgetForm
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from tests.helpers import FrozenClock, demo_console, wait_until
@@ -126,3 +127,26 @@ async def test_the_launch_review_says_what_the_launch_does_to_its_budget():
         cost = text_of(wizard, "#review-cost")
         assert "budget team-nlp" in cost and "this launch adds" in cost
 
+
+async def test_a_budget_action_confirmation_lists_every_target_with_its_price_and_the_total():
+    """The dialog once said "stop 5 instances: … and 1 more", and the hidden one was the $98/h p5."""
+    async with running(demo_console(nodes=24)) as (app, pilot):
+        app.core.budget_ops.add(Budget("everything", 1.0, thresholds=(Threshold(100.0, actions=(BudgetAction.STOP_ALL,)),)))
+        app.core.refresh()
+        await wait_until(lambda: any(p.budget == "everything" for p in app.snapshot.pending_actions), timeout=10)
+        stop = next(p for p in app.snapshot.pending_actions if p.budget == "everything")
+        assert len(stop.targets) > 4 and "more" in stop.detail  # more than the one-line summary names
+        await pilot.press("5")
+        await pilot.pause()
+        pending = table(app, "pending-table")
+        pending.focus()
+        pending.move_cursor(row=next(i for i, k in enumerate(pending.shown_keys) if k.startswith("everything|")))
+        await pilot.press("g")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
+        lines = str(app.screen.query_one("#confirm-target-lines", Static).content).splitlines()
+        assert [line.split()[0] for line in lines] == list(stop.targets)
+        prices = {i.instance_id: i.price_per_hour for i in app.snapshot.instances}
+        assert all(line.endswith(f"{money(prices[line.split()[0]])}/h") for line in lines)
+        total = str(app.screen.query_one("#confirm-total", Static).content)
+        assert total == f"{len(stop.targets)} instances, {money(sum(prices[t] for t in stop.targets))}/h in all"
+        await pilot.press("n")

@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from gpuconsole.core.ops.actions import ActionError, ActionKind
 from gpuconsole.model import (
     Budget,
+    BudgetAction,
     BudgetStatus,
     FleetSnapshot,
     PendingAction,
@@ -197,8 +198,10 @@ class BudgetsPane(Pane):
                 self._budget_call(lambda: core.budget_ops.run(action, answer), kind,
                                   f"budget {action.budget}: {action.action.value}")
 
+        targets, total = confirmation_targets(action, snap)
         self.app.push_screen(
-            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", "Run it now? (y/n)", what), answered)
+            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", "Run it now? (y/n)", what,
+                          targets=targets, total=total), answered)
 
     @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
     def _budget_call(self, call, kind: ActionKind | None = None, what: str = "") -> None:  # noqa: ANN001 - a callable returning an ActionResult
@@ -212,3 +215,23 @@ class BudgetsPane(Pane):
             return
         self.app.call_from_thread(self.app.notify, result.message)
         core.refresh()
+
+
+def confirmation_targets(action: PendingAction, snap: FleetSnapshot) -> tuple[tuple[str, ...], str]:
+    """Every target of a budget action, one line each, and their total per hour (instances) or
+    count (CronJobs): the confirmation lists them all, never "and N more"."""
+    if action.action is BudgetAction.SUSPEND_CRONJOBS:
+        crons = {c.uid: c for c in snap.cronjobs}
+        lines = tuple(f"{c.namespace}/{c.name}  {c.schedule}" if (c := crons.get(uid)) else uid for uid in action.targets)
+        return lines, f"{len(lines)} CronJob{'s' if len(lines) != 1 else ''}"
+    instances = {i.instance_id: i for i in snap.instances}
+    lines, hourly = [], 0.0
+    for target in action.targets:
+        inst = instances.get(target)
+        if inst is None:
+            lines.append(target)
+            continue
+        hourly += inst.price_per_hour
+        lines.append(f"{inst.instance_id}  {inst.instance_type:<15} {inst.market.value:<9} {money(inst.price_per_hour)}/h")
+    count = len(lines)
+    return tuple(lines), f"{count} instance{'s' if count != 1 else ''}, {money(hourly)}/h in all" if count else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -29,12 +29,18 @@ class ConfirmScreen(ModalScreen[str | None]):
         Binding("y", "confirm", "Yes", show=False),
     ]
 
-    def __init__(self, title: str, prompt: str, details: str = "", *, typed: str | None = None) -> None:
+    def __init__(self, title: str, prompt: str, details: str = "", *, typed: str | None = None,
+                 targets: tuple[str, ...] = (), total: str = "") -> None:
+        """``targets``: every thing the change acts on, one line each (all of them listed, in a
+        list that scrolls when long: a confirmation never hides what it acts on); ``total``:
+        a line under them (e.g. what they cost per hour together)."""
         super().__init__()
         self.title_text = title
         self.prompt = prompt
         self.details = details
         self.typed = typed
+        self.targets = targets
+        self.total = total
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box") as box:
@@ -42,6 +48,11 @@ class ConfirmScreen(ModalScreen[str | None]):
             box.border_subtitle = "enter to confirm · esc to cancel" if self.typed else "y to confirm · n/esc to cancel"
             if self.details:
                 yield Static(self.details, id="confirm-details")
+            if self.targets:
+                with VerticalScroll(id="confirm-targets"):
+                    yield Static("\n".join(self.targets), id="confirm-target-lines", markup=False)
+                if self.total:
+                    yield Static(self.total, id="confirm-total")
             yield Static(self.prompt, id="confirm-prompt")
             if self.typed is not None:
                 yield Input(placeholder=self.typed, id="confirm-input")
