@@ -294,3 +294,16 @@ async def test_cache_database_opens_after_the_first_complete_frame(tmp_path):
         uuid = app.snapshot.gpus[0].uuid
         console.clock.advance(1)
         await wait_until(lambda: bool(console.store.gpu_history(uuid, 0)))
+
+
+def test_history_charts_have_a_floor_and_a_ceiling():
+    """A 1 °C blip on a steady 60 °C draws as a blip, not as a bar from the bottom to the top."""
+    from gpuconsole.model import Gpu
+    from gpuconsole.ui.screens.gpu_detail import bars, chart_range
+
+    gpu = Gpu("GPU-x", "node", 0, "H100", 50.0, 1000, 80000, 60, 300.0, 700.0)
+    steady = bars([60.0] * 10 + [61.0], 40, *chart_range("temp", gpu))
+    assert len(set(steady)) == 1 and "█" not in steady
+    assert bars([0.0, 50.0, 100.0], 40, *chart_range("util", gpu)) == "▁▅█"
+    assert bars([40000.0], 10, *chart_range("memory", gpu)) == "▅" and chart_range("power", gpu) == (0.0, 700.0)
+    assert len(bars(list(map(float, range(500))), 40, 0.0, 500.0)) == 40  # long series: one bar a column

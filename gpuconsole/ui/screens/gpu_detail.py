@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, cast
 from rich.table import Table
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -40,6 +40,49 @@ SERIES = [
     ("temp", "temperature °C", lambda s: s.temperature_c),
     ("power", "power W", lambda s: s.power_w),
 ]
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def chart_range(key: str, gpu: Gpu | None) -> tuple[float, float]:
+    """The floor and ceiling a series is drawn against: 0–100 % for utilization, 0 to the
+    board's total for memory and to its power limit for power, 20–100 °C for temperature. A
+    chart scaled to its own minimum and maximum would draw a 1 °C blip at full height."""
+    if key == "util":
+        return 0.0, 100.0
+    if key == "temp":
+        return 20.0, 100.0
+    if key == "memory":
+        return 0.0, float(gpu.memory_total_mib) if gpu is not None and gpu.memory_total_mib else 0.0
+    return 0.0, float(gpu.power_limit_w) if gpu is not None and gpu.power_limit_w else 0.0
+
+
+def bars(values: list[float], width: int, floor: float, ceiling: float) -> str:
+    """``values`` as one line of block bars against ``floor``–``ceiling`` (newest on the right;
+    fewer values than columns are drawn one a column). A ceiling at or below the floor falls back
+    to the values' own maximum, so an unknown limit still draws."""
+    if width <= 0 or not values:
+        return ""
+    if len(values) > width:  # the highest value of each column's share
+        step = len(values) / width
+        values = [max(values[int(i * step):max(int((i + 1) * step), int(i * step) + 1)]) for i in range(width)]
+    top = ceiling if ceiling > floor else max(max(values), floor + 1.0)
+    last = len(BARS) - 1
+    return "".join(BARS[round(min(1.0, max(0.0, (v - floor) / (top - floor))) * last)] for v in values)
+
+
+class ScaledSparkline(Sparkline):
+    """Textual's sparkline drawn against a fixed floor and ceiling (:func:`chart_range`) instead of
+    the data's own minimum and maximum."""
+
+    floor: float = 0.0
+    ceiling: float = 0.0
+
+    def plot(self, values: list[float], floor: float, ceiling: float) -> None:
+        self.floor, self.ceiling = floor, ceiling
+        self.data = values  # reactive: redraws
+
+    def render(self) -> RenderResult:
+        return Text(bars(list(self.data or []), self.size.width, self.floor, self.ceiling))
 
 
 def downsample(values: list[float], points: int = MAX_POINTS) -> list[float]:
@@ -79,7 +122,7 @@ class GpuDetailScreen(ModalScreen[None]):
             for key, label, _ in SERIES:
                 with Horizontal(classes="spark-row"):
                     yield Static(label, classes="spark-label")
-                    yield Sparkline([], id=f"spark-{key}", classes="spark")
+                    yield ScaledSparkline([], id=f"spark-{key}", classes="spark")
                     yield Static("", id=f"spark-{key}-now", classes="spark-now")
             yield Static(id="gpu-children")
 
@@ -200,6 +243,6 @@ class GpuDetailScreen(ModalScreen[None]):
             return
         for key, _, get in SERIES:
             values = [float(get(s)) for s in samples]
-            self.query_one(f"#spark-{key}", Sparkline).data = downsample(values)
+            self.query_one(f"#spark-{key}", ScaledSparkline).plot(downsample(values), *chart_range(key, self.current_gpu()))
             summary = f"{values[-1]:.0f} (max {max(values):.0f})" if values else "collecting…"
             self.query_one(f"#spark-{key}-now", Static).update(summary)
