@@ -307,3 +307,24 @@ def test_history_charts_have_a_floor_and_a_ceiling():
     assert bars([0.0, 50.0, 100.0], 40, *chart_range("util", gpu)) == "▁▅█"
     assert bars([40000.0], 10, *chart_range("memory", gpu)) == "▅" and chart_range("power", gpu) == (0.0, 700.0)
     assert len(bars(list(map(float, range(500))), 40, 0.0, 500.0)) == 40  # long series: one bar a column
+
+
+async def test_an_unticked_box_in_the_contrast_theme_shows_no_mark():
+    """On 16 colours a dim white mark reads as ticked where a terminal has no dim: unticked, the
+    mark is drawn in the background's colour; ticked, in the accent."""
+    from textual.widgets import Checkbox
+
+    from gpuconsole.ui.screens.budget_form import BudgetForm
+
+    async with running(theme="contrast") as (app, pilot):
+        await pilot.press("5", "a")
+        await wait_until(lambda: isinstance(app.screen, BudgetForm))
+        box = app.screen.query_one("#budget-automatic", Checkbox)
+        box.value = False
+        await pilot.pause()
+        off = box.get_component_rich_style("toggle--button")
+        assert off.color == off.bgcolor and not off.dim
+        box.value = True
+        await pilot.pause()
+        on = box.get_component_rich_style("toggle--button")
+        assert on.color != on.bgcolor and on.bold
