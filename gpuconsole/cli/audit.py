@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from gpuconsole.cli.access import CommandFailed, finish, make_guard
+from gpuconsole.cli.access import BadInput, CommandFailed, finish, make_guard
 
 
 def _date(end: bool) -> Any:
@@ -27,6 +27,23 @@ def _date(end: bool) -> Any:
 
     convert.__name__ = "date"
     return convert
+
+
+def _output_file(text: str) -> str:
+    """A file to write in a directory that exists: an export never creates directories."""
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory: name a file in it")
+    parent = path.parent
+    if not parent.is_dir():
+        if parent.exists():
+            raise argparse.ArgumentTypeError(f"{parent} is not a directory: write the file elsewhere")
+        raise argparse.ArgumentTypeError(f"directory {parent} does not exist: create it first, or write elsewhere")
+    return str(path)
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +69,8 @@ def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     form = export.add_mutually_exclusive_group(required=True)
     form.add_argument("--csv", dest="format", action="store_const", const="csv")
     form.add_argument("--json", dest="format", action="store_const", const="json")
-    export.add_argument("--output", "-o", default=None, metavar="FILE", help="write to FILE (0600) instead of stdout")
+    export.add_argument("--output", "-o", type=_output_file, default=None, metavar="FILE",
+                        help="write to FILE (0600) in a directory that exists, instead of stdout")
     usage = actions.add_parser("usage", parents=[common], help="GPU-hours and cost per user and namespace")
     usage.add_argument("--since", type=_date(False), default=None, metavar="DATE", help="from DATE (default: 30 days ago)")
     usage.add_argument("--until", type=_date(True), default=None, metavar="DATE", help="up to DATE (default: now)")
@@ -95,7 +113,13 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
 
             from gpuconsole.core.paths import write_private
 
-            write_private(Path(args.output), text)
+            target = Path(args.output)
+            if not target.parent.is_dir():  # removed since the command line was read
+                raise BadInput(f"argument --output/-o: directory {target.parent} does not exist: create it first")
+            try:
+                write_private(target, text)
+            except OSError as exc:
+                raise BadInput(f"argument --output/-o: cannot write {target}: {exc.strerror or exc}") from None
             out.write(f"{len(records)} record(s) written to {args.output}\n")
         else:
             out.write(text)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -30,14 +29,9 @@ PERIODS = ("monthly", "daily", "custom")
 
 
 def _amount(text: str) -> float:
-    words = text.strip().replace(",", "").lstrip("$")
-    try:
-        value = float(words)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than $0, got {text}")
-    return value
+    from gpuconsole.core.money.budgets import parse_amount
+
+    return float(_rule(parse_amount)(text))
 
 
 def _rule(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -97,7 +91,8 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
                "Default: 50:notify 80:notify 100:notify 100f:notify.",
     )
     add.add_argument("name", metavar="NAME", help="the budget's name (letters, digits, . _ -)")
-    add.add_argument("--amount", type=_amount, required=True, metavar="USD", help="the limit in US dollars")
+    add.add_argument("--amount", type=_amount, required=True, metavar="USD",
+                     help="the limit in US dollars, more than $0 and at most $100,000,000")
     add.add_argument("--period", choices=PERIODS, default=None,
                      help="monthly or daily (UTC calendar), or custom (--from, --to); default: from now on, no end")
     add.add_argument("--from", dest="starts", type=_start, default=None, metavar="DATE",
@@ -105,7 +100,7 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
     add.add_argument("--to", dest="ends", type=_end, default=None, metavar="DATE",
                      help="end of a custom period, inclusive (default: no end)")
     add.add_argument("--scope", type=_scope, default="all", metavar="SCOPE",
-                     help="all (default), tag:KEY=VALUE or namespace:NS")
+                     help="all (default), tag:KEY=VALUE or namespace:NS (a Kubernetes namespace)")
     add.add_argument("--threshold", dest="thresholds", type=_threshold, action="append", default=None,
                      metavar="PCT:ACTION[+ACTION]", help="repeat for several, e.g. --threshold 80:notify --threshold 100:notify+stop-all")
     add.add_argument("--automatic", action="store_true", help="run stop and suspend actions without asking")

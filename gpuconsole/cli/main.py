@@ -69,41 +69,43 @@ class _Parser(argparse.ArgumentParser):
         raise ArgumentError(message)
 
 
-def _non_negative_int(text: str) -> int:
+def _whole_number(text: str, low: int, high: int | None = None, unit: str = "") -> int:
+    """``text`` as a whole number from ``low`` (to ``high``); one rule and one message for
+    every value outside the range, below it or above it."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low} or more" if high is None else f"from {low} to {high:,}" if high >= 100_000 else f"from {low} to {high}"
+        raise argparse.ArgumentTypeError(f"must be {bounds}{unit}, got {value}")
     return value
 
 
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+def _non_negative_int(text: str) -> int:
+    return _whole_number(text, 0)
 
 
 MAX_DEMO_NODES = 4096  # 32,768 GPUs: far beyond any fleet the console is measured on
 
 
 def _demo_nodes(text: str) -> int:
-    value = _positive_int(text)
-    if value > MAX_DEMO_NODES:
-        raise argparse.ArgumentTypeError(f"at most {MAX_DEMO_NODES} nodes, got {value}")
-    return value
+    return _whole_number(text, 1, MAX_DEMO_NODES, " nodes")
 
 
 MAX_DEMO_JOBS = 1_000_000  # history beyond this only fills memory
 
 
 def _demo_jobs(text: str) -> int:
-    value = _non_negative_int(text)
-    if value > MAX_DEMO_JOBS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_DEMO_JOBS:,} jobs, got {value}")
-    return value
+    return _whole_number(text, 0, MAX_DEMO_JOBS, " jobs")
+
+
+MAX_PORT = 65535
+
+
+def _port(text: str) -> int:
+    """A TCP port to listen on: 1 to 65535, or 0 for any free port."""
+    return _whole_number(text, 0, MAX_PORT)
 
 
 MAX_SECONDS = 86400.0
@@ -248,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from gpuconsole.cli.exporter import add_exporter_parser
 
-    add_exporter_parser(sub, _positive_int, _non_negative_int, _demo_nodes)
+    add_exporter_parser(sub, _port, _non_negative_int, _demo_nodes)
 
     from gpuconsole.cli.access_parsers import add_access_parsers
 

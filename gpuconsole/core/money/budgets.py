@@ -65,6 +65,13 @@ SPRINT_LENGTH_S = 900.0  # and its custom period ends this long after the start
 
 OPEN_FORECAST_S = 30 * 86400.0  # how far an open-ended custom budget forecasts
 MAX_PERCENT = 1000.0
+MAX_AMOUNT = 100_000_000.0  # $100 million: beyond any GPU budget; above it is a typo (or 1e309)
+AMOUNT_RULE = f"more than $0 and at most ${MAX_AMOUNT:,.0f}"
+# A Kubernetes namespace is an RFC 1123 label. The job form checks namespaces with this same rule
+# (core/ops/manifests.py holds a copy of the pattern; core/money may not import core/ops).
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAMESPACE_MAX = 63
+NAMESPACE_RULE = f"a namespace is a lowercase RFC 1123 label (a-z, 0-9, '-', at most {NAMESPACE_MAX})"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ACTION_WORDS = ", ".join(a.value for a in BudgetAction)
@@ -82,8 +89,48 @@ class ScopeError(BudgetError):
 # --------------------------------------------------------------------------- words
 
 
+def namespace_problem(name: str) -> str | None:
+    """Why ``name`` is not a Kubernetes namespace (one line), or None when it is one."""
+    if not name:
+        return "required"
+    if len(name) > NAMESPACE_MAX or not NAMESPACE_RE.match(name):
+        return NAMESPACE_RULE
+    return None
+
+
+def amount_problem(amount: float) -> str | None:
+    """Why ``amount`` cannot be a budget's limit (one line), or None when it can."""
+    if not math.isfinite(amount) or not 0 < amount <= MAX_AMOUNT:
+        return f"must be {AMOUNT_RULE}"
+    return None
+
+
+def parse_amount(text: str) -> float:
+    """``"$25,000"`` → ``25000.0``. Raises :class:`BudgetError` with one line: not a number,
+    not finite (``1e309``, ``nan``), not more than $0 or more than :data:`MAX_AMOUNT`."""
+    words = text.strip().replace(",", "").lstrip("$").strip()
+    try:
+        amount = float(words)
+    except ValueError:
+        raise BudgetError(f"expected a number of dollars, got {text.strip()!r}") from None
+    problem = amount_problem(amount)
+    if problem is not None:
+        raise BudgetError(f"{problem}, got {text.strip()}")
+    return amount
+
+
 def parse_scope(scope: str) -> tuple[str, str, str]:
-    """Split a scope into (kind, key, value). Raises :class:`ScopeError` with a one-line message."""
+    """Split a scope into (kind, key, value). Raises :class:`ScopeError` with a one-line message,
+    also for a ``namespace:`` that is not a Kubernetes namespace (the job form's rule)."""
+    kind, key, value = _scope_parts(scope)
+    if kind == "namespace" and (problem := namespace_problem(key)) is not None:
+        raise ScopeError(f"bad budget scope {scope!r}: {problem}")
+    return kind, key, value
+
+
+def _scope_parts(scope: str) -> tuple[str, str, str]:
+    """:func:`parse_scope` without the namespace rule: how spend is counted for a budget saved
+    before the rule (a bad namespace matches no job, so such a budget counts nothing)."""
     if scope == "all":
         return ("all", "", "")
     kind, _, rest = scope.partition(":")
@@ -190,8 +237,8 @@ def validate(budget: Budget) -> Budget:
     """``budget`` if a user may save it. Raises :class:`BudgetError` with one line otherwise."""
     if not NAME_RE.match(budget.name):
         raise BudgetError(f"bad budget name {budget.name!r}: letters, digits, '.', '_' and '-', at most 64")
-    if not math.isfinite(budget.amount) or budget.amount <= 0:
-        raise BudgetError(f"bad amount {budget.amount:g} for budget {budget.name}: must be more than $0")
+    if (problem := amount_problem(budget.amount)) is not None:
+        raise BudgetError(f"bad amount {budget.amount:g} for budget {budget.name}: {problem}")
     parse_scope(budget.scope)
     if not budget.thresholds:
         raise BudgetError(f"budget {budget.name} has no thresholds: give at least one, e.g. 80:notify")
@@ -219,7 +266,7 @@ def validate(budget: Budget) -> Budget:
 
 
 def in_scope(instances: Iterable[Instance], scope: str, jobs: Sequence[Job] = ()) -> list[Instance]:
-    kind, key, value = parse_scope(scope)
+    kind, key, value = _scope_parts(scope)
     if kind == "all":
         return list(instances)
     if kind == "tag":
@@ -231,7 +278,7 @@ def in_scope(instances: Iterable[Instance], scope: str, jobs: Sequence[Job] = ()
 def cronjobs_in_scope(cronjobs: Iterable[CronJob], scope: str) -> list[CronJob]:
     """The CronJobs a scope covers: all of them, those of a namespace, none for a tag (CronJobs
     carry no cloud tags)."""
-    kind, key, _ = parse_scope(scope)
+    kind, key, _ = _scope_parts(scope)
     if kind == "all":
         return list(cronjobs)
     if kind == "namespace":

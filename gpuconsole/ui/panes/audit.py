@@ -73,11 +73,12 @@ class AuditPane(Pane):
     kind = None
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "edit_filters", "Filters"),
-        Binding("e", "export('csv')", "Export CSV"),
-        Binding("E", "export('json')", "Export JSON"),
-        Binding("u", "toggle_usage", "Usage"),
-        Binding("v", "verify", "Verify chain"),
+        Binding("f", "edit_filters", "Filters",
+                tooltip="edit the filters (actor, action, target, period); enter applies, esc back to the table"),
+        Binding("e", "export('csv')", "Export CSV", tooltip="export what is shown to CSV (0600, beside the audit log)"),
+        Binding("E", "export('json')", "Export JSON", tooltip="export what is shown to JSON (0600, beside the audit log)"),
+        Binding("u", "toggle_usage", "Usage", tooltip="GPU-hours and cost per user and per namespace over the period"),
+        Binding("v", "verify", "Verify chain", tooltip="verify the audit log's hash chain"),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -196,8 +197,8 @@ class AuditPane(Pane):
             super().on_input_submitted(event)
             return
         event.stop()
-        self.apply_filters()
-        self.focus_body()
+        if self.apply_filters():
+            self.focus_body()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if "audit-filter" in event.input.classes:
@@ -205,16 +206,20 @@ class AuditPane(Pane):
             return
         super().on_input_changed(event)
 
-    def apply_filters(self) -> None:
+    def apply_filters(self) -> bool:
+        """Apply what the filter fields say; False (and one line, the period field focused with
+        what was typed, so the next keys still go to the filters) when the period is bad."""
         value = {name: self.query_one(f"#audit-{name}", Input).value.strip() for name in ("actor", "action", "target", "period")}
         try:
             since, until = parse_period(value["period"], time.time())
         except ValueError as exc:
             self.app.notify(str(exc), severity="error")
-            return
+            self.query_one("#audit-period", Input).focus()
+            return False
         self._filter = AuditFilter(actor=value["actor"], action=value["action"], target=value["target"],
                                    since=since, until=until)
         self.reload()
+        return True
 
     def set_filters(self, *, actor: str = "", action: str = "", target: str = "", period: str = "") -> None:
         """Fill the filter fields and apply them (for the palette and the tests)."""

@@ -53,11 +53,13 @@ class GpusPane(Pane):
     kind = SourceKind.GPUS
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "sort_next", "Sort"),
-        Binding("S", "sort_reverse", "Reverse", show=False),
-        Binding("p", "toggle_processes", "Processes", show=False),
-        Binding("T", "signal('SIGTERM')", "Terminate"),
-        Binding("K", "signal('SIGKILL')", "Kill", show=False),
+        Binding("s", "sort_next", "Sort", tooltip="sort by the next column (shown in the header)"),
+        Binding("S", "sort_reverse", "Reverse", show=False, tooltip="reverse the sort"),
+        Binding("p", "toggle_processes", "Processes", show=False, tooltip="show or hide the process rows"),
+        Binding("T", "signal('SIGTERM')", "SIGTERM",
+                tooltip="send SIGTERM to the selected process, after a y/n: it may save its work and exit"),
+        Binding("K", "signal('SIGKILL')", "SIGKILL", show=False,
+                tooltip="send SIGKILL to the selected process, after a y/n: it stops at once, unsaved work is lost"),
     ]
 
     class OpenDetail(Message):

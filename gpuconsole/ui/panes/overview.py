@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 
 from gpuconsole.core.money.costs import gpu_price_per_hour, idle_cost_per_hour
@@ -20,6 +23,8 @@ from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane, status_text
 from gpuconsole.ui.widgets.text_view import TextView
+
+DEMO_KEY = "d"  # the app's binding for switching to the demo (lower case: shift+d does nothing)
 
 
 def _lines(lines: list[Text]) -> Text:
@@ -119,7 +124,7 @@ def alerts_card(snap: FleetSnapshot, palette: Palette) -> Text:
     if snap.sources and all(s.state is SourceState.UNCONFIGURED for s in snap.sources):
         return _lines([
             _line("No backend is set up yet: each pane says what is missing and how to set it up."),
-            _line("Press ", ("D", palette.accent), " to try the console on a simulated GPU cloud."),
+            _line("Press ", (DEMO_KEY, palette.accent), " to try the console on a simulated GPU cloud."),
         ])
     if not snap.alerts:
         return _line(("no active alerts", palette.dim))
@@ -145,11 +150,28 @@ ROWS = (("gpus", "jobs", "instances"), ("spend", "sources"))
 CARD_SOURCES = {"gpus": SourceKind.GPUS, "jobs": SourceKind.JOBS, "instances": SourceKind.CLOUD, "spend": SourceKind.CLOUD}
 
 
+class AlertsCard(TextView, can_focus=True):
+    """The alerts card: it holds the focus on the Overview, so the pane's own keys are the ones
+    the footer and ``?`` show (the Overview has no table, so no ``/``)."""
+
+    DEFAULT_CSS = """
+    AlertsCard:focus {
+        background-tint: 0%;
+    }
+    """
+
+
 class OverviewPane(Pane):
     """Fleet totals, spend against budget, alerts and the health of every source."""
 
     kind = None
     filterable = False
+
+    # The app binds / to "filter the current table"; the Overview has none, so here the key is
+    # taken (hidden from the footer and the help) and says where the tables are.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "no_filter", "", show=False),
+    ]
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="overview-body"):
@@ -160,12 +182,23 @@ class OverviewPane(Pane):
 
     @staticmethod
     def _card(key: str) -> TextView:
-        card = TextView(id=f"card-{key}", classes="card")
+        card = (AlertsCard if key == "alerts" else TextView)(id=f"card-{key}", classes="card")
         card.border_title = CARDS[key][0]
         return card
 
+    def on_mount(self) -> None:
+        # Pane.on_mount runs too. The first pane on screen takes the focus, so its keys are live.
+        self.call_after_refresh(self._focus_if_nothing_is)
+
+    def _focus_if_nothing_is(self) -> None:
+        if self.app.focused is None and self.display:
+            self.focus_body()
+
     def focus_body(self) -> None:
         self.query_one("#card-alerts").focus()
+
+    def action_no_filter(self) -> None:
+        self.app.notify("The Overview has no table to filter: 2-6 open the panes that have one.", timeout=3)
 
     def summary(self, snapshot: FleetSnapshot) -> str:
         return "demo: simulated GPU cloud" if snapshot.demo else ""
@@ -182,5 +215,5 @@ def not_set_up(kind: SourceKind | None, palette: Palette) -> Text:
     return _lines([
         _line(("not set up", palette.warn)),
         _line(("see its pane for how", palette.dim)),
-        _line("press ", ("D", palette.accent), " for the demo"),
+        _line("press ", (DEMO_KEY, palette.accent), " for the demo"),
     ])

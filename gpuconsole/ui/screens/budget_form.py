@@ -37,13 +37,16 @@ class BudgetForm(ModalScreen[Budget | None]):
     |---|---|
     | ctrl+s | save the budget |
     | f2 | fill in the guide's rule: alert, and pause instances at $1,000 |
+    | f1 | the form's keys |
     | esc | cancel |
     """
 
     BINDINGS = [
-        Binding("ctrl+s", "save", "Save"),
-        Binding("f2", "preset", "Pause at $1,000"),
-        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "save", "Save", tooltip="save the budget (bad input keeps the form and says which field)"),
+        Binding("f2", "preset", "Pause at $1,000",
+                tooltip="fill in the guide's rule: alert, and pause instances when cumulative cost reaches $1,000"),
+        Binding("escape", "cancel", "Cancel", tooltip="close the form without saving"),
+        Binding("f1", "keys", "Keys", tooltip="the keys of this form (? types a ? in a field)"),
     ]
 
     def __init__(self, clock=time.time) -> None:  # noqa: ANN001 - a clock callable
@@ -54,7 +57,7 @@ class BudgetForm(ModalScreen[Budget | None]):
         defaults = " ".join(budget_rules.format_threshold(t) for t in Budget("x", 1).thresholds)
         with Vertical(id="budget-form") as box:
             box.border_title = "New budget"
-            box.border_subtitle = "ctrl+s save · f2 pause at $1,000 · esc cancel"
+            box.border_subtitle = "ctrl+s save · f2 pause at $1,000 · f1 keys · esc cancel"
             with Horizontal(classes="form-row"):
                 yield Label("Name", classes="form-label")
                 yield Input(placeholder="e.g. team-nlp", id="budget-name", compact=True)
@@ -88,6 +91,11 @@ class BudgetForm(ModalScreen[Budget | None]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    def action_keys(self) -> None:
+        from gpuconsole.ui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen())
+
     def action_preset(self) -> None:
         b = PAUSE_AT_1000
         self.query_one("#budget-name", Input).value = b.name
@@ -105,30 +113,64 @@ class BudgetForm(ModalScreen[Budget | None]):
     def action_save(self) -> None:
         try:
             budget = self.budget()
-        except ValueError as exc:
+        except FieldError as exc:
+            # The form stays open with everything typed; the field at fault gets the focus.
             self.query_one("#budget-error", Static).update(str(exc))
+            self.query_one(f"#budget-{exc.field}").focus()
             return
         self.dismiss(budget)
 
     def budget(self) -> Budget:
-        """The budget the fields describe. Raises ValueError with one line for the user."""
+        """The budget the fields describe, checked as ``budget add`` checks it.
+
+        Raises:
+            FieldError: one line, starting with the field at fault (``amount: …``).
+        """
         name = self.query_one("#budget-name", Input).value.strip()
         if not name:
-            raise ValueError("name: give the budget a name")
+            raise FieldError("name", "give the budget a name")
         words = self.query_one("#budget-amount", Input).value.strip().replace(",", "").lstrip("$")
         try:
             amount = float(words)
         except ValueError:
-            raise ValueError(f"amount: not a number of dollars: {words!r}") from None
-        if not amount > 0:
-            raise ValueError("amount: must be more than $0")
+            raise FieldError("amount", f"not a number of dollars: {words!r}") from None
+        problem = budget_rules.amount_problem(amount)
+        if problem is not None:
+            raise FieldError("amount", f"{problem}, got {words}")
         scope = self.query_one("#budget-scope", Input).value.strip() or "all"
-        budget_rules.parse_scope(scope)
+        try:
+            budget_rules.parse_scope(scope)
+        except budget_rules.BudgetError as exc:
+            raise FieldError("scope", str(exc)) from None
         tokens = self.query_one("#budget-thresholds", Input).value.replace(",", " ").split()
         if not tokens:
-            raise ValueError("thresholds: give at least one, e.g. 80:notify")
-        thresholds = tuple(budget_rules.parse_threshold(t) for t in tokens)
+            raise FieldError("thresholds", "give at least one, e.g. 80:notify")
+        try:
+            thresholds = tuple(budget_rules.parse_threshold(t) for t in tokens)
+        except budget_rules.BudgetError as exc:
+            raise FieldError("thresholds", str(exc)) from None
         period = BudgetPeriod(str(self.query_one("#budget-period", Select).value))
         starts = self.clock() if period is BudgetPeriod.CUSTOM else None
-        return Budget(name=name, amount=amount, period=period, scope=scope, thresholds=thresholds,
-                      automatic=self.query_one("#budget-automatic", Checkbox).value, starts=starts)
+        budget = Budget(name=name, amount=amount, period=period, scope=scope, thresholds=thresholds,
+                        automatic=self.query_one("#budget-automatic", Checkbox).value, starts=starts)
+        try:
+            return budget_rules.validate(budget)  # what the core would refuse, refused here
+        except budget_rules.BudgetError as exc:
+            raise FieldError(_field_of(str(exc)), str(exc)) from None
+
+
+class FieldError(ValueError):
+    """Bad input in one field of the form: ``field`` names it (``amount``), the message is one line."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _field_of(message: str) -> str:
+    """The field a :func:`gpuconsole.core.money.budgets.validate` message is about."""
+    for field, words in (("name", "bad budget name"), ("amount", "bad amount"), ("scope", "bad budget scope"),
+                         ("thresholds", "threshold")):
+        if words in message:
+            return field
+    return "period"
