@@ -175,6 +175,7 @@ def test_audit_list_and_export_for_auditors_not_developers(home, monkeypatch, ca
     doc = json.loads(capsys.readouterr().out)
     assert [r["target"] for r in doc["records"]] == ["i-1"]
     target = tmp_path / "out" / "audit.csv"
+    target.parent.mkdir()  # export writes into a folder that exists, and creates none
     assert main(["audit", "export", "--csv", "-o", str(target)]) == 0
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     act_as(monkeypatch, Role.DEVELOPER)

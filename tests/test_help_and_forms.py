@@ -237,3 +237,17 @@ async def test_a_bad_audit_period_keeps_the_focus_and_the_words(tmp_path):
         await pilot.press("enter")
         await pilot.pause()
         assert not period.has_focus and app.query_one("#audit-table").has_focus
+
+
+async def test_help_opens_over_the_gpu_detail_view_and_names_w():
+    from gpuconsole.ui.screens.help import HelpScreen
+
+    async with running() as (app, pilot):
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_until(lambda: isinstance(app.screen, GpuDetailScreen))
+        await pilot.press("question_mark")
+        await wait_until(lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await wait_until(lambda: isinstance(app.screen, GpuDetailScreen))

@@ -39,6 +39,8 @@ from typing import Any
 
 from cronsim import CronSim, CronSimError
 
+from gpuconsole.core.money.budgets import namespace_problem
+
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.10-py3"
 CONTAINER = "train"
 MASTER_PORT = 29500
@@ -263,10 +265,8 @@ def validate(req: JobRequest) -> dict[str, str]:
             problems.setdefault(field, message)
 
     check("name", _name_problem(req))
-    if not req.namespace:
-        check("namespace", "required")
-    elif not _RFC1123_LABEL.match(req.namespace) or len(req.namespace) > 63:
-        check("namespace", "a namespace is a lowercase RFC 1123 label (a-z, 0-9, '-', at most 63)")
+    if (problem := namespace_problem(req.namespace)) is not None:
+        check("namespace", problem)
     if not req.image.strip():
         check("image", "required")
     elif not _IMAGE.match(req.image.strip()) or len(req.image) > 255:

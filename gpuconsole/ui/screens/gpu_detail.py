@@ -3,6 +3,7 @@
 | key | does |
 |---|---|
 | w | history window: 5 min → 1 h → 24 h |
+| ? | the keys of this view |
 | esc / q | back |
 
 The last 5 minutes come from the console's in-memory ring (``console.gpus.recent``), or from the
@@ -101,6 +102,7 @@ class GpuDetailScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Back"),
         Binding("q", "dismiss", "Back", show=False),
         Binding("w", "next_window", "Window"),
+        Binding("question_mark", "app.help", "Keys"),
     ]
 
     def __init__(self, uuid: str) -> None:
