@@ -19,17 +19,20 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 from __future__ import annotations
 
 import time
+from collections import deque
 from functools import partial
 from typing import ClassVar
 
 from rich.style import Style
-from textual import work
-from textual.app import App, ComposeResult
+from textual import events, work
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.lazy import Lazy
+from textual.message_pump import MessagePump
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
@@ -58,6 +61,16 @@ from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from gpuconsole.ui.widgets.text_view import TextView
 
 ACCESS_EVERY_S = 30.0  # how often the users table is read again (a role may change while the console runs)
+# A typed key waits for the one before it; one whose handling never ends (its widget went away with
+# it) stops holding the others back after this long.
+TYPEAHEAD_STUCK_S = 3.0
+TYPEAHEAD_PASSES = 3  # times a key's way is followed while handling it leaves messages on it
+
+
+def _busy(node: MessagePump) -> bool:
+    """Whether ``node`` has messages or callbacks waiting."""
+    return not node._message_queue.empty() or bool(node._next_callbacks)
+
 
 PANE_CLASSES: dict[str, type[Pane]] = {
     "overview": OverviewPane,
@@ -135,6 +148,11 @@ class GpuConsoleApp(App[int]):
         self._paint_every = min(core.options.interval, 1.0)
         self._store_requested = False
         self.access_principal = None  # who the user is (users table), read by load_access
+        # Type-ahead (see on_event): keys typed while the one before them is still being handled.
+        self._typed: deque[events.Key | events.Paste] = deque()
+        self._typing: object | None = None  # the key being handled, or the screen being waited for
+        self._typing_since = 0.0
+        self._typeahead_timer: Timer | None = None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -162,6 +180,108 @@ class GpuConsoleApp(App[int]):
             self.core.start(open_store=False)
             self.set_timer(1.0, self.core.open_store_in_background)
         self.show_snapshot(self.core.snapshot)
+
+    # ------------------------------------------------------------------ type-ahead
+    async def on_event(self, event: events.Event) -> None:
+        """Hand out typed keys one at a time, each once the key before it has been handled.
+
+        Textual gives a key to the widget focused when the app reads it, and the app reads a
+        burst (a paste-fast typist over SSH, one ``tmux send-keys``) before the first key of it
+        has run its binding: in ``/qwen`` the ``q`` went to the table, not to the filter that
+        ``/`` opens, and quit. So a key is handed out only once the one before has been through
+        every widget on its way (and what it posted to them, such as ``Input.Submitted``, too),
+        and a screen being pushed has mounted and focused its first field: it then goes where the
+        key before sent the focus.
+        """
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            self._typed.append(event)
+            if self._typing is None:
+                await self._next_key()
+            elif self._typeahead_timer is None:
+                self._typeahead_timer = self.set_timer(TYPEAHEAD_STUCK_S, self._typeahead_stuck)
+            return
+        await super().on_event(event)
+
+    async def _next_key(self) -> None:
+        while self._typing is None and self._typed:
+            try:
+                screen = self.screen
+            except ScreenStackError:  # closing
+                self._typed.clear()
+                return
+            if not screen.is_mounted:
+                # A screen is being pushed: its keys wait until it has composed and focused.
+                self._begin(screen)
+                if screen.call_later(self._screen_ready, screen):
+                    return
+                self._typing = None
+                continue
+            event = self._typed.popleft()
+            self._begin(event)
+            await super().on_event(event)  # priority bindings, else to the focused widget
+            if self._typing is not event:
+                continue  # given up on while it was handled (see _typeahead_stuck)
+            path: tuple[MessagePump, ...] = (self,)
+            if event.is_forwarded:
+                target = self.focused or self.screen
+                path = tuple(target.ancestors_with_self)
+            self._follow_key(event, path, 0, TYPEAHEAD_PASSES)
+            return
+
+    def _begin(self, what: object) -> None:
+        self._typing = what
+        self._typing_since = time.monotonic()
+
+    def _follow_key(self, event: object, path: tuple[MessagePump, ...], at: int, passes: int) -> None:
+        """Runs in the task of ``path[at - 1]`` once that node has handled what was queued before
+        this call (the key, when the key went there): go on to the next node; at the end, once
+        more along the way if handling the key posted messages to it (``Input.Submitted``, a
+        focus request), then to the next key."""
+        if self._typing is not event:
+            return
+        while at < len(path):
+            node = path[at]
+            at += 1
+            if node.call_later(self._follow_key, event, path, at, passes):
+                return
+        if passes > 1 and any(_busy(node) for node in path):
+            self._follow_key(event, path, 0, passes - 1)
+            return
+        self.call_later(self._key_done, event)
+
+    def _screen_ready(self, screen: object) -> None:
+        # In the screen's task: it has mounted. Its on_mount may have asked for the focus (in the
+        # app's queue), so the next key goes after that.
+        self.call_later(self._key_done, screen)
+
+    async def _key_done(self, what: object) -> None:
+        if self._typing is what:
+            self._typing = None
+            await self._next_key()
+
+    async def _typeahead_stuck(self) -> None:
+        """Keys are held: if the key (or screen) they wait for has not been done for too long,
+        stop waiting for it."""
+        self._typeahead_timer = None
+        if not self._typed:
+            return
+        if self._typing is not None:
+            waited = time.monotonic() - self._typing_since
+            if waited < TYPEAHEAD_STUCK_S or self._composing(self._typing):
+                self._typeahead_timer = self.set_timer(max(TYPEAHEAD_STUCK_S - waited, 0.25), self._typeahead_stuck)
+                return
+            self._typing = None
+        await self._next_key()
+        if self._typed and self._typeahead_timer is None:
+            self._typeahead_timer = self.set_timer(TYPEAHEAD_STUCK_S, self._typeahead_stuck)
+
+    def _composing(self, what: object) -> bool:
+        """Whether ``what`` is the screen on top, still being composed (a slow machine may take
+        seconds): the keys typed for it keep waiting, however long that takes."""
+        try:
+            return isinstance(what, Screen) and what is self.screen and not what.is_mounted and what.is_running
+        except ScreenStackError:
+            return False
 
     def _from_worker(self, snapshot: FleetSnapshot) -> None:
         # Called from the Hub's threads: post_message is thread-safe, and a newer snapshot

@@ -18,6 +18,7 @@ from textual.widgets import Input
 from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.widgets.text_view import TextView
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
@@ -100,7 +101,8 @@ class Pane(Vertical):
             return
         field = self.query_one(FilterInput)
         field.display = True
-        field.focus()
+        # Now, in this handler: the letters typed right after / are already queued behind it.
+        focus_now(field)
 
     def set_filter(self, words: str) -> None:
         """Filter the pane to ``words`` and show them in the filter field (from the palette)."""
@@ -133,7 +135,7 @@ class Pane(Vertical):
         """Give focus to the pane's main widget: its first table, where it has one."""
         tables = self.query(TABLES)
         if tables:
-            tables.first().focus()
+            focus_now(tables.first())
 
     # ------------------------------------------------------------------ snapshots
     def show(self, snapshot: FleetSnapshot, palette: Palette) -> None:

@@ -32,6 +32,7 @@ from gpuconsole.core.money.calculator import (
     reproduces,
 )
 from gpuconsole.ui.format import money
+from gpuconsole.ui.widgets.focus import focus_now
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -163,7 +164,8 @@ class CostCalculatorScreen(Screen[None]):
         for key, name in SHORT_NAMES.items():
             table.add_row(name, "-", "-", "-", key=key)
         self.load_preset(self.preset_name)
-        self.query_one("#in-gpu_hours", Input).focus()
+        # Now, with the preset in it (the focus selects it all): digits typed with $ replace it.
+        focus_now(self.query_one("#in-gpu_hours", Input))
         self.load_catalog()
 
     # ------------------------------------------------------------------ catalog

@@ -20,6 +20,7 @@ from textual.widgets import Footer, Input, Static
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
 
 TAIL_LINES = 1000  # what is fetched first; following adds to it up to MAX_LINES
@@ -137,7 +138,7 @@ class LogScreen(ModalScreen[None]):
     def action_search(self) -> None:
         field = self.query_one(SearchInput)
         field.display = True
-        field.focus()
+        focus_now(field)  # now: the words typed right after / are already queued behind it
 
     def close_search(self) -> None:
         field = self.query_one(SearchInput)

@@ -35,6 +35,15 @@ class LiveTable(DataTable[Any]):
         self._shown: dict[str, Cells] = {}
         self._order: list[str] = []
 
+    # DataTable binds home/end to scroll sideways in a row-cursor table (ctrl+home/ctrl+end move
+    # the cursor): in a short table nothing visibly moves and the next action hits the row that
+    # was selected before. Here, as in VirtualTable, they select the first and the last row.
+    def action_scroll_home(self) -> None:
+        self.action_scroll_top()
+
+    def action_scroll_end(self) -> None:
+        self.action_scroll_bottom()
+
     def on_mount(self) -> None:
         for label, key, width in self._column_spec:
             self.add_column(label, key=key, width=width)

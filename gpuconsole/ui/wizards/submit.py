@@ -10,6 +10,7 @@ field; the cluster is asked only through ``console.jobs``, in thread workers.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, ClassVar
 
@@ -33,6 +34,7 @@ from gpuconsole.core.ops.manifests import (
     from_form,
     validate,
 )
+from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
 
@@ -81,6 +83,9 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         Binding("ctrl+n", "next", "Next"),
         Binding("ctrl+n", "submit", "Submit"),
         Binding("ctrl+r", "dry_run", "Dry run again"),
+        # Tab moves through the whole form even while it is still being built (see build_rest).
+        Binding("tab", "next_field", "Focus Next", show=False),
+        Binding("shift+tab", "previous_field", "Focus Previous", show=False),
     ]
 
     def __init__(self, jobs: JobOps, namespace: str = "default", owner: str = "") -> None:
@@ -97,63 +102,94 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self.submitting = False
         self.result: ActionResult | None = None
         self.next_runs_text: str | None = None
+        self.built = False  # the whole form is mounted (see build_rest)
+        self._building = asyncio.Lock()
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
+        # Only the first fields at first: the screen is up and Name takes the keys typed after N
+        # at once; the rest of the form is mounted after the first frame (build_rest).
         with Vertical(id="submit-wizard"):
             yield Static(id="submit-steps", markup=False)
-            with ContentSwitcher(initial="submit-step-0", id="submit-body"):
-                with VerticalScroll(id="submit-step-0", classes="step"):
-                    with Horizontal(classes="pair"):
-                        yield Field("Name", _input(placeholder="e.g. bert-finetune", widget_id="job-name"), "name")
-                        yield Field("Namespace", _input(self.namespace, widget_id="job-namespace"), "namespace")
-                    yield Field("Image", _input(DEFAULT_IMAGE, widget_id="job-image"), "image")
-                    yield Field("Command", _input(placeholder='python train.py  or  ["python", "train.py"]',
-                                                  widget_id="job-command"), "command")
-                    with Horizontal(classes="pair"):
-                        yield Field("Workers", _input("1", "pods (>1: distributed)", "job-workers"), "workers")
-                        yield Field("GPUs/pod", _input("1", widget_id="job-gpus"), "gpus")
-                    with Horizontal(classes="pair"):
-                        yield Field("MIG profile", _input(placeholder="whole GPUs, or 1g.10gb…", widget_id="job-mig"),
-                                    "mig_profile")
-                        yield Field("CPU", _input(placeholder="e.g. 8 or 500m", widget_id="job-cpu"), "cpu")
-                    with Horizontal(classes="pair"):
-                        yield Field("Memory", _input(placeholder="e.g. 64Gi", widget_id="job-memory"), "memory")
-                        yield Field("Owner", _input(self.owner, widget_id="job-owner"), "owner")
-                    yield Field("Schedule", _input(placeholder="cron, e.g. 0 2 * * *; empty: run once now",
-                                                   widget_id="job-schedule"), "schedule")
-                    yield Static("", id="next-runs", markup=False)
-                    with Horizontal(classes="pair"):
-                        yield Field("Concurrency", Select([(p, p) for p in CONCURRENCY_POLICIES], value="Forbid",
-                                                          allow_blank=False, compact=True, id="job-concurrency"),
-                                    "concurrency_policy")
-                        yield Field("Retries", _input("2", widget_id="job-backoff"), "backoff_limit")
-                    with Horizontal(classes="pair"):
-                        yield Field("Deadline s", _input(placeholder="none", widget_id="job-deadline"),
-                                    "active_deadline_seconds")
-                        yield Field("Keep s", _input(placeholder="keep finished jobs", widget_id="job-ttl"),
-                                    "ttl_seconds_after_finished")
-                with VerticalScroll(id="submit-step-1", classes="step"):
-                    yield Static(ENV_INTRO, classes="context", markup=False)
-                    for preset in PRESETS:
-                        yield Field(preset, _input(PRESET_DEFAULTS.get(preset, ""), PRESET_HINTS[preset],
-                                                   f"env-{preset}"), f"env:{preset}")
-                    yield Field("Other", _input(placeholder="KEY=VALUE KEY2='with spaces'", widget_id="job-env"), "env")
-                with Vertical(id="submit-step-2", classes="step"):
-                    yield Static("", id="review-context", markup=False)
-                    with VerticalScroll(id="review-yaml-box", can_focus=True):
-                        yield Static("", id="review-yaml", markup=False)
-                    with Horizontal(id="review-actions"):
-                        yield Static("", id="dry-run", markup=False)
-                        yield Button("Submit", id="submit-button", variant="success", disabled=True, compact=True)
+            with (ContentSwitcher(initial="submit-step-0", id="submit-body"),
+                  VerticalScroll(id="submit-step-0", classes="step")):
+                yield self._pair(
+                    Field("Name", _input(placeholder="e.g. bert-finetune", widget_id="job-name"), "name"),
+                    Field("Namespace", _input(self.namespace, widget_id="job-namespace"), "namespace"))
             yield Static("", id="submit-status", markup=False)
         yield Footer()
+
+    @staticmethod
+    def _pair(first: Widget, second: Widget) -> Horizontal:
+        return Horizontal(first, second, classes="pair")
+
+    def _job_fields(self) -> list[Widget]:
+        """The Job step below Name and Namespace."""
+        pair = self._pair
+        return [
+            Field("Image", _input(DEFAULT_IMAGE, widget_id="job-image"), "image"),
+            Field("Command", _input(placeholder='python train.py  or  ["python", "train.py"]', widget_id="job-command"),
+                  "command"),
+            pair(Field("Workers", _input("1", "pods (>1: distributed)", "job-workers"), "workers"),
+                 Field("GPUs/pod", _input("1", widget_id="job-gpus"), "gpus")),
+            pair(Field("MIG profile", _input(placeholder="whole GPUs, or 1g.10gb…", widget_id="job-mig"),
+                       "mig_profile"),
+                 Field("CPU", _input(placeholder="e.g. 8 or 500m", widget_id="job-cpu"), "cpu")),
+            pair(Field("Memory", _input(placeholder="e.g. 64Gi", widget_id="job-memory"), "memory"),
+                 Field("Owner", _input(self.owner, widget_id="job-owner"), "owner")),
+            Field("Schedule", _input(placeholder="cron, e.g. 0 2 * * *; empty: run once now", widget_id="job-schedule"),
+                  "schedule"),
+            Static("", id="next-runs", markup=False),
+            pair(Field("Concurrency", Select([(p, p) for p in CONCURRENCY_POLICIES], value="Forbid", allow_blank=False,
+                                             compact=True, id="job-concurrency"), "concurrency_policy"),
+                 Field("Retries", _input("2", widget_id="job-backoff"), "backoff_limit")),
+            pair(Field("Deadline s", _input(placeholder="none", widget_id="job-deadline"), "active_deadline_seconds"),
+                 Field("Keep s", _input(placeholder="keep finished jobs", widget_id="job-ttl"),
+                       "ttl_seconds_after_finished")),
+        ]
+
+    @staticmethod
+    def _later_steps() -> list[Widget]:
+        """The Environment and Review steps (hidden until Next)."""
+        environment = VerticalScroll(
+            Static(ENV_INTRO, classes="context", markup=False),
+            *(Field(preset, _input(PRESET_DEFAULTS.get(preset, ""), PRESET_HINTS[preset], f"env-{preset}"),
+                    f"env:{preset}") for preset in PRESETS),
+            Field("Other", _input(placeholder="KEY=VALUE KEY2='with spaces'", widget_id="job-env"), "env"),
+            id="submit-step-1", classes="step")
+        review = Vertical(
+            Static("", id="review-context", markup=False),
+            VerticalScroll(Static("", id="review-yaml", markup=False), id="review-yaml-box", can_focus=True),
+            Horizontal(Static("", id="dry-run", markup=False),
+                       Button("Submit", id="submit-button", variant="success", disabled=True, compact=True),
+                       id="review-actions"),
+            id="submit-step-2", classes="step")
+        for step in (environment, review):
+            step.display = False  # the switcher shows one step; these come after it has mounted
+        return [environment, review]
 
     def on_mount(self) -> None:
         self._draw_steps()
         self.say("Each field is checked as you type · tab: next field · ctrl+n: next step · esc: cancel")
-        self.check()
-        self.query_one("#job-name", Input).focus()
+        focus_now(self.query_one("#job-name", Input))
+        self.call_after_refresh(self.build_rest)
+
+    async def build_rest(self) -> None:
+        """Mount the rest of the form: after the first frame, or at once when a key needs it (tab,
+        enter, ctrl+n typed with N wait for it, then move through the whole form in order)."""
+        async with self._building:
+            if self.built or not self._open():
+                return  # built, or cancelled (esc typed with N) before the form was complete
+            await self.query_one("#submit-step-0").mount_all(self._job_fields())
+            if not self._open():
+                return
+            await self.query_one("#submit-body", ContentSwitcher).mount_all(self._later_steps())
+            if self._open():
+                self.built = True
+                self.check()
+
+    def _open(self) -> bool:
+        return self.is_attached and not self._closing and self in self.app.screen_stack
 
     @property
     def console_app(self) -> ConsoleApp:
@@ -217,6 +253,8 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         return first
 
     def check(self) -> None:
+        if not self.built:
+            return  # build_rest checks once every field is there
         req, problems = self.build()
         self.request = None if problems else req
         for step in (JOB, ENVIRONMENT):
@@ -245,10 +283,18 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self.touched.add(field.field_name)
         self.check()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
         # Enter in a text field moves on to the next field, as in a paper form.
         event.stop()
+        await self.action_next_field()
+
+    async def action_next_field(self) -> None:
+        await self.build_rest()
         self.focus_next()
+
+    async def action_previous_field(self) -> None:
+        await self.build_rest()
+        self.focus_previous()
 
     # ------------------------------------------------------------------ steps
     def go(self, index: int) -> None:
@@ -286,8 +332,9 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         if self.step > JOB and not self.submitting:
             self.go(self.step - 1)
 
-    def action_next(self) -> None:
-        if self.step >= REVIEW:
+    async def action_next(self) -> None:
+        await self.build_rest()
+        if self.step >= REVIEW or not self.built:
             return
         _req, problems = self.build()
         first = self.show_problems(problems, self.step, everything=True)
