@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Input
 
@@ -70,6 +70,10 @@ class Pane(Vertical):
 
     kind: ClassVar[SourceKind | None] = None
     filterable: ClassVar[bool] = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", show=False,
+                tooltip="clear a kept filter; then leave a sub-view (the Jobs pane's Nodes)"),
+    ]
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -96,6 +100,18 @@ class Pane(Vertical):
             self.query_one(FilterInput).display = False
 
     # ------------------------------------------------------------------ filter
+    def action_back(self) -> None:
+        """Esc in the pane: clear a kept filter first, then leave a sub-view (:meth:`leave_view`)."""
+        if self.filter_text:
+            self.set_filter("")
+            self.focus_body()
+        else:
+            self.leave_view()
+
+    def leave_view(self) -> bool:
+        """Go back from a sub-view of the pane; False when it shows its main view already."""
+        return False
+
     def open_filter(self) -> None:
         if not self.filterable:
             return
@@ -255,6 +271,6 @@ def missing_text(status: SourceStatus, palette: Palette) -> Text:
         out.append("How to set it up: ", palette.strong)
         out.append(f"{status.hint}.\n\n")
     out.append("Press ")
-    out.append("D", palette.accent)
+    out.append("d", palette.accent)
     out.append(" to switch this console to the demo (a simulated GPU cloud).")
     return out

@@ -192,6 +192,12 @@ class JobsPane(Pane):
     def action_toggle_nodes(self) -> None:
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
 
+    def leave_view(self) -> bool:
+        if self.mode != "nodes":
+            return False
+        self.show_view("jobs")
+        return True
+
     def show_view(self, view: str) -> None:
         """``jobs`` (the queue and the CronJobs) or ``nodes`` (GPU capacity per node)."""
         self.mode = view

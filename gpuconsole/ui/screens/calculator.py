@@ -65,6 +65,7 @@ LABEL_OF = {name: label for _, name, label in FIELDS}
 WHOLE = ("cloud_gpus", "own_gpus")
 OPTIONAL = ("spot_gpu_hour_price",)  # blank: from the discount
 COLUMNS = (("Option", "option"), ("Cost", "cost"), ("Time", "time"), ("Index", "index"))
+
 SHORT_NAMES = {"own": "Own server", "on-demand": "On-demand", "spot": "Spot"}
 
 
@@ -296,7 +297,7 @@ class CostCalculatorScreen(Screen[None]):
             cells = ("-", "-", "-") if o is None else (money(o.cost), f"{o.hours:,.1f} h", f"{o.index:.2f}")
             for column, value in zip(("cost", "time", "index"), cells, strict=True):
                 if table.get_cell(key, column) != value:
-                    table.update_cell(key, column, value)
+                    table.update_cell(key, column, value, update_width=True)  # a wider figure widens its column
 
     def _show_notes(self, inputs: CostInputs | None, options: tuple[Option, ...]) -> None:
         notes = self.query_one("#calc-notes", Static)

@@ -18,6 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 MAX_LINES = 5000
+END_TRIES = 20  # scrolls to the end tried again while a new view is still being laid out
 
 
 class LogView(ScrollView, can_focus=True):
@@ -39,6 +40,7 @@ class LogView(ScrollView, can_focus=True):
         self._pattern: re.Pattern[str] | None = None
         self.current: int | None = None  # absolute number of the current match
         self._to_end = True  # a scroll to the end is under way (or the view is new): keep following
+        self._end_tries = 0
 
     # ------------------------------------------------------------------ lines
     @property
@@ -62,7 +64,14 @@ class LogView(ScrollView, can_focus=True):
         self.refresh()
 
     def _at_end(self) -> None:
-        self._to_end = False
+        """The scroll to the end is done, unless the view was laid out (or grew) after the end was
+        worked out, as a new view's first lines can be: then it scrolls again, a few times at most."""
+        if (self.size.height and self.scroll_y >= self.max_scroll_y) or self._end_tries >= END_TRIES:
+            self._to_end = False
+            self._end_tries = 0
+            return
+        self._end_tries += 1
+        self.call_after_refresh(self.scroll_end, animate=False, x_axis=False, on_complete=self._at_end)
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
