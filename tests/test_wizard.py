@@ -350,3 +350,33 @@ async def test_price_step_stays_usable_when_the_cloud_cannot_say_where(monkeypat
         assert column(prices, "zone") == ["any zone"] and column(prices, "on_demand") != ["-"]
         await choose_zone(pilot, wizard, "*", Market.ON_DEMAND)
         assert wizard.choice.availability_zone == ""
+
+
+async def test_a_max_spot_price_under_the_market_is_warned_and_a_failed_launch_goes_back_to_review():
+    async with running() as (app, pilot):
+        wizard = await open_wizard(app, pilot)
+        await choose_type(pilot, wizard, "p4de.24xlarge")
+        prices = wizard.query_one("#price-table", LiveTable)
+        await move_to(pilot, prices, "us-east-1c")
+        await pilot.press("tab", "right", "enter")  # the market buttons: spot
+        await pilot.pause()
+        assert wizard.choice.market is Market.SPOT
+        market = wizard.price_step.selected().spot
+        assert market is not None and market > 0.01
+        await fill(pilot, wizard.query_one("#max-spot", Input), "0.01")
+        warning = text_of(wizard, "#field-max_spot_price .field-message")
+        assert "under today's spot price" in warning
+        await pilot.press("ctrl+n")
+        await wait_until(lambda: wizard.step == 2)
+        await pilot.pause()
+        await to_review(pilot, wizard)
+        assert "is under today's spot price" in text_of(wizard, "#review-cost")
+        assert wizard.review_step.can_launch  # a warning, not a refusal: the market may fall
+        await launch(pilot, wizard)
+        result = text_of(wizard, "#launch-result")
+        assert result.startswith("✗ Launch failed") and ".." not in result
+        await pilot.press("escape")
+        await wait_until(lambda: wizard.step == 3)
+        assert isinstance(app.screen, type(wizard)), "the wizard stays open"
+        assert wizard.spec is not None and wizard.spec.max_spot_price == 0.01
+        assert wizard.spec.availability_zone == "us-east-1c" and wizard.spec.instance_type == "p4de.24xlarge"

@@ -176,13 +176,22 @@ class PriceStep(Step):
             field.set_message(str(exc))
             return None, str(exc)
         problem = "must be more than $0" if cap is not None and cap <= 0 else None
-        field.set_message(problem)
+        field.set_message(problem or self._cap_warning(cap))
         return cap, problem
+
+    def _cap_warning(self, cap: float | None) -> str | None:
+        """A warning (not a refusal: the market may fall) when the cap is under today's spot price."""
+        row = self.selected()
+        market = row.spot if row is not None else None
+        if cap is None or market is None or cap >= market:
+            return None
+        return f"under today's spot price {money(market)}/h: EC2 refuses the launch unless it falls"
 
     def _show_detail(self) -> None:
         row = self.selected()
         if row is None:
             return
+        self.read_cap()  # the cap's warning follows the zone's spot price
         note = self.query_one("#price-note", Static)
         if note.has_class("-error"):
             return

@@ -141,7 +141,7 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
         if action == "cancel":
             return step == WORKLOAD
         if action == "back":
-            return WORKLOAD < step < LAUNCH
+            return WORKLOAD < step < LAUNCH or (step == LAUNCH and self.launch_step.failed)
         if action == "close":
             return step == LAUNCH and not self.launch_step.running
         if action == "next":
@@ -167,6 +167,9 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
     def action_back(self) -> None:
         if WORKLOAD < self.step < LAUNCH:
             self.go(self.step - 1)
+        elif self.step == LAUNCH and self.launch_step.failed:  # a failed launch: back to the review, input kept
+            self.launch_step.reset()
+            self.go(REVIEW)
 
     def action_close(self) -> None:
         if self.launch_step.running:

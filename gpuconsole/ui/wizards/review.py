@@ -77,6 +77,10 @@ class ReviewStep(Step):
                     palette.strong)
         if spec.market is Market.SPOT:
             line.append("  at today's spot price", palette.dim)
+            cap, market = spec.max_spot_price, choice.spot_price
+            if cap is not None and market is not None and cap < market:
+                line.append(f"\nYour max price {money(cap)}/h is under today's spot price {money(market)}/h: "
+                            "EC2 refuses the launch unless the price falls (back: change it).", palette.bad)
         impact = self._budget_impact(spec, cost.per_hour)
         if impact:
             line.append("\n")
@@ -197,6 +201,18 @@ class LaunchStep(Step):
             result, error = None, failure(exc)
         app.call_from_thread(self._finished, result, error)
 
+    @property
+    def failed(self) -> bool:
+        """The launch has ended and launched nothing (the wizard can go back to the review)."""
+        return self.started and not self.running and not (self.result is not None and self.result.ok)
+
+    def reset(self) -> None:
+        """Forget the last launch, for another try of the (changed or not) request."""
+        self.started = self.running = False
+        self.attempts, self.result, self.error = [], None, ""
+        self.query_one("#attempts", Static).update("")
+        self.query_one("#launch-result", Static).update("")
+
     def _attempted(self, attempt: LaunchAttempt) -> None:
         self.attempts.append(attempt)
         if self.is_attached:
@@ -235,8 +251,8 @@ class LaunchStep(Step):
             self.wizard.console_app.core.refresh()
         else:
             line.append("✗ Launch failed: ", palette.bad)
-            line.append(error or "nothing was launched")
-            line.append(". enter or esc closes.")
+            line.append((error or "nothing was launched").rstrip(". "))
+            line.append(". esc goes back to the review with everything kept; enter closes.")
         self.query_one("#launch-result", Static).update(line)
         self.wizard.refresh_bindings()
 
