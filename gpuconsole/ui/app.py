@@ -18,6 +18,7 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from functools import partial
@@ -30,6 +31,7 @@ from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.lazy import Lazy
 from textual.message_pump import MessagePump
 from textual.screen import Screen
@@ -128,6 +130,20 @@ class GpuConsoleApp(App[int]):
         Binding("dollar_sign", "cost_calculator", "Costs", show=False),
         Binding("q", "quit_key", "Quit"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal, writing only the runs of text that changed
+        (:mod:`gpuconsole.ui.terminal`); ``GPUCONSOLE_FULL_REPAINT=1`` writes every repaint."""
+        driver = super().get_driver_class()
+        try:
+            from textual.drivers.linux_driver import LinuxDriver
+        except ImportError:  # not a POSIX terminal
+            return driver
+        if os.environ.get("GPUCONSOLE_FULL_REPAINT") or not issubclass(driver, LinuxDriver):
+            return driver  # the headless and web drivers have no terminal to spare
+        from gpuconsole.ui.terminal import with_repaint_filter
+
+        return with_repaint_filter(driver)
 
     def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True,
                  gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None) -> None:
