@@ -70,3 +70,20 @@ def test_a_planted_import_breaks_its_contract(copy: Path, planted: dict[str, str
             shutil.copy(ROOT / "gpuconsole" / module, copy / "gpuconsole" / module)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-1000:]
     assert "BROKEN" in done.stdout
+
+
+def test_an_adapter_face_shows_what_its_module_holds_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuconsole.backends.kube as face
+    import gpuconsole.backends.kube.source as source
+
+    class Stand:
+        pass
+
+    real = source.KubeJobs
+    assert face.KubeJobs is real and "KubeJobs" in face.__all__
+    monkeypatch.setattr(source, "KubeJobs", Stand)
+    assert face.KubeJobs is Stand  # a replaced class is seen through the face, and only while replaced
+    monkeypatch.undo()
+    assert face.KubeJobs is real
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        face.nothing_here  # noqa: B018
