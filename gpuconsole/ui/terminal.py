@@ -45,6 +45,7 @@ class RepaintFilter:
         self._written: dict[int, list[tuple[int, int, str]]] = {}  # row → [(column, width, run)]
         self._plain = True  # no style in force: the next run starts from the terminal's default
         self._cursor: str | None = None  # where a dropped run would have left the cursor
+        self._cursor_end = (0, 0)  # … that is, this row and column
         self.dropped = 0  # bytes not written, for the benchmark and the tests
 
     def forget(self) -> None:
@@ -72,7 +73,7 @@ class RepaintFilter:
                 if run is not None:
                     self._close(run, where, out)
                     run = None
-                self._place(out)
+                self._place(out, value)
                 self._pass(kind, value, where)
                 out.append(value)
         if run is not None:
@@ -80,12 +81,19 @@ class RepaintFilter:
         self._place(out)
         return "".join(out)
 
-    def _place(self, out: list[str]) -> None:
+    def _place(self, out: list[str], after: str = "") -> None:
         """Put the cursor where a dropped run would have left it, before anything that depends on
-        where the cursor is (a line feed, text, the end of a frame)."""
-        if self._cursor is not None:
+        where the cursor is (a line feed, text, the end of a frame). Before a carriage return or a
+        line feed a cursor waiting to wrap in the last column moves as one standing in that
+        column does, so a cursor move stands in for the segment written again."""
+        if self._cursor is None:
+            return
+        row, column = self._cursor_end
+        if after in ("\r", "\n") and row:
+            out.append(f"\x1b[{row};{min(column, self.columns)}H")
+        else:
             out.append(self._cursor)
-            self._cursor = None
+        self._cursor = None
 
     def _pass(self, kind: str | None, value: str, where: tuple[int, int]) -> None:
         """Something outside a run goes through: forget the screen unless it changes no cell."""
@@ -124,6 +132,7 @@ class RepaintFilter:
                 return f"\x1b[{row};{dropped[0]}H{dropped[1]}"
             return f"\x1b[{row};{at}H"
 
+        merge: str | None = None  # the last segment written, when the next may join it
         if not segments:
             out.append(run[0])
             placed = True
@@ -138,7 +147,13 @@ class RepaintFilter:
             else:
                 if not placed:
                     out.append(cursor_here())
-                out.append(body)
+                    merge = None
+                joined = _joined(merge, body) if placed and starts_plain else None
+                if joined is not None:
+                    out[-1] = joined
+                else:
+                    out.append(body)
+                merge = out[-1] if ends_plain else None
                 placed = True
                 if seg_width:
                     kept[:] = [w for w in kept if w[0] + w[1] <= at or w[0] >= at + seg_width]
@@ -147,9 +162,27 @@ class RepaintFilter:
         # Where dropped last segments would have left the cursor, written only if something other
         # than a cursor move follows (:meth:`_place`).
         self._cursor = None if placed else cursor_here()
+        self._cursor_end = (row, at)
 
 
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
+
+
+def _joined(first: str | None, second: str) -> str | None:
+    """Two adjacent segments written as one when they have the same single style: ``S a R`` and
+    ``S b R`` (S a style from the default, R a reset) become ``S a b R``; None otherwise."""
+    if first is None:
+        return None
+    head = _SGR.match(first)
+    if head is None or head.group() in _RESETS or not second.startswith(head.group()):
+        return None
+    reset = next((r for r in _RESETS if first.endswith(r)), None)
+    if reset is None or not second.endswith(reset):
+        return None
+    inner_first, inner_second = first[head.end():-len(reset)], second[head.end():-len(reset)]
+    if "\x1b" in inner_first or "\x1b" in inner_second:
+        return None  # a style change inside: not one style
+    return f"{head.group()}{inner_first}{inner_second}{reset}"
 
 
 def _last_style(body: str) -> str | None:
