@@ -81,6 +81,8 @@ def test_a_repeated_line_is_dropped_and_a_changed_one_is_written() -> None:
     assert "GPUs" not in again and "64%" in again
     assert repaints("\x1b[2J") == "\x1b[2J"  # a clear: everything is written again after it
     assert "GPUs" in repaints(card)
+    # Line feeds from row 23 reach the last row: the second one scrolls, so the screen is forgotten.
+    assert "GPUs" in repaints("\x1b[23;1Hx\n\n" + card)
 
 
 @pytest.mark.slow

@@ -46,7 +46,6 @@ class RepaintFilter:
         self._plain = True  # no style in force: the next run starts from the terminal's default
         self._cursor: str | None = None  # where a dropped run would have left the cursor
         self._cursor_end = (0, 0)  # … that is, this row and column
-        self.dropped = 0  # bytes not written, for the benchmark and the tests
 
     def forget(self) -> None:
         """Forget what the screen holds (a resize, a full repaint, anything not understood)."""
@@ -76,6 +75,8 @@ class RepaintFilter:
                 self._place(out, value)
                 self._pass(kind, value, where)
                 out.append(value)
+                if kind == "ctl" and value == "\n":
+                    where = (where[0] + 1, where[1])  # the next line feed is one row lower
         if run is not None:
             self._close(run, where, out)
         self._place(out)
@@ -142,7 +143,6 @@ class RepaintFilter:
             ends_plain = (last_style in _RESETS) if last_style is not None else starts_plain
             self._plain = ends_plain
             if seg_width and starts_plain and ends_plain and (at, seg_width, body) in kept:
-                self.dropped += len(body)
                 placed, dropped = False, (at, body)
             else:
                 if not placed:

@@ -108,9 +108,8 @@ class Pane(Vertical):
         else:
             self.leave_view()
 
-    def leave_view(self) -> bool:
-        """Go back from a sub-view of the pane; False when it shows its main view already."""
-        return False
+    def leave_view(self) -> None:
+        """Go back from a sub-view of the pane (none here: it shows its main view)."""
 
     def open_filter(self) -> None:
         if not self.filterable:

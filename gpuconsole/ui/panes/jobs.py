@@ -192,11 +192,9 @@ class JobsPane(Pane):
     def action_toggle_nodes(self) -> None:
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
 
-    def leave_view(self) -> bool:
-        if self.mode != "nodes":
-            return False
-        self.show_view("jobs")
-        return True
+    def leave_view(self) -> None:
+        if self.mode == "nodes":
+            self.show_view("jobs")
 
     def show_view(self, view: str) -> None:
         """``jobs`` (the queue and the CronJobs) or ``nodes`` (GPU capacity per node)."""
