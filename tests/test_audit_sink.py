@@ -162,8 +162,9 @@ def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_pe
     rc, out, _ = verify_cli(capsys)  # the copy is readable: the two are named as waiting
     assert rc == 0 and "2 not yet sent (queued)" in out
     aws_peer.proxy.reset()
-    act(anchored, 1)  # the next record takes the queue along, in order
+    act(anchored, 1)  # the next record takes the queue along, in order, in one call
     assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2, 3]
+    assert len(aws_peer.proxy.sent("PutLogEvents")) == 1
     assert queue.read_text() == ""
     rc, out, _ = verify_cli(capsys)
     assert rc == 0 and "queued" not in out
@@ -289,3 +290,15 @@ def test_a_wrong_audit_table_lets_no_action_run_unanchored(tmp_path, monkeypatch
     write_config(tmp_path, monkeypatch, '[audit]\ncloudwatch_log_group = "g"\n')
     with pytest.raises(AuditError, match="the audit sink cannot be used"):
         default_guard().audit.check_writable()
+
+
+def test_batches_keep_within_what_one_call_accepts() -> None:
+    from gpuconsole.backends.aws.audit_logs import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, batches
+
+    many = [f"m{i}" for i in range(MAX_BATCH_EVENTS * 2 + 5)]
+    cut = list(batches(many))
+    assert [len(b) for b in cut] == [MAX_BATCH_EVENTS, MAX_BATCH_EVENTS, 5]
+    assert [m for b in cut for m in b] == many
+    big = ["x" * 300_000] * 7
+    assert all(sum(len(m) + 26 for m in b) <= MAX_BATCH_BYTES for b in batches(big))
+    assert sum(len(b) for b in batches(big)) == 7
