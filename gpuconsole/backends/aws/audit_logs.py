@@ -66,7 +66,6 @@ class CloudWatchAuditStore:
         self._lock = threading.Lock()
         self._client: Any = None
         self._secrets: tuple[str, ...] = ()
-        self._streams: set[str] = set()
 
     @property
     def where(self) -> str:
@@ -110,9 +109,9 @@ class CloudWatchAuditStore:
                 raise BackendError(f"{self.where}: events rejected: {rejected}")
 
     def _put(self, logs: Any, stream: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-        """One PutLogEvents; a missing group or stream is created, then the call is made again."""
-        if stream not in self._streams:
-            self._create(logs, stream)
+        """One PutLogEvents; when the group or the stream does not exist yet, they are created
+        and the call is made again (so the usual case is one call, and a login whose role may not
+        create groups still writes to one made for it)."""
         try:
             return logs.put_log_events(logGroupName=self.group, logStreamName=stream, logEvents=events)
         except ClientError as exc:
@@ -128,7 +127,6 @@ class CloudWatchAuditStore:
             except ClientError as exc:
                 if aws_mapping.error_code(exc) != "ResourceAlreadyExistsException":
                     raise
-        self._streams.add(stream)
 
     def read(self, stream: str | None = None) -> list[str]:
         """Every message of ``stream`` (None: of every stream of the group), oldest first.

@@ -34,6 +34,7 @@ import logging.handlers
 import os
 import pwd
 import socket
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,19 @@ def decode(message: str) -> RemoteRecord | None:
 
 # --------------------------------------------------------------------------- the queue
 
+_LIVE: weakref.WeakSet[QueuedSink] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Send what every sink of this process has queued, once (also run at exit, so a record
+    queued during an outage goes as soon as the store is back; what still cannot go stays in
+    its queue file for the next run)."""
+    for sink in list(_LIVE):
+        sink.close()
+
+
+atexit.register(close_all)
+
 
 class QueuedSink:
     """One destination, fed through a queue file so a record is kept until it was taken.
@@ -168,11 +182,11 @@ class QueuedSink:
         self.last_error = ""
         self._send = send
         self._warned = False
-        atexit.register(self.flush)
+        _LIVE.add(self)
 
     def close(self) -> None:
         """Send what is queued now, and not again at exit."""
-        atexit.unregister(self.flush)
+        _LIVE.discard(self)
         self.flush()
 
     def check_writable(self) -> None:
