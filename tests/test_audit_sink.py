@@ -293,3 +293,29 @@ def test_batches_keep_within_what_one_call_accepts() -> None:
     big = ["x" * 300_000] * 7
     assert all(sum(len(m) + 26 for m in b) <= MAX_BATCH_BYTES for b in batches(big))
     assert sum(len(b) for b in batches(big)) == 7
+
+
+def test_the_console_copies_its_records_to_the_sinks_of_its_config_file(tmp_path) -> None:
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+
+    config = tmp_path / "site.toml"
+    config.write_text(f'[audit]\nsyslog = true\nsyslog_socket = "{tmp_path / "log.sock"}"\n')
+    console = Console(ConsoleOptions(config_path=config))
+    try:
+        (sink,) = console.guard.audit.sinks
+        assert str(tmp_path / "log.sock") in sink.name
+    finally:
+        console.close()
+
+
+def test_a_record_queued_while_another_process_sends_waits_for_the_next_send(anchored, aws_peer) -> None:  # noqa: F811
+    import fcntl
+
+    act(anchored, 1)
+    sink = audit_sink.anchor(anchored)
+    with open(sink.lock_path, "a") as other:  # another process is sending this queue
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+        act(anchored, 1)  # the action does not wait for it
+        assert [json.loads(m)["record"]["seq"] for m in sink.queued()] == [2]
+    assert sink.flush() == 0
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]

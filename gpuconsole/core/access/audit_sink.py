@@ -177,6 +177,7 @@ class QueuedSink:
                  login: str) -> None:
         self.name = name
         self.queue_path = Path(queue_path)
+        self.lock_path = self.queue_path.with_name(self.queue_path.name + ".lock")
         self.host = host
         self.login = login
         self.last_error = ""
@@ -223,7 +224,7 @@ class QueuedSink:
         except OSError as exc:
             raise AuditError(f"audit record {record.seq} reached neither {self.name} nor its queue "
                              f"{self.queue_path}: {exc.strerror or exc}") from None
-        self.flush()
+        self.flush(wait=False)
 
     def queued(self) -> list[str]:
         """The messages not sent yet, oldest first."""
@@ -233,14 +234,40 @@ class QueuedSink:
             return []
         return [line for line in text.splitlines() if line.strip()]
 
-    def flush(self) -> int:
-        """Send what is queued; returns how many messages are still queued (0: all sent)."""
+    @contextlib.contextmanager
+    def _sending(self, wait: bool) -> Iterator[bool]:
+        """The right to send this queue, held by one process at a time; False when another
+        holds it and ``wait`` is False. The queue itself stays free meanwhile, so an action
+        never waits for another process's slow send to queue its record."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                mine = True
+            except BlockingIOError:
+                mine = False
+            yield mine
+        finally:
+            os.close(fd)
+
+    def _lines(self, handle: IO[str]) -> list[str]:
+        handle.seek(0)
+        return [line for line in handle.read().splitlines() if line.strip()]
+
+    def flush(self, wait: bool = True) -> int:
+        """Send what is queued; returns how many messages are still queued (0: all sent).
+
+        Args:
+            wait: wait for another process that is sending this queue (else leave the queue to it).
+        """
         try:
             if not self.queue_path.exists():
                 return 0
-            with self._locked() as handle:
-                handle.seek(0)
-                lines = [line for line in handle.read().splitlines() if line.strip()]
+            with self._sending(wait) as mine:
+                if not mine:
+                    return len(self.queued())
+                with self._locked() as handle:
+                    lines = self._lines(handle)
                 if not lines:
                     return 0
                 try:
@@ -248,9 +275,12 @@ class QueuedSink:
                 except (BackendError, OSError) as exc:
                     self._note_failure(str(exc), len(lines))
                     return len(lines)
-                handle.truncate(0)
+                with self._locked() as handle:  # what was queued while sending stays
+                    rest = self._lines(handle)[len(lines):]
+                    handle.truncate(0)
+                    handle.write("".join(line + "\n" for line in rest))
                 self.last_error = ""
-                return 0
+                return len(rest)
         except OSError as exc:
             self._note_failure(f"queue {self.queue_path}: {exc.strerror or exc}", 0)
             return -1
