@@ -319,3 +319,13 @@ def test_a_record_queued_while_another_process_sends_waits_for_the_next_send(anc
         assert [json.loads(m)["record"]["seq"] for m in sink.queued()] == [2]
     assert sink.flush() == 0
     assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]
+
+
+def test_a_failed_call_is_retried_before_anything_is_queued(anchored, aws_peer) -> None:  # noqa: F811
+    act(anchored, 1)  # the group and stream exist from here on
+    aws_peer.proxy.reset()
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", status=503, times=1)
+    act(anchored, 1)
+    assert len(aws_peer.proxy.sent("PutLogEvents")) == 2  # refused once, then taken
+    assert audit_sink.anchor(anchored).queued() == []
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]

@@ -94,11 +94,11 @@ def _filter(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
-    from gpuconsole.core.access import audit, audit_sink
+    from gpuconsole.core.access import audit, audit_remote
 
     guard = make_guard(args)
     if args.audit_command == "verify":
-        verdict = audit_sink.verify_anchored(guard.audit)
+        verdict = audit_remote.verify_anchored(guard.audit)
         if verdict.ok:
             out.write(verdict.message + "\n")
             return 0
@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         raise CommandFailed(why)
     if args.audit_command == "usage":
         return _usage(args, make_console, out)
-    shared = None if args.local else audit_sink.shared_records(guard.audit, _filter(args))
+    shared = None if args.local else audit_remote.shared_records(guard.audit, _filter(args))
     records = guard.audit.records(_filter(args)) if shared is None else shared
     if args.audit_command == "export":
         text = audit.to_csv(records) if args.format == "csv" else audit.to_json(records)

@@ -19,8 +19,8 @@ the store took them; when the store cannot be reached they stay there and go wit
 record, the next ``audit verify``, or at exit. A record that can be neither sent nor queued
 makes the append fail, so an action is never silently unaudited.
 
-The CloudWatch copy is also the shared log: auditors read every login's records there
-(:func:`shared_records`), and :func:`verify_anchored` holds a login's local chain against it.
+The CloudWatch copy is also the shared log: auditors read every login's records there, and
+``audit verify`` holds a login's local chain against it (:mod:`gpuconsole.core.access.audit_remote`).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuconsole.backends.base import BackendError
-from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog, Verdict, chain_break
+from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.paths import PRIVATE_FILE, private_dir
-from gpuconsole.model import AuditFilter, AuditRecord
+from gpuconsole.model import AuditRecord
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,8 @@ def encode(record: AuditRecord, host: str, login: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RemoteRecord:
+    """A record of the copy, with the host and login whose chain it belongs to."""
+
     host: str
     login: str
     record: AuditRecord
@@ -385,82 +387,3 @@ def configured(audit: AuditLog, config: Path | str | None = None) -> AuditLog:
 def anchor(audit: AuditLog) -> CloudWatchSink | None:
     """The sink whose copy can be read back, when one is set."""
     return next((s for s in audit.sinks if isinstance(s, CloudWatchSink)), None)
-
-
-# --------------------------------------------------------------------------- reading and verifying
-
-
-def verify_anchored(audit: AuditLog) -> Verdict:
-    """Verify ``audit``: against the remote copy when there is one, else its chain and head.
-
-    With a copy, what was queued is sent first; then the first record missing, extra or
-    different on either side is named. A recomputed chain, a deleted database (with or without
-    its head) and a truncated tail are all found, since the login cannot touch the copy.
-    """
-    sink = anchor(audit)
-    if sink is None:
-        return audit.verify()
-    sink.flush()
-    try:
-        remote = by_seq(sink.remote())
-        local = audit.records() if audit.path.exists() else []
-    except AuditError as exc:
-        return Verdict(False, 0, str(exc))
-    if isinstance(remote, Verdict):
-        return remote
-    queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
-    return compare(local, remote, queued, sink.name)
-
-
-def by_seq(remote: Sequence[RemoteRecord]) -> dict[int, AuditRecord] | Verdict:
-    """The copy's records by number; a number sent twice with different contents is forgery."""
-    out: dict[int, AuditRecord] = {}
-    for item in remote:
-        seen = out.setdefault(item.record.seq, item.record)
-        if seen != item.record:
-            return Verdict(False, len(out), f"record {item.record.seq} is in the remote copy twice, "
-                                            "with different contents", item.record.seq)
-    return out
-
-
-def compare(local: Sequence[AuditRecord], remote: Mapping[int, AuditRecord], queued: set[int], where: str) -> Verdict:
-    """The verdict of holding the local chain against the remote copy (``queued``: numbers not
-    sent yet, which only the local log holds for now)."""
-    mine = {r.seq: r for r in local}
-    n = len(mine)
-    waiting = 0
-    for seq in sorted(set(mine) | set(remote)):
-        here, there = mine.get(seq), remote.get(seq)
-        if here is None:
-            return Verdict(False, n, f"record {seq} is missing from the local log (the remote copy in {where} has it)", seq)
-        if there is None:
-            if seq in queued:
-                waiting += 1
-                continue
-            return Verdict(False, n, f"record {seq} is extra in the local log: the remote copy in {where} "
-                                     "never received it", seq)
-        if here != there:
-            fields = ", ".join(f for f in FIELDS if getattr(here, f) != getattr(there, f))
-            return Verdict(False, n, f"record {seq} differs from the remote copy in {where} ({fields})", seq)
-    broken = chain_break([remote[s] for s in sorted(remote)] + [mine[s] for s in sorted(mine) if s not in remote])
-    if broken is not None:
-        return Verdict(False, n, f"{broken[1]} (in the remote copy too)", broken[0])
-    note = f"; {waiting} not yet sent (queued)" if waiting else ""
-    return Verdict(True, n, f"audit log intact: {n} record(s), chain verified against the remote copy in {where}{note}")
-
-
-def shared_records(audit: AuditLog, flt: AuditFilter | None = None) -> list[AuditRecord] | None:
-    """Every login's records, from the shared remote copy, in time order; None without one.
-
-    Raises:
-        AuditError: the copy cannot be read.
-    """
-    sink = anchor(audit)
-    if sink is None:
-        return None
-    sink.flush()
-    seen: dict[tuple[str, str, int], AuditRecord] = {}
-    for item in sink.remote(everyone=True):
-        seen.setdefault((item.host, item.login, item.record.seq), item.record)
-    out = sorted(seen.values(), key=lambda r: (r.ts, r.seq))
-    return [r for r in out if flt is None or flt.matches(r)]

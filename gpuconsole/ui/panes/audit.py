@@ -258,7 +258,7 @@ class AuditPane(Pane):
 
     @work(thread=True, group="audit-verify", exit_on_error=False, description="verify the audit log")
     def action_verify(self) -> None:
-        from gpuconsole.core.access.audit_sink import verify_anchored
+        from gpuconsole.core.access.audit_remote import verify_anchored
 
         verdict = verify_anchored(self.app.core.guard.audit)  # type: ignore[attr-defined]
         note = "chain verified" if verdict.ok else f"TAMPERED: {verdict.message}"
