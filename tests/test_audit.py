@@ -131,3 +131,59 @@ def test_the_log_file_is_private(log) -> None:
     assert stat.S_IMODE(log.path.stat().st_mode) == 0o600
     assert stat.S_IMODE(log.path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(log.head_path.stat().st_mode) == 0o600
+
+
+# ---------------------------------------------------------------- the head file (without a sink)
+
+
+def test_a_deleted_head_is_tampering(log) -> None:
+    log.head_path.unlink()
+    verdict = log.verify()
+    assert not verdict.ok and verdict.bad_seq == 5
+    assert "head file audit.db.head is missing" in verdict.message
+
+
+@pytest.mark.parametrize("junk", ["", "garbage\n", "5\n", "five " + "0" * 64 + "\n", "5 xyz\n"])
+def test_a_head_holding_junk_is_tampering(log, junk) -> None:
+    log.head_path.write_text(junk)
+    verdict = log.verify()
+    assert not verdict.ok and "does not hold a record number and hash" in verdict.message
+
+
+def test_an_unreadable_head_is_tampering(log) -> None:
+    log.head_path.unlink()
+    log.head_path.mkdir()  # unreadable even for root
+    verdict = log.verify()
+    assert not verdict.ok and "cannot be read" in verdict.message
+
+
+def test_a_lagging_head_is_tampering(log) -> None:
+    third = log.records()[2]
+    log.head_path.write_text(f"3 {third.hash}\n")
+    verdict = log.verify()
+    assert not verdict.ok and verdict.bad_seq == 4
+    assert "the head says the log ends at record 3" in verdict.message
+
+
+def test_a_deleted_database_with_its_head_present_is_not_intact(log) -> None:
+    log.path.unlink()
+    verdict = log.verify()
+    assert not verdict.ok and verdict.bad_seq == 1
+    assert "intact" not in verdict.message and "head file says 5 record(s)" in verdict.message
+
+
+def test_a_deleted_database_fails_the_verify_command(log, monkeypatch, capsys) -> None:
+    from gpuconsole.cli.main import main
+
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(log.path))
+    log.path.unlink()
+    assert main(["audit", "verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gpuconsole: audit log TAMPERED: the audit database is missing") and err.count("\n") == 1
+
+
+def test_a_new_log_without_records_verifies(tmp_path) -> None:
+    audit = AuditLog(tmp_path / "state" / "audit.db")
+    assert audit.verify().ok  # nothing written yet: no database, no head
+    audit.check_writable()
+    assert audit.verify().ok  # an empty database and no head: still nothing written

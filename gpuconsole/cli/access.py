@@ -32,8 +32,17 @@ def make_guard(args: argparse.Namespace) -> Any:
     """The guard of a command: the demo's own (its audit log and MFA state apart) with ``--demo``."""
     from gpuconsole.core.access.guard import default_guard, demo_guard
 
-    make = demo_guard if getattr(args, "demo", False) else default_guard
-    return make(read_only=getattr(args, "read_only", False))
+    read_only = getattr(args, "read_only", False)
+    if getattr(args, "demo", False):
+        return demo_guard(read_only=read_only)
+    from gpuconsole.core.access.audit_sink import settings_from_config
+    from gpuconsole.core.config import ConfigError
+
+    try:
+        settings_from_config(getattr(args, "config", None))  # a wrong [audit] table is a bad input
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    return default_guard(read_only=read_only, config=getattr(args, "config", None))
 
 
 def guarded_log(guard: Any) -> Any:

@@ -1,8 +1,10 @@
 """``gpuconsole audit``: verify the hash chain, list and export records, and usage by user.
 
 ``audit verify`` exits 0 when the chain is intact and 1 naming the first record edited,
-deleted or moved. ``list`` and ``export`` (admins and auditors) take the same filters as the
-Audit pane. ``usage`` sums GPU-hours and cost per user and per namespace over a period.
+deleted or moved; with a remote copy (``[audit] cloudwatch_log_group``) it holds this login's
+chain against it, and names the first record missing, extra or different on either side.
+``list`` and ``export`` (admins and auditors) take the same filters as the Audit pane, and read
+the shared remote copy (every login's records) when there is one, else this login's own log. ``usage`` sums GPU-hours and cost per user and per namespace over a period.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def _output_file(text: str) -> str:
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--local", action="store_true", help="read this login's own log, not the shared remote copy")
     parser.add_argument("--actor", default="", metavar="USER", help="records of actors whose name contains USER")
     parser.add_argument("--action", default="", metavar="VERB", help="records whose action contains VERB (stop, delete-job…)")
     parser.add_argument("--target", default="", metavar="TEXT", help="records whose target contains TEXT")
@@ -59,7 +62,8 @@ def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     audit = sub.add_parser("audit", help="verify, list and export the audit log; usage by user",
                            description="The append-only, hash-chained log of every change and every denied attempt.")
     actions = audit.add_subparsers(dest="audit_command", metavar="ACTION", parser_class=type(audit), required=True)
-    actions.add_parser("verify", help="check the hash chain (exit 1 naming the first bad record)")
+    actions.add_parser("verify", help="check the hash chain, against the remote copy when there is one "
+                                      "(exit 1 naming the first bad record)")
     listing = actions.add_parser("list", help="list records, newest last")
     _filters(listing)
     listing.add_argument("--limit", type=int, default=50, metavar="N", help="the newest N records (default 50; 0: all)")
@@ -90,11 +94,11 @@ def _filter(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
-    from gpuconsole.core.access import audit
+    from gpuconsole.core.access import audit, audit_remote
 
     guard = make_guard(args)
     if args.audit_command == "verify":
-        verdict = guard.audit.verify()
+        verdict = audit_remote.verify_anchored(guard.audit)
         if verdict.ok:
             out.write(verdict.message + "\n")
             return 0
@@ -105,7 +109,8 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         raise CommandFailed(why)
     if args.audit_command == "usage":
         return _usage(args, make_console, out)
-    records = guard.audit.records(_filter(args))
+    shared = None if args.local else audit_remote.shared_records(guard.audit, _filter(args))
+    records = guard.audit.records(_filter(args)) if shared is None else shared
     if args.audit_command == "export":
         text = audit.to_csv(records) if args.format == "csv" else audit.to_json(records)
         if args.output:

@@ -4,6 +4,7 @@ Modules (private to this folder unless named below):
     source: :class:`AwsCloud`, the cloud backend (boto3 is imported on first use).
     mapping: EC2 and pricing answers translated into the model.
     ec2_request: the RunInstances request a launch sends, and its Terraform twin.
+    audit_logs: :class:`CloudWatchAuditStore`, the audit log's remote copy in CloudWatch Logs.
 
 Other layers use only the names below, imported from this package; each is loaded on first use, so
 importing the package costs nothing until an AWS account is actually configured.
@@ -15,6 +16,7 @@ from gpuconsole.backends import lazy_face
 
 __all__, __getattr__ = lazy_face(__name__, {
     "AwsCloud": "source",
+    "CloudWatchAuditStore": "audit_logs",
     "request_json": "ec2_request",
     "terraform_block": "ec2_request",
 })

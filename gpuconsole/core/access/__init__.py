@@ -4,5 +4,7 @@
     guard: the guard of the action path (role, namespace, MFA, read-only, audit).
     mfa: TOTP codes for destructive admin actions.
     audit: the append-only, hash-chained audit log.
+    audit_sink: the copies of every record the login cannot rewrite (CloudWatch Logs, syslog).
+    audit_remote: the CloudWatch copy read back: verify against it, the shared log for auditors.
     key_hygiene: alerts on old access keys, expiring credentials and unencrypted launches.
 """

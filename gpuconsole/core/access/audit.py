@@ -5,7 +5,13 @@ be deleted and rebuilt, the audit log is never rebuilt or pruned. Each record ca
 SHA-256 of the record before it, and its own hash covers its sequence number and every field,
 so :meth:`AuditLog.verify` finds the first record that was edited, deleted or moved. Triggers
 refuse UPDATE and DELETE through SQLite; a head file beside the database holds the last
-sequence number and hash, so cutting records off the end is found too.
+sequence number and hash, so cutting records off the end is found too, and a head that is
+missing, unreadable or behind the database is tampering.
+
+Each login keeps its own chain, in a file it owns: a log owned by another login is refused, since
+its owner could rewrite whatever is added to it. Whoever can write the file can still recompute
+the whole chain; what anchors it is the copy in a sink the login cannot rewrite (``sinks``, see
+:mod:`gpuconsole.core.access.audit_sink`), which receives every record as it is appended.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +35,7 @@ from gpuconsole.core.paths import private_dir, private_file, write_private
 from gpuconsole.model import AuditFilter, AuditRecord
 
 GENESIS = "0" * 64
+HEAD_TEXT = re.compile(r"(\d+) ([0-9a-f]{64})\s*")
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api.?key|access.?key|auth|webhook|command|mfa|code", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"(AKIA|ASIA)[A-Z0-9]{16}|(?i:bearer\s+\S+)|://[^/\s:@]+:[^/\s@]+@")
 REDACTED = "***"
@@ -62,6 +71,17 @@ class Verdict:
     records: int
     message: str
     bad_seq: int | None = None
+
+
+class RecordSink(Protocol):
+    """Where every record also goes as it is appended (a copy the login cannot rewrite)."""
+
+    def check_writable(self) -> None:
+        """Raise :class:`AuditError` unless a record handed over now would be kept."""
+
+    def deliver(self, record: AuditRecord, log: AuditLog) -> None:
+        """Take ``record`` (sent now, or kept to send later); raise :class:`AuditError` when it
+        can be neither, so the action is not left unaudited."""
 
 
 def redact(params: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -102,12 +122,14 @@ class AuditLog:
         self.clock = clock or time.time
         self._lock = threading.Lock()
         self._ready = False
+        self.sinks: list[RecordSink] = []
 
     def _connect(self) -> sqlite3.Connection:
         try:
             if not self._ready:
                 private_dir(self.path.parent)
                 private_file(self.path)
+                self._check_owner()
             conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
             if not self._ready:
                 conn.executescript(SCHEMA)
@@ -116,9 +138,18 @@ class AuditLog:
             raise AuditError(f"cannot open the audit log {self.path}: {exc}") from exc
         return conn
 
+    def _check_owner(self) -> None:
+        """Refuse a log another login owns: it could rewrite every record added to it."""
+        owner = self.path.stat().st_uid
+        if owner != os.geteuid():
+            raise AuditError(f"the audit log {self.path} belongs to another login (uid {owner}): each login keeps "
+                             "its own, and the shared copy is the audit sink ([audit] in the configuration)")
+
     def check_writable(self) -> None:
         """Raise :class:`AuditError` unless records can be appended (actions fail closed)."""
         self._connect().close()
+        for sink in self.sinks:
+            sink.check_writable()
 
     def append(self, actor: str, role: str, action: str, target: str, params: Iterable[tuple[str, str]],
                result: str, at: float | None = None) -> AuditRecord:
@@ -142,7 +173,10 @@ class AuditLog:
                 raise AuditError(f"cannot write the audit log {self.path}: {exc}") from exc
             finally:
                 conn.close()
-        return AuditRecord(seq, ts, actor, role, action, target, text, result, prev, digest)
+        record = AuditRecord(seq, ts, actor, role, action, target, text, result, prev, digest)
+        for sink in self.sinks:
+            sink.deliver(record, self)
+        return record
 
     def records(self, flt: AuditFilter | None = None, limit: int | None = None, *,
                 action: str | None = None) -> list[AuditRecord]:
@@ -164,39 +198,74 @@ class AuditLog:
         return out[-limit:] if limit else out
 
     def verify(self) -> Verdict:
-        """Walk the chain; the verdict names the first record edited, deleted or moved."""
+        """Walk the chain and hold it against the head file; the verdict names the first record
+        edited, deleted or moved. A missing, unreadable or lagging head is tampering too."""
+        try:
+            head = self._head()
+        except AuditError as exc:
+            return Verdict(False, 0, str(exc), 1)
+        if not self.path.exists():
+            if head is None:
+                return Verdict(True, 0, "no audit log yet: 0 record(s)")
+            return Verdict(False, 0, f"the audit database is missing, but its head file says {head[0]} record(s) "
+                                     "were written (the log was deleted)", 1)
         try:
             rows = self.records()
         except AuditError as exc:
             return Verdict(False, 0, str(exc))
-        prev_hash, expected = GENESIS, 1
-        for r in rows:
-            if r.seq != expected:
-                return Verdict(False, len(rows), f"record {expected} is missing (deleted) before record {r.seq}", expected)
-            if r.prev_hash != prev_hash:
-                return Verdict(False, len(rows), f"record {r.seq} does not follow record {r.seq - 1} "
-                                                 "(a record was deleted, inserted or moved)", r.seq)
-            digest = record_hash(r.seq, r.ts, r.actor, r.role, r.action, r.target, r.params, r.result, r.prev_hash)
-            if digest != r.hash:
-                return Verdict(False, len(rows), f"record {r.seq} was edited or moved (its hash does not match)", r.seq)
-            prev_hash, expected = r.hash, expected + 1
-        head = self._head()
-        if head is not None:
+        broken = chain_break(rows)
+        if broken is not None:
+            return Verdict(False, len(rows), broken[1], broken[0])
+        n = len(rows)
+        last = rows[-1].hash if rows else GENESIS
+        if head is None:
+            if n:
+                return Verdict(False, n, f"the head file {self.head_path.name} is missing, and it is written with "
+                                         f"every record (record {n} is the last)", n)
+        else:
             seq, digest = head
-            if seq > len(rows):
-                return Verdict(False, len(rows), f"record {len(rows) + 1} is missing: the log ended at record {seq} "
-                                                 "(records were cut off the end)", len(rows) + 1)
-            if seq == len(rows) and digest != prev_hash:
-                return Verdict(False, len(rows), f"record {seq} was replaced (it differs from the last one written)", seq)
-        return Verdict(True, len(rows), f"audit log intact: {len(rows)} record(s), chain verified")
+            if seq > n:
+                return Verdict(False, n, f"record {n + 1} is missing: the log ended at record {seq} "
+                                         "(records were cut off the end)", n + 1)
+            if seq < n:
+                return Verdict(False, n, f"record {seq + 1} was added behind the head file's back: the head "
+                                         f"says the log ends at record {seq}", seq + 1)
+            if digest != last:
+                return Verdict(False, n, f"record {seq} was replaced (it differs from the last one written)", seq)
+        return Verdict(True, n, f"audit log intact: {n} record(s), chain verified")
 
     def _head(self) -> tuple[int, str] | None:
-        try:
-            seq, digest = self.head_path.read_text(encoding="utf-8").split()
-            return int(seq), digest
-        except (OSError, ValueError):
-            return None
+        """The head file's record number and hash; None when there is none.
 
+        Raises:
+            AuditError: the file exists but cannot be read or does not hold a head.
+        """
+        try:
+            text = self.head_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AuditError(f"the head file {self.head_path.name} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        match = HEAD_TEXT.fullmatch(text)
+        if match is None:
+            raise AuditError(f"the head file {self.head_path.name} does not hold a record number and hash "
+                             "(it was overwritten)")
+        return int(match.group(1)), match.group(2)
+
+
+def chain_break(rows: Sequence[AuditRecord]) -> tuple[int, str] | None:
+    """The first record (and why) where ``rows``, in order, stop being an unbroken chain from 1."""
+    prev_hash, expected = GENESIS, 1
+    for r in rows:
+        if r.seq != expected:
+            return expected, f"record {expected} is missing (deleted) before record {r.seq}"
+        if r.prev_hash != prev_hash:
+            return r.seq, f"record {r.seq} does not follow record {r.seq - 1} (a record was deleted, inserted or moved)"
+        digest = record_hash(r.seq, r.ts, r.actor, r.role, r.action, r.target, r.params, r.result, r.prev_hash)
+        if digest != r.hash:
+            return r.seq, f"record {r.seq} was edited or moved (its hash does not match)"
+        prev_hash, expected = r.hash, expected + 1
+    return None
 
 
 def to_csv(records: Sequence[AuditRecord]) -> str:

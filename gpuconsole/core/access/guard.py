@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuconsole.core import paths
+from gpuconsole.core.access import audit_sink
 from gpuconsole.core.access.access import (
     Principal,
     Role,
@@ -153,9 +154,11 @@ class Guard:
 
 
 def default_guard(*, read_only: bool = False, user: str | None = None,
-                  clock: Callable[[], float] = time.time) -> Guard:
-    """The guard over the files of this home (or the ``GPUCONSOLE_*`` overrides)."""
-    return Guard(UsersTable(paths.users_path()), MfaStore(paths.mfa_path(), clock), AuditLog(paths.audit_db_path(), clock),
+                  clock: Callable[[], float] = time.time, config: Path | str | None = None) -> Guard:
+    """The guard over the files of this home (or the ``GPUCONSOLE_*`` overrides), its audit log
+    copied to the sinks of the configuration file's ``[audit]`` table."""
+    audit = audit_sink.configured(AuditLog(paths.audit_db_path(), clock), config)
+    return Guard(UsersTable(paths.users_path()), MfaStore(paths.mfa_path(), clock), audit,
                  user=user, read_only=read_only)
 
 

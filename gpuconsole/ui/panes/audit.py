@@ -258,7 +258,9 @@ class AuditPane(Pane):
 
     @work(thread=True, group="audit-verify", exit_on_error=False, description="verify the audit log")
     def action_verify(self) -> None:
-        verdict = self.app.core.guard.audit.verify()  # type: ignore[attr-defined]
+        from gpuconsole.core.access.audit_remote import verify_anchored
+
+        verdict = verify_anchored(self.app.core.guard.audit)  # type: ignore[attr-defined]
         note = "chain verified" if verdict.ok else f"TAMPERED: {verdict.message}"
         self.app.call_from_thread(self._loaded, self.records, note)
         self.app.call_from_thread(self.app.notify, verdict.message, severity="information" if verdict.ok else "error")

@@ -1,0 +1,92 @@
+"""The remote copy read back: a login's chain verified against it, and every login's records.
+
+The copy in CloudWatch Logs (see :mod:`gpuconsole.core.access.audit_sink`) is out of the login's
+reach, so it is what ``audit verify`` trusts: the local chain must hold exactly the records the
+copy holds for this login and host, plus those still queued. It is also the shared log that
+auditors read, whoever wrote each record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog, Verdict, chain_break
+from gpuconsole.core.access.audit_sink import RemoteRecord, anchor, decode
+from gpuconsole.model import AuditFilter, AuditRecord
+
+
+
+def verify_anchored(audit: AuditLog) -> Verdict:
+    """Verify ``audit``: against the remote copy when there is one, else its chain and head.
+
+    With a copy, what was queued is sent first; then the first record missing, extra or
+    different on either side is named. A recomputed chain, a deleted database (with or without
+    its head) and a truncated tail are all found, since the login cannot touch the copy.
+    """
+    sink = anchor(audit)
+    if sink is None:
+        return audit.verify()
+    sink.flush()
+    try:
+        remote = by_seq(sink.remote())
+        local = audit.records() if audit.path.exists() else []
+    except AuditError as exc:
+        return Verdict(False, 0, str(exc))
+    if isinstance(remote, Verdict):
+        return remote
+    queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
+    return compare(local, remote, queued, sink.name)
+
+
+def by_seq(remote: Sequence[RemoteRecord]) -> dict[int, AuditRecord] | Verdict:
+    """The copy's records by number; a number sent twice with different contents is forgery."""
+    out: dict[int, AuditRecord] = {}
+    for item in remote:
+        seen = out.setdefault(item.record.seq, item.record)
+        if seen != item.record:
+            return Verdict(False, len(out), f"record {item.record.seq} is in the remote copy twice, "
+                                            "with different contents", item.record.seq)
+    return out
+
+
+def compare(local: Sequence[AuditRecord], remote: Mapping[int, AuditRecord], queued: set[int], where: str) -> Verdict:
+    """The verdict of holding the local chain against the remote copy (``queued``: numbers not
+    sent yet, which only the local log holds for now)."""
+    mine = {r.seq: r for r in local}
+    n = len(mine)
+    waiting = 0
+    for seq in sorted(set(mine) | set(remote)):
+        here, there = mine.get(seq), remote.get(seq)
+        if here is None:
+            return Verdict(False, n, f"record {seq} is missing from the local log (the remote copy in {where} has it)", seq)
+        if there is None:
+            if seq in queued:
+                waiting += 1
+                continue
+            return Verdict(False, n, f"record {seq} is extra in the local log: the remote copy in {where} "
+                                     "never received it", seq)
+        if here != there:
+            fields = ", ".join(f for f in FIELDS if getattr(here, f) != getattr(there, f))
+            return Verdict(False, n, f"record {seq} differs from the remote copy in {where} ({fields})", seq)
+    broken = chain_break([remote[s] for s in sorted(remote)] + [mine[s] for s in sorted(mine) if s not in remote])
+    if broken is not None:
+        return Verdict(False, n, f"{broken[1]} (in the remote copy too)", broken[0])
+    note = f"; {waiting} not yet sent (queued)" if waiting else ""
+    return Verdict(True, n, f"audit log intact: {n} record(s), chain verified against the remote copy in {where}{note}")
+
+
+def shared_records(audit: AuditLog, flt: AuditFilter | None = None) -> list[AuditRecord] | None:
+    """Every login's records, from the shared remote copy, in time order; None without one.
+
+    Raises:
+        AuditError: the copy cannot be read.
+    """
+    sink = anchor(audit)
+    if sink is None:
+        return None
+    sink.flush()
+    seen: dict[tuple[str, str, int], AuditRecord] = {}
+    for item in sink.remote(everyone=True):
+        seen.setdefault((item.host, item.login, item.record.seq), item.record)
+    out = sorted(seen.values(), key=lambda r: (r.ts, r.seq))
+    return [r for r in out if flt is None or flt.matches(r)]

@@ -1,0 +1,389 @@
+"""The audit sink: a copy of every audit record where the login that wrote it cannot rewrite it.
+
+Each login keeps its own hash chain locally (:mod:`gpuconsole.core.access.audit`, a file only it
+can read). Whoever owns that file can still delete it or recompute the chain, so every record is
+also sent, as it is appended, to an append-only store held by someone else, configured in the
+``[audit]`` table of the configuration file::
+
+    [audit]
+    cloudwatch_log_group = "/gpuconsole/audit"   # CloudWatch Logs: one stream per host
+    region = "eu-west-1"                          # the group's region (required with the group)
+    # profile = "audit"                           # an AWS profile of ~/.aws/config for the sink
+    # stream = "bastion-1"                        # the stream (default: this host's name)
+    syslog = true                                 # also the system log (/dev/log, journald's too)
+    # syslog_socket = "/dev/log"                  # where the system log listens
+
+Each message is one JSON object: ``host``, ``login`` and the ``record`` with its chain hash.
+Messages go into a queue file beside the log (0600) before they are sent, and leave it only once
+the store took them; when the store cannot be reached they stay there and go with the next
+record, the next ``audit verify``, or at exit. A record that can be neither sent nor queued
+makes the append fail, so an action is never silently unaudited.
+
+The CloudWatch copy is also the shared log: auditors read every login's records there, and
+``audit verify`` holds a login's local chain against it (:mod:`gpuconsole.core.access.audit_remote`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import logging
+import logging.handlers
+import os
+import pwd
+import socket
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from gpuconsole.backends.base import BackendError
+from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog
+from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
+from gpuconsole.core.paths import PRIVATE_FILE, private_dir
+from gpuconsole.model import AuditRecord
+
+log = logging.getLogger(__name__)
+
+TABLE = "audit"
+KEYS = ("cloudwatch_log_group", "region", "profile", "stream", "syslog", "syslog_socket")
+SCHEMA = "gpuconsole.audit/1"
+DEFAULT_SYSLOG_SOCKET = "/dev/log"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSettings:
+    """The ``[audit]`` table: where the copies go (None / False: nowhere)."""
+
+    log_group: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    stream: str = ""
+    syslog: bool = False
+    syslog_socket: str = DEFAULT_SYSLOG_SOCKET
+
+    @property
+    def any(self) -> bool:
+        return bool(self.log_group) or self.syslog
+
+
+def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> SinkSettings:
+    """The ``[audit]`` table of the configuration file (empty settings when there is none).
+
+    A file that is missing, unreadable or not TOML gives no settings here: the budgets' reading
+    of the same file reports those problems. A wrong key of the table raises.
+
+    Raises:
+        ConfigError: a key of the table is unknown or of the wrong type (one line naming file and key).
+    """
+    try:
+        path, text = read_config_text(explicit, env)
+        if text is None:
+            return SinkSettings()
+        data = parse_toml(text, path)
+    except ConfigError:
+        return SinkSettings()
+    table = data.get(TABLE)
+    if table is None:
+        return SinkSettings()
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: key {TABLE}: write it as an [audit] table")
+    for key, value in table.items():
+        if key not in KEYS:
+            raise ConfigError(f"{path}: [audit] key {key}: unknown key (known: {', '.join(KEYS)})")
+        if key == "syslog":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [audit] key syslog: expected true or false, got {value!r}")
+        elif not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{path}: [audit] key {key}: expected a non-empty string, got {value!r}")
+    if "cloudwatch_log_group" in table and "region" not in table:
+        raise ConfigError(f"{path}: [audit] key region: the log group's region is needed with cloudwatch_log_group")
+    return SinkSettings(table.get("cloudwatch_log_group"), table.get("region"), table.get("profile"),
+                        table.get("stream", ""), table.get("syslog", False),
+                        table.get("syslog_socket", DEFAULT_SYSLOG_SOCKET))
+
+
+def login_name() -> str:
+    """The login that owns this process's local chain: from the real uid, never the environment."""
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def encode(record: AuditRecord, host: str, login: str) -> str:
+    """The message sent for ``record``: the record's JSON (with its chain hash), where and by whom."""
+    body = {f: getattr(record, f) for f in FIELDS}
+    return json.dumps({"schema": SCHEMA, "host": host, "login": login, "record": body},
+                      separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRecord:
+    """A record of the copy, with the host and login whose chain it belongs to."""
+
+    host: str
+    login: str
+    record: AuditRecord
+
+
+def decode(message: str) -> RemoteRecord | None:
+    """A message of :func:`encode` back; None for anything else in the group."""
+    try:
+        doc = json.loads(message)
+        if doc.get("schema") != SCHEMA:
+            return None
+        raw = doc["record"]
+        record = AuditRecord(int(raw["seq"]), *(str(raw[f]) for f in FIELDS[1:]))
+        return RemoteRecord(str(doc["host"]), str(doc["login"]), record)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+# --------------------------------------------------------------------------- the queue
+
+_LIVE: weakref.WeakSet[QueuedSink] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Send what every sink of this process has queued, once (also run at exit, so a record
+    queued during an outage goes as soon as the store is back; what still cannot go stays in
+    its queue file for the next run)."""
+    for sink in list(_LIVE):
+        sink.close()
+
+
+atexit.register(close_all)
+
+
+class QueuedSink:
+    """One destination, fed through a queue file so a record is kept until it was taken.
+
+    Args:
+        name: what the destination is, for messages.
+        queue_path: the queue file (created 0600).
+        send: hands messages to the destination in order; raises :class:`BackendError` or
+            ``OSError`` when it did not take them all.
+        host: the host named in every message.
+        login: the login named in every message (the owner of the local chain).
+    """
+
+    def __init__(self, name: str, queue_path: Path, send: Callable[[Sequence[str]], None], *, host: str,
+                 login: str) -> None:
+        self.name = name
+        self.queue_path = Path(queue_path)
+        self.lock_path = self.queue_path.with_name(self.queue_path.name + ".lock")
+        self.host = host
+        self.login = login
+        self.last_error = ""
+        self._send = send
+        self._warned = False
+        _LIVE.add(self)
+
+    def close(self) -> None:
+        """Send what is queued now, and not again at exit."""
+        _LIVE.discard(self)
+        self.flush()
+
+    def check_writable(self) -> None:
+        """Raise :class:`AuditError` unless the queue can take a record (without creating it:
+        its first creation is what brings the records written before the sink along)."""
+        try:
+            private_dir(self.queue_path.parent)
+        except OSError as exc:
+            raise AuditError(f"cannot queue audit records in {self.queue_path.parent}: {exc.strerror or exc}") from None
+        target = self.queue_path if self.queue_path.exists() else self.queue_path.parent
+        if not os.access(target, os.W_OK):
+            raise AuditError(f"cannot queue audit records for {self.name}: {target} is not writable")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[IO[str]]:
+        """The queue file, open for reading and appending, locked against other processes."""
+        private_dir(self.queue_path.parent)
+        fd = os.open(self.queue_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, PRIVATE_FILE)
+        with os.fdopen(fd, "a+", encoding="utf-8") as handle:
+            os.fchmod(fd, PRIVATE_FILE)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield handle
+
+    def deliver(self, record: AuditRecord, audit: AuditLog) -> None:
+        """Queue ``record`` (and, the first time, the records written before the sink was set),
+        then send the queue."""
+        backlog = not self.queue_path.exists()
+        records = [r for r in audit.records() if r.seq < record.seq] if backlog else []
+        try:
+            with self._locked() as handle:
+                handle.write("".join(encode(r, self.host, self.login) + "\n" for r in (*records, record)))
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            raise AuditError(f"audit record {record.seq} reached neither {self.name} nor its queue "
+                             f"{self.queue_path}: {exc.strerror or exc}") from None
+        self.flush(wait=False)
+
+    def queued(self) -> list[str]:
+        """The messages not sent yet, oldest first."""
+        try:
+            text = self.queue_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [line for line in text.splitlines() if line.strip()]
+
+    @contextlib.contextmanager
+    def _sending(self, wait: bool) -> Iterator[bool]:
+        """The right to send this queue, held by one process at a time; False when another
+        holds it and ``wait`` is False. The queue itself stays free meanwhile, so an action
+        never waits for another process's slow send to queue its record."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                mine = True
+            except BlockingIOError:
+                mine = False
+            yield mine
+        finally:
+            os.close(fd)
+
+    def _lines(self, handle: IO[str]) -> list[str]:
+        handle.seek(0)
+        return [line for line in handle.read().splitlines() if line.strip()]
+
+    def flush(self, wait: bool = True) -> int:
+        """Send what is queued; returns how many messages are still queued (0: all sent).
+
+        Args:
+            wait: wait for another process that is sending this queue (else leave the queue to it).
+        """
+        try:
+            if not self.queue_path.exists():
+                return 0
+            with self._sending(wait) as mine:
+                if not mine:
+                    return len(self.queued())
+                with self._locked() as handle:
+                    lines = self._lines(handle)
+                if not lines:
+                    return 0
+                try:
+                    self._send(lines)
+                except (BackendError, OSError) as exc:
+                    self._note_failure(str(exc), len(lines))
+                    return len(lines)
+                with self._locked() as handle:  # what was queued while sending stays
+                    rest = self._lines(handle)[len(lines):]
+                    handle.truncate(0)
+                    handle.write("".join(line + "\n" for line in rest))
+                self.last_error = ""
+                return len(rest)
+        except OSError as exc:
+            self._note_failure(f"queue {self.queue_path}: {exc.strerror or exc}", 0)
+            return -1
+
+    def _note_failure(self, reason: str, waiting: int) -> None:
+        self.last_error = " ".join(reason.split())
+        if not self._warned:
+            self._warned = True
+            log.warning("audit sink %s unreachable (%s): %d record(s) queued in %s, sent later",
+                        self.name, self.last_error, waiting, self.queue_path)
+
+
+# --------------------------------------------------------------------------- the destinations
+
+
+class CloudWatchSink(QueuedSink):
+    """The CloudWatch Logs copy: the shared, append-only log every auditor reads."""
+
+    def __init__(self, store: Any, stream: str, queue_path: Path, *, host: str, login: str) -> None:
+        super().__init__(store.where, queue_path, lambda lines: store.put(stream, lines), host=host, login=login)
+        self.store = store
+        self.stream = stream
+
+    def remote(self, everyone: bool = False) -> list[RemoteRecord]:
+        """The copy: this login's records of this host's stream, or (``everyone``) the group's.
+
+        Raises:
+            AuditError: the copy cannot be read (one line).
+        """
+        try:
+            messages = self.store.read(None if everyone else self.stream)
+        except BackendError as exc:
+            raise AuditError(f"cannot read the remote copy: {exc}") from None
+        out = [r for r in map(decode, messages) if r is not None]
+        if everyone:
+            return out
+        return [r for r in out if r.host == self.host and r.login == self.login]
+
+
+class _StrictSyslog(logging.handlers.SysLogHandler):
+    """The standard syslog handler, but a failed send raises instead of printing a traceback."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        raise  # noqa: PLE0704 - re-raise the send's own error, which logging is handling
+
+
+def syslog_sender(socket_path: str) -> Callable[[Sequence[str]], None]:
+    """Send messages to the system log at ``socket_path`` (authpriv, tagged ``gpuconsole-audit``)."""
+    handler: list[_StrictSyslog] = []
+
+    def send(lines: Sequence[str]) -> None:
+        if not handler:
+            made = _StrictSyslog(address=socket_path, facility=logging.handlers.SysLogHandler.LOG_AUTHPRIV)
+            made.ident = "gpuconsole-audit: "
+            handler.append(made)
+        for line in lines:
+            handler[0].emit(logging.LogRecord("gpuconsole.audit", logging.INFO, "", 0, line, None, None))
+
+    return send
+
+
+def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, login: str | None = None) -> AuditLog:
+    """Give ``audit`` the sinks of ``settings``; their queues live beside it."""
+    host = host or socket.gethostname()
+    login = login or login_name()
+    if settings.log_group and settings.region:
+        from gpuconsole.backends.aws import CloudWatchAuditStore
+
+        store = CloudWatchAuditStore(settings.log_group, settings.region, profile=settings.profile)
+        queue = audit.path.with_name(audit.path.name + ".cloudwatch-queue")
+        audit.sinks.append(CloudWatchSink(store, settings.stream or host, queue, host=host, login=login))
+    if settings.syslog:
+        queue = audit.path.with_name(audit.path.name + ".syslog-queue")
+        audit.sinks.append(QueuedSink(f"the system log ({settings.syslog_socket})", queue,
+                                      syslog_sender(settings.syslog_socket), host=host, login=login))
+    return audit
+
+
+class UnusableSink:
+    """Stands for sinks whose settings are wrong: nothing runs unanchored, and the reason shows."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def check_writable(self) -> None:
+        raise AuditError(f"the audit sink cannot be used: {self.reason}")
+
+    def deliver(self, record: AuditRecord, audit: AuditLog) -> None:
+        self.check_writable()
+
+
+def configured(audit: AuditLog, config: Path | str | None = None) -> AuditLog:
+    """``audit`` with the sinks of the configuration file; wrong settings fail closed."""
+    try:
+        settings = settings_from_config(config)
+    except ConfigError as exc:
+        audit.sinks.append(UnusableSink(str(exc)))
+        return audit
+    return attach(audit, settings)
+
+
+def anchor(audit: AuditLog) -> CloudWatchSink | None:
+    """The sink whose copy can be read back, when one is set."""
+    return next((s for s in audit.sinks if isinstance(s, CloudWatchSink)), None)

@@ -1,0 +1,338 @@
+"""The audit sink: every record also goes to CloudWatch Logs (moto's, through the fault proxy) and
+the system log; ``audit verify`` holds the local chain against the remote copy; what cannot be
+sent waits in a 0600 queue and arrives later."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from gpuconsole.cli.main import main
+from gpuconsole.core.access import audit_sink
+from gpuconsole.core.access.audit import AuditError, AuditLog, record_hash
+from gpuconsole.core.access.guard import default_guard
+from tests.aws_peer import aws_peer, fault_proxy, free_port, moto_server  # noqa: F401 - fixtures
+
+GROUP = "/gpuconsole/audit"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        self.t += 1
+        return self.t
+
+
+def write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(body)
+    monkeypatch.setenv("GPUCONSOLE_CONFIG", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _sinks_closed(monkeypatch):
+    """Each test's sinks send what they queued while its peer and settings are still there, and
+    nothing at the end of the run (the peer is gone by then)."""
+    yield
+    audit_sink.close_all()
+
+
+@pytest.fixture
+def anchored(tmp_path, monkeypatch, aws_peer):  # noqa: F811 - the fixture imported above
+    """A login's audit log whose records also go to moto's CloudWatch Logs."""
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "state" / "audit.db"))
+    write_config(tmp_path, monkeypatch, f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\n')
+    return default_guard().audit
+
+
+def act(audit: AuditLog, n: int, actor: str = "ada") -> None:
+    for i in range(n):
+        audit.append(actor, "admin", "stop", f"i-{i}", (("region", "us-east-1"),), "ok")
+
+
+def remote_messages(aws_peer) -> list[dict]:  # noqa: F811
+    logs = aws_peer.client("logs")
+    try:
+        events = logs.filter_log_events(logGroupName=GROUP)["events"]
+    except logs.exceptions.ResourceNotFoundException:
+        return []  # nothing was ever sent
+    return [json.loads(e["message"]) for e in events]
+
+
+def tamper(audit: AuditLog, *sql: str, params: tuple = ()) -> None:
+    conn = sqlite3.connect(audit.path)
+    conn.execute("DROP TRIGGER IF EXISTS records_no_update")
+    conn.execute("DROP TRIGGER IF EXISTS records_no_delete")
+    for statement in sql:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+def verify_cli(capsys) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(["audit", "verify"])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# --------------------------------------------------------------------------- CloudWatch Logs
+
+
+def test_every_record_goes_to_one_stream_per_host_with_its_chain_hash(anchored, aws_peer) -> None:  # noqa: F811
+    act(anchored, 3)
+    sent = remote_messages(aws_peer)
+    local = anchored.records()
+    assert [m["record"]["hash"] for m in sent] == [r.hash for r in local]
+    assert {m["host"] for m in sent} == {socket.gethostname()}
+    streams = aws_peer.client("logs").describe_log_streams(logGroupName=GROUP)["logStreams"]
+    assert [s["logStreamName"] for s in streams] == [socket.gethostname()]
+    assert sent[1]["record"]["prev_hash"] == local[0].hash and sent[0]["record"]["params"] == local[0].params
+    assert "PutLogEvents" in aws_peer.proxy.actions()
+
+
+def test_verify_holds_the_local_chain_against_the_remote_copy(anchored, capsys) -> None:
+    act(anchored, 3)
+    rc, out, _ = verify_cli(capsys)
+    assert rc == 0 and "3 record(s), chain verified against the remote copy" in out
+
+
+def test_a_deleted_database_and_head_fail_verify(anchored, capsys) -> None:
+    act(anchored, 3)
+    anchored.path.unlink()
+    anchored.head_path.unlink()
+    assert AuditLog(anchored.path).verify().ok  # the local check alone cannot tell: nothing is left
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1
+    assert err.startswith("gpuconsole: audit log TAMPERED: record 1 is missing from the local log") and err.count("\n") == 1
+
+
+def test_a_fully_recomputed_chain_fails_verify(anchored, capsys) -> None:
+    act(anchored, 4)
+    rows = anchored.records()
+    prev = rows[0].hash
+    statements = []
+    for r in rows[1:]:  # edit record 2, then rewrite every hash after it, and the head
+        actor = "mallory" if r.seq == 2 else r.actor
+        digest = record_hash(r.seq, r.ts, actor, r.role, r.action, r.target, r.params, r.result, prev)
+        statements.append(f"UPDATE records SET actor = '{actor}', prev_hash = '{prev}', hash = '{digest}' WHERE seq = {r.seq}")
+        prev = digest
+    tamper(anchored, *statements)
+    anchored.head_path.write_text(f"4 {prev}\n")
+    assert AuditLog(anchored.path).verify().ok  # the attack beats the local chain and head
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1
+    assert "record 2 differs from the remote copy" in err and "(actor, hash)" in err
+
+
+def test_a_truncated_tail_fails_verify_even_with_the_head_rewritten(anchored, capsys) -> None:
+    act(anchored, 5)
+    third = anchored.records()[2]
+    tamper(anchored, "DELETE FROM records WHERE seq > 3")
+    anchored.head_path.write_text(f"3 {third.hash}\n")
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "record 4 is missing from the local log" in err
+
+
+def test_a_record_never_sent_is_extra(anchored, capsys) -> None:
+    act(anchored, 2)
+    anchored.sinks.clear()  # written by something that skips the sink
+    act(anchored, 1)
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "record 3 is extra in the local log" in err
+
+
+def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_peer, capsys) -> None:  # noqa: F811
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", "down for the test", status=503)
+    act(anchored, 2)
+    sink = audit_sink.anchor(anchored)
+    queue = sink.queue_path
+    assert stat.S_IMODE(queue.stat().st_mode) == 0o600
+    assert [json.loads(line)["record"]["seq"] for line in queue.read_text().splitlines()] == [1, 2]
+    assert remote_messages(aws_peer) == []
+    assert "down for the test" in sink.last_error
+    rc, out, _ = verify_cli(capsys)  # the copy is readable: the two are named as waiting
+    assert rc == 0 and "2 not yet sent (queued)" in out
+    aws_peer.proxy.reset()
+    act(anchored, 1)  # the next record takes the queue along, in order, in one call
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2, 3]
+    assert {len(r.params["logEvents"]) for r in aws_peer.proxy.sent("PutLogEvents")} == {3}  # (the group is made between)
+    assert queue.read_text() == ""
+    rc, out, _ = verify_cli(capsys)
+    assert rc == 0 and "queued" not in out
+
+
+def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    down = default_guard().audit
+    act(down, 2)
+    assert len(audit_sink.anchor(down).queued()) == 2
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "cannot read the remote copy" in err and err.count("\n") == 1
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_peer.endpoint)
+    rc, out, _ = verify_cli(capsys)  # verify sends the queue first
+    assert rc == 0 and "2 record(s), chain verified against the remote copy" in out
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]
+
+
+def test_records_written_before_the_sink_was_set_go_with_the_first_one(tmp_path, monkeypatch, aws_peer, capsys) -> None:  # noqa: F811
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "state" / "audit.db"))
+    act(default_guard().audit, 2)
+    write_config(tmp_path, monkeypatch, f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\n')
+    audit = default_guard().audit
+    act(audit, 1)
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2, 3]
+    rc, _, _ = verify_cli(capsys)
+    assert rc == 0
+
+
+def test_without_credentials_nothing_is_called_and_records_queue(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    audit = default_guard().audit
+    act(audit, 1)
+    assert aws_peer.proxy.actions("logs") == []
+    assert len(audit_sink.anchor(audit).queued()) == 1
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "no AWS credentials" in err
+
+
+def test_a_record_that_can_be_neither_sent_nor_queued_fails_the_append(anchored, aws_peer) -> None:  # noqa: F811
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", status=503)
+    queue = audit_sink.anchor(anchored).queue_path
+    queue.parent.mkdir(parents=True, exist_ok=True)
+    queue.mkdir()  # the queue cannot be written
+    with pytest.raises(AuditError, match="reached neither"):
+        act(anchored, 1)
+
+
+# --------------------------------------------------------------------------- the shared log
+
+
+def test_auditors_read_every_logins_records_in_the_shared_copy(anchored, tmp_path, capsys) -> None:
+    settings = audit_sink.settings_from_config()
+    other = audit_sink.attach(AuditLog(tmp_path / "priya" / "audit.db"), settings, login="priya")
+    other.append("priya", "developer", "delete-job", "team-nlp/sweep", (), "ok")
+    act(anchored, 1, actor="ada")
+    capsys.readouterr()
+    assert main(["audit", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "team-nlp/sweep" in out and "i-0" in out  # another login's record, read from the copy
+    assert main(["audit", "list", "--local"]) == 0
+    assert "team-nlp/sweep" not in capsys.readouterr().out
+    rc, out, _ = verify_cli(capsys)  # each login's chain is its own: priya's does not disturb ada's
+    assert rc == 0
+
+
+def test_a_log_owned_by_another_login_is_refused(tmp_path) -> None:
+    audit = AuditLog(tmp_path / "shared" / "audit.db")
+    act(audit, 1)
+    os.chown(audit.path, 4242, 4242)
+    with pytest.raises(AuditError, match="belongs to another login"):
+        AuditLog(audit.path).check_writable()
+
+
+# --------------------------------------------------------------------------- the system log
+
+
+def test_records_go_to_the_system_log_and_queue_while_it_is_away(tmp_path, monkeypatch) -> None:
+    where = tmp_path / "log.sock"
+    write_config(tmp_path, monkeypatch, f'[audit]\nsyslog = true\nsyslog_socket = "{where}"\n')
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "state" / "audit.db"))
+    audit = default_guard().audit
+    act(audit, 1)  # no system log listens yet
+    (sink,) = audit.sinks
+    assert len(sink.queued()) == 1 and stat.S_IMODE(sink.queue_path.stat().st_mode) == 0o600
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(where))
+        server.settimeout(10)
+        act(audit, 1)
+        got = [server.recv(65536).decode() for _ in range(2)]
+    assert all(g.startswith("<86>gpuconsole-audit: ") for g in got)  # authpriv.info
+    seqs = [json.loads(g.split(": ", 1)[1].rstrip("\x00"))["record"]["seq"] for g in got]
+    assert seqs == [1, 2] and sink.queued() == []
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[audit]\ncloudwatch_log_group = "g"\n', "[audit] key region"),
+    ('[audit]\nsyslog = "yes"\n', "[audit] key syslog: expected true or false"),
+    ('[audit]\nbucket = "x"\n', "[audit] key bucket: unknown key"),
+])
+def test_a_wrong_audit_table_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, body, message) -> None:
+    write_config(tmp_path, monkeypatch, body)
+    assert main(["audit", "verify"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_wrong_audit_table_lets_no_action_run_unanchored(tmp_path, monkeypatch) -> None:
+    write_config(tmp_path, monkeypatch, '[audit]\ncloudwatch_log_group = "g"\n')
+    with pytest.raises(AuditError, match="the audit sink cannot be used"):
+        default_guard().audit.check_writable()
+
+
+def test_batches_keep_within_what_one_call_accepts() -> None:
+    from gpuconsole.backends.aws.audit_logs import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, batches
+
+    many = [f"m{i}" for i in range(MAX_BATCH_EVENTS * 2 + 5)]
+    cut = list(batches(many))
+    assert [len(b) for b in cut] == [MAX_BATCH_EVENTS, MAX_BATCH_EVENTS, 5]
+    assert [m for b in cut for m in b] == many
+    big = ["x" * 300_000] * 7
+    assert all(sum(len(m) + 26 for m in b) <= MAX_BATCH_BYTES for b in batches(big))
+    assert sum(len(b) for b in batches(big)) == 7
+
+
+def test_the_console_copies_its_records_to_the_sinks_of_its_config_file(tmp_path) -> None:
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+
+    config = tmp_path / "site.toml"
+    config.write_text(f'[audit]\nsyslog = true\nsyslog_socket = "{tmp_path / "log.sock"}"\n')
+    console = Console(ConsoleOptions(config_path=config))
+    try:
+        (sink,) = console.guard.audit.sinks
+        assert str(tmp_path / "log.sock") in sink.name
+    finally:
+        console.close()
+
+
+def test_a_record_queued_while_another_process_sends_waits_for_the_next_send(anchored, aws_peer) -> None:  # noqa: F811
+    import fcntl
+
+    act(anchored, 1)
+    sink = audit_sink.anchor(anchored)
+    with open(sink.lock_path, "a") as other:  # another process is sending this queue
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+        act(anchored, 1)  # the action does not wait for it
+        assert [json.loads(m)["record"]["seq"] for m in sink.queued()] == [2]
+    assert sink.flush() == 0
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]
+
+
+def test_a_failed_call_is_retried_before_anything_is_queued(anchored, aws_peer) -> None:  # noqa: F811
+    act(anchored, 1)  # the group and stream exist from here on
+    aws_peer.proxy.reset()
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", status=503, times=1)
+    act(anchored, 1)
+    assert len(aws_peer.proxy.sent("PutLogEvents")) == 2  # refused once, then taken
+    assert audit_sink.anchor(anchored).queued() == []
+    assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]
+
+
+def test_an_action_of_a_command_reaches_the_copy(anchored, aws_peer, tmp_path, capsys) -> None:  # noqa: F811
+    assert main(["budget", "add", "sprint", "--amount", "100", "--db", str(tmp_path / "cache.db")]) == 0
+    sent = [m["record"] for m in remote_messages(aws_peer)]
+    assert [(r["action"], r["target"], r["result"]) for r in sent] == [("budget-add", "sprint", "ok")]
+    assert sent[0]["hash"] == anchored.records()[-1].hash
