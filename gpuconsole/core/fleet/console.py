@@ -28,6 +28,7 @@ from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
+from gpuconsole.core.fleet.tls_config import apply_tls_config
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.budget_config import load_config
 from gpuconsole.core.money.cost_explorer import CostExplorer
@@ -115,6 +116,9 @@ class Console:
         self.store = store
         self._open_store = open_store
         self._store_alerts: list[Alert] = []
+        tls_problem = apply_tls_config(options.config_path)  # before any source connects
+        if tls_problem:
+            self._store_alerts.append(Alert(Severity.WARNING, "config", tls_problem, options.clock()))
         self._hygiene_alerts: tuple[Alert, ...] = ()
         self._hygiene_wake = threading.Event()  # a refresh (after every action) checks again now
         self.clock = options.clock
