@@ -5,4 +5,5 @@
     mfa: TOTP codes for destructive admin actions.
     audit: the append-only, hash-chained audit log.
     key_hygiene: alerts on old access keys, expiring credentials and unencrypted launches.
+    rbac: what the cluster lets this login do to jobs (SelfSubjectAccessReview, kept a minute).
 """

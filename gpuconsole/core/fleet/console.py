@@ -25,6 +25,7 @@ import msgspec
 
 from gpuconsole.backends.base import BackendError, Capability
 from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
+from gpuconsole.core.access.rbac import ClusterPermissions
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
@@ -139,6 +140,7 @@ class Console:
         self.hub = self._make_hub(options.sources)
         self.cloud = self._make_cloud()
         self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
+        self.rbac = ClusterPermissions(lambda: self.jobs.control, self.clock)  # asked per namespace, kept a minute
         self.gpus = GpuOps(lambda: self._runner_source(SourceKind.GPUS), lambda: self.hub.reading(SourceKind.GPUS),  # type: ignore[arg-type,return-value]
                            self.clock, self.actions, pod_namespace=self._pod_namespace)
         self.cost_explorer = self._make_cost_explorer()
