@@ -25,6 +25,9 @@ from tests.prometheus_peer import series
 from tests.tls_peer import HookServer, TlsCannedPrometheus, ca_file, hook_servers, server_context, tls_ca  # noqa: F401
 
 
+REFUSED = 'the server offered TLSv1.2; gpuconsole requires TLSv1.3 or newer ([tls] min_version = "1.2" allows TLSv1.2)'
+
+
 @pytest.fixture(autouse=True)
 def strict_floor() -> Iterator[None]:
     """Every test starts at the default floor and leaves it there."""
@@ -64,9 +67,8 @@ def test_prometheus_on_tls_1_2_is_refused_naming_the_version(prometheus) -> None
     server, ca = prometheus
     with pytest.raises(BackendError) as caught:
         poll(server, ca)
-    message = str(caught.value)
-    assert "\n" not in message
-    assert "offered TLSv1.2" in message and "requires TLSv1.3" in message
+    port = server.server_address[1]
+    assert str(caught.value) == f"TLS with Prometheus at 127.0.0.1:{port} failed: {REFUSED}"
     assert not server.requests, "no query was sent over the refused connection"
 
 
@@ -76,6 +78,7 @@ def test_prometheus_on_tls_1_3_is_accepted_and_its_version_recorded(prometheus) 
     source, reading = poll(server, ca)
     assert server.requests
     assert tls.negotiated_versions()[source.name] == "TLSv1.3"
+    assert tls.summary()["negotiated"][source.name] == "TLSv1.3" and tls.summary()["min_version"] == "TLSv1.3"
 
 
 @pytest.mark.parametrize("prometheus", ["1.2"], indirect=True)
@@ -124,7 +127,7 @@ def test_webhook_tls_floor(tls_ca, tmp_path, hook_servers, monkeypatch, version,
     else:
         with pytest.raises(BackendError) as caught:
             post_webhook(hook.url + "/hook", crossing(), timeout=5)
-        assert "offered TLSv1.2" in str(caught.value) and "\n" not in str(caught.value)
+        assert str(caught.value) == f"webhook 127.0.0.1 failed: {REFUSED}"
         assert not hook.posts
 
 
@@ -188,7 +191,7 @@ def test_kubernetes_client_on_tls_1_2_is_refused_naming_the_version(tls_kube) ->
             backend.poll_jobs()
     finally:
         backend.close()
-    assert "offered TLSv1.2" in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value) == f"TLS with {tls_kube.url} failed listing Jobs: {REFUSED}"
     assert not tls_kube.requests
 
 
@@ -196,3 +199,26 @@ def test_the_client_context_always_verifies() -> None:
     context = tls.client_context("anything")
     assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
     assert context.minimum_version is ssl.TLSVersion.TLSv1_3
+
+
+@pytest.mark.parametrize("tls_kube", ["1.3"], indirect=True)
+def test_a_kubeconfig_that_skips_verification_is_refused(tls_kube) -> None:
+    import os
+
+    import yaml
+
+    path = os.environ["KUBECONFIG"]
+    with open(path) as handle:
+        doc = yaml.safe_load(handle)
+    cluster = doc["clusters"][0]["cluster"]
+    cluster.pop("certificate-authority")
+    cluster["insecure-skip-tls-verify"] = True
+    with open(path, "w") as handle:
+        yaml.safe_dump(doc, handle)
+    backend = kube_jobs()
+    try:
+        with pytest.raises(BackendError, match="turns TLS verification off"):
+            backend.poll_jobs()
+    finally:
+        backend.close()
+    assert not tls_kube.requests

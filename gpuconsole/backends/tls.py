@@ -34,6 +34,10 @@ _negotiated: dict[str, str] = {}
 class TlsVersionRefused(ssl.SSLError):
     """The server offered a TLS version below the floor; the message names both."""
 
+    def __init__(self, message: str) -> None:
+        # As OpenSSL's own errors are made: an SSLError shows its strerror, not its args.
+        super().__init__(ssl.SSL_ERROR_SSL, message)
+
 
 def set_minimum_version(text: str) -> None:
     """Set the floor of every context made from now on: ``"1.3"`` (the default) or ``"1.2"``.
@@ -58,6 +62,12 @@ def negotiated_versions() -> dict[str, str]:
     """``{source: "TLSv1.3"}`` for each source that completed a handshake in this process."""
     with _lock:
         return dict(_negotiated)
+
+
+def summary() -> dict[str, Any]:
+    """JSON-able, for ``access whoami``: the floor in force and the version each source
+    negotiated so far (AWS is not among them: botocore keeps its own floor, TLS 1.2)."""
+    return {"min_version": f"TLSv{minimum_version()}", "negotiated": negotiated_versions()}
 
 
 def client_context(source: str, ca_file: str | None = None) -> ssl.SSLContext:
