@@ -132,10 +132,9 @@ def test_webhook_tls_floor(tls_ca, tmp_path, hook_servers, monkeypatch, version,
 
 
 def test_a_local_webhook_that_redirects_is_not_followed(hook_servers) -> None:
-    elsewhere = HookServer()
+    elsewhere = HookServer(host="127.0.0.2")  # stands for the other host a redirect names
     hook_servers.append(elsewhere)
-    # 127.0.0.2 stands for the other host a redirect would send the crossing to.
-    target = elsewhere.url.replace("127.0.0.1", "127.0.0.2") + "/collect"
+    target = elsewhere.url + "/collect"
     local = HookServer(status=302, location=target)
     hook_servers.append(local)
     url = local.url.replace("127.0.0.1", "localhost") + "/hook"

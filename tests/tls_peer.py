@@ -76,18 +76,20 @@ class HookServer(_Tls, ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, context: ssl.SSLContext | None = None, status: int = 200, location: str = "") -> None:
+    def __init__(self, context: ssl.SSLContext | None = None, status: int = 200, location: str = "",
+                 host: str = "127.0.0.1") -> None:
         self.tls_context = context
         self.status = status
         self.location = location
         self.posts: list[tuple[str, Any]] = []
         self.gets: list[str] = []
-        super().__init__(("127.0.0.1", 0), _HookHandler)
+        super().__init__((host, 0), _HookHandler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"{'https' if self.tls_context else 'http'}://127.0.0.1:{self.server_address[1]}"
+        host, port = self.server_address[:2]
+        return f"{'https' if self.tls_context else 'http'}://{host}:{port}"
 
     def stop(self) -> None:
         self.shutdown()

@@ -1,10 +1,11 @@
 """What the UI shows of the access rules: disabled keys with the reason, and the MFA prompt.
 
-The core decides (:mod:`gpuconsole.core.access.guard`); the UI only mirrors it so a key the role may
-not use is dimmed in the footer and its reason is on screen. For jobs, the cluster's RBAC answers
-(:mod:`gpuconsole.core.access.rbac`, kept a minute) dim the keys it would refuse as well. The principal (who the user is,
-from the users table) is read in a worker and cached on the app as ``access_principal``;
-until it is read, nothing is disabled and the core still guards every action.
+The core decides (:mod:`gpuconsole.core.access.guard`); the UI only mirrors it so a key the role
+may not use is dimmed in the footer and its reason is on screen. For jobs, the cluster's RBAC
+answers (:mod:`gpuconsole.core.access.rbac`, kept a minute) dim the keys it would refuse as
+well. The principal (who the user is, from the users table) is read in a worker and cached on
+the app as ``access_principal``; until it is read, nothing is disabled and the core still
+guards every action.
 """
 
 from __future__ import annotations
