@@ -9,7 +9,7 @@ from pathlib import Path
 from gpuconsole.backends.kube import KubeJobs
 from gpuconsole.cli.main import main
 from gpuconsole.core.access.audit import AuditLog
-from gpuconsole.core.access.rbac import ClusterPermissions
+from gpuconsole.core.access.rbac import ClusterPermissions, job_permissions
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.ops.actions import ActionKind
@@ -80,6 +80,20 @@ def test_answers_are_kept_a_minute_per_namespace_and_verb(rbac_kube) -> None:
         assert rbac.job_permissions(OWN)["delete"]["allowed"] is True
     finally:
         backend.close()
+
+
+def test_job_permissions_without_a_console(rbac_kube) -> None:
+    developer_rules(rbac_kube)
+    perms = job_permissions(OTHER)
+    assert {verb: p["allowed"] for verb, p in perms.items()} == {"create": False, "delete": False, "patch": False,
+                                                                 "list": True}
+    assert perms["list"]["reason"].startswith("RBAC: allowed by ClusterRoleBinding")
+
+
+def test_job_permissions_without_a_cluster_say_why() -> None:
+    perms = job_permissions("team-a")  # the test home has no kubeconfig
+    assert perms["delete"]["allowed"] is None
+    assert perms["delete"]["reason"].startswith("could not ask the cluster: no Kubernetes cluster configured")
 
 
 def test_a_job_source_without_a_cluster_dims_nothing() -> None:

@@ -9,8 +9,9 @@ reading (a quiet training run may print nothing for minutes) and ends when ``sto
 
 Errors come out as :class:`~gpuconsole.backends.base.BackendError` with the API server's own
 message in one line (``jobs.batch "x" already exists``), as
-:class:`~gpuconsole.backends.base.BackendPermissionDenied` for 401 and 403 (``denied by the cluster:
-<the server's message>``) and
+:class:`~gpuconsole.backends.base.BackendPermissionDenied` for 401,
+:class:`~gpuconsole.backends.base.AuthorizationDenied` for 403 (``denied by the cluster: <the
+server's message>``) and
 :class:`~gpuconsole.backends.base.BackendTimeout` when no answer came in time.
 """
 
@@ -30,6 +31,7 @@ from typing import Any
 import urllib3
 
 from gpuconsole.backends.base import (
+    AuthorizationDenied,
     BackendError,
     BackendPermissionDenied,
     BackendTimeout,
@@ -68,7 +70,7 @@ def api_error(status: int, body: Any, where: str) -> BackendError:
     if status == 401:
         return BackendPermissionDenied(f"{where}: the API server refused the credentials (401 Unauthorized)")
     if status == 403:  # RBAC refused: the server's message names the user, verb and namespace
-        return BackendPermissionDenied(f"denied by the cluster: {message or f'{where}: 403 Forbidden'}")
+        return AuthorizationDenied(f"denied by the cluster: {message or f'{where}: 403 Forbidden'}")
     if status in (408, 504):
         return BackendTimeout(f"{where}: the API server timed out: {message or status}")
     return BackendError(f"{where}: {message or f'the API server answered {status}'}")

@@ -8,8 +8,8 @@ request. The users table's namespaces for developers stay a second, local limit 
 
 :meth:`ClusterPermissions.why_not` reads the kept answers only and never blocks (the UI asks it
 while drawing the footer); :meth:`ClusterPermissions.refresh` asks the cluster (from a worker).
-:meth:`ClusterPermissions.job_permissions` is the JSON-able summary of one namespace, for
-``access whoami``.
+:meth:`ClusterPermissions.job_permissions` (and :func:`job_permissions`, for a command without a
+console) is the JSON-able summary of one namespace, for ``access whoami``.
 """
 
 from __future__ import annotations
@@ -124,6 +124,20 @@ class ClusterPermissions:
             reason = refusal(verb, namespace, answer.reason) if answer.allowed is False else answer.reason
             out[verb] = {"allowed": answer.allowed, "reason": reason}
         return out
+
+
+def job_permissions(namespace: str, kubeconfig: str | None = None,
+                    context: str | None = None) -> dict[str, dict[str, Any]]:
+    """What the kubeconfig's user may do to the jobs of ``namespace``, for a command that has no
+    console (``access whoami``): :meth:`ClusterPermissions.job_permissions` over a connection of
+    its own, closed afterwards. Without a cluster every verb is ``None`` with the reason."""
+    from gpuconsole.backends.kube import KubeJobs  # the kubernetes client is imported only here
+
+    source = KubeJobs(kubeconfig, context, watch=False)
+    try:
+        return ClusterPermissions(lambda: source.job_control).job_permissions(namespace)
+    finally:
+        source.close()
 
 
 def refusal(verb: str, namespace: str, reason: str) -> str:

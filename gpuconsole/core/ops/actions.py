@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 # one_line lives beside the typed errors; the UI imports it from here too.
-from gpuconsole.backends.base import BackendError, BackendPermissionDenied, one_line
+from gpuconsole.backends.base import AuthorizationDenied, BackendError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
         raise
     try:
         message = do()
-    except BackendPermissionDenied as exc:
+    except AuthorizationDenied as exc:
         # The system that owns the resource refused (RBAC's 403): audited as denied, in its words.
         line = one_line(exc)
         record.add(ActionResult(request, False, f"denied: {line.removeprefix('denied ')}", clock()))
