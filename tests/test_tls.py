@@ -221,3 +221,23 @@ def test_a_kubeconfig_that_skips_verification_is_refused(tls_kube) -> None:
     finally:
         backend.close()
     assert not tls_kube.requests
+
+
+def test_the_console_applies_the_tls_table_and_reports_a_bad_one(tmp_path) -> None:
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
+
+    config = tmp_path / "config.toml"
+    config.write_text('[tls]\nmin_version = "1.2"\n')
+    console = Console(ConsoleOptions(sources=SourceOptions(demo=True), config_path=config))
+    try:
+        assert tls.minimum_version() == "1.2"
+    finally:
+        console.close()
+    config.write_text('[tls]\nmin_version = "1.1"\n')
+    console = Console(ConsoleOptions(sources=SourceOptions(demo=True), config_path=config))
+    try:
+        assert tls.minimum_version() == "1.3"
+        assert any(a.source == "config" and "min_version of [tls]: '1.1'" in a.message for a in console.snapshot.alerts)
+    finally:
+        console.close()
