@@ -254,6 +254,7 @@ class KubeApiServer:
         self.requests: list[Request] = []
         self.open_streams = 0
         self._httpd: ThreadingHTTPServer | None = None
+        self.tls: Any = None
 
     # ---------------------------------------------------------------- server
 
@@ -261,10 +262,12 @@ class KubeApiServer:
     def url(self) -> str:
         assert self._httpd is not None
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
-    def start(self) -> KubeApiServer:
+    def start(self, tls: Any = None) -> KubeApiServer:
+        """Serve on a free port; over HTTPS with ``tls`` (a server ``ssl.SSLContext``)."""
         api = self
+        self.tls = tls
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -281,6 +284,8 @@ class KubeApiServer:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
+        if tls is not None:  # each connection's handshake happens in its own handler thread
+            httpd.socket = tls.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         self._httpd = httpd
         threading.Thread(target=httpd.serve_forever, name="kube-api-server", daemon=True).start()
         return self

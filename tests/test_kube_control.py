@@ -222,7 +222,7 @@ def test_credentials_refused_forbidden_and_no_answer(kube) -> None:
     with pytest.raises(BackendPermissionDenied, match="401 Unauthorized"):
         control.delete("Job", "team-nlp", "train-a")
     kube.server.fail(403, times=1, message='jobs.batch "train-a" is forbidden: User "bob" cannot delete resource')
-    with pytest.raises(BackendPermissionDenied, match="forbidden: jobs.batch"):
+    with pytest.raises(BackendPermissionDenied, match="^denied by the cluster: jobs.batch"):
         control.delete("Job", "team-nlp", "train-a")
     kube.server.hang(3)
     try:

@@ -3,6 +3,7 @@
 Folders and modules:
     base: the interfaces (GPU source, job backend, cloud backend), capabilities, typed errors.
     unconfigured: the stand-in for a source nobody has set up, saying how to set it up.
+    tls: the TLS contexts of the connections gpuconsole opens itself (version floor, versions seen).
     sim/: the simulated GPU cloud behind all three interfaces (demo mode and most tests).
     nvml/, kube/, aws/, prometheus/: one folder per real adapter.
 

@@ -67,6 +67,11 @@ class BackendPermissionDenied(BackendError):
     """The credentials in use may not do this."""
 
 
+class AuthorizationDenied(BackendPermissionDenied):
+    """The system that owns the resource refused this identity this action (a cluster's RBAC):
+    the action path records it as denied, in that system's own words."""
+
+
 class NotSupported(BackendError):
     """The backend has no such capability."""
 

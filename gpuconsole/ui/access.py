@@ -1,9 +1,11 @@
 """What the UI shows of the access rules: disabled keys with the reason, and the MFA prompt.
 
-The core decides (:mod:`gpuconsole.core.access.guard`); the UI only mirrors it so a key the role may
-not use is dimmed in the footer and its reason is on screen. The principal (who the user is,
-from the users table) is read in a worker and cached on the app as ``access_principal``;
-until it is read, nothing is disabled and the core still guards every action.
+The core decides (:mod:`gpuconsole.core.access.guard`); the UI only mirrors it so a key the role
+may not use is dimmed in the footer and its reason is on screen. For jobs, the cluster's RBAC
+answers (:mod:`gpuconsole.core.access.rbac`, kept a minute) dim the keys it would refuse as
+well. The principal (who the user is, from the users table) is read in a worker and cached on
+the app as ``access_principal``; until it is read, nothing is disabled and the core still
+guards every action.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ def principal_of(app: Any) -> Principal | None:
 
 
 def why_not(app: Any, kind: ActionKind, namespace: str | None = None) -> str | None:
-    """Why the user of ``app`` may not run ``kind`` (in ``namespace``), or None.
+    """Why the user of ``app`` may not run ``kind`` (in ``namespace``), or None: the local rules
+    first, then what the cluster answered for that namespace (only once it was asked).
 
     Without a namespace a developer is asked about its first one, so a key that some row
     allows stays enabled.
@@ -33,7 +36,11 @@ def why_not(app: Any, kind: ActionKind, namespace: str | None = None) -> str | N
     if namespace is None and principal.namespaces:
         namespace = principal.namespaces[0]
     params = (("namespace", namespace),) if namespace else ()
-    return denial(principal, ActionRequest(kind, namespace or "-", params=params), read_only=guard.read_only)
+    local = denial(principal, ActionRequest(kind, namespace or "-", params=params), read_only=guard.read_only)
+    if local is not None or not namespace:
+        return local
+    rbac = getattr(core, "rbac", None)  # the cluster's own answer, where one was asked for
+    return rbac.why_not(kind, namespace) if rbac is not None else None
 
 
 def identity_text(app: Any) -> str:

@@ -7,6 +7,7 @@ Modules (private to this folder unless named below):
     control: submit, delete, suspend and trigger, sent to the API server.
     credentials: when the kubeconfig's client certificate or token expires.
     describe: a job described in words, as ``kubectl describe`` would.
+    access_review: the SelfSubjectAccessReview that asks what the credentials may do.
 
 Other layers use only the names below, imported from this package; each is loaded on first use.
 """

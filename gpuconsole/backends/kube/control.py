@@ -1,4 +1,5 @@
-"""Changing jobs on a real cluster: :class:`KubeJobControl`, the Kubernetes side of ``JobControl``.
+"""Changing jobs on a real cluster: :class:`KubeJobControl`, the Kubernetes side of ``JobControl``,
+and asking the cluster what it allows (:meth:`KubeJobControl.review`).
 
 Every request goes through the official client's ``ApiClient.call_api`` with plain ``dict``
 bodies and ``_preload_content=False``: the answer is read as JSON, never through the generated
@@ -8,7 +9,9 @@ reading (a quiet training run may print nothing for minutes) and ends when ``sto
 
 Errors come out as :class:`~gpuconsole.backends.base.BackendError` with the API server's own
 message in one line (``jobs.batch "x" already exists``), as
-:class:`~gpuconsole.backends.base.BackendPermissionDenied` for 401 and 403 and
+:class:`~gpuconsole.backends.base.BackendPermissionDenied` for 401,
+:class:`~gpuconsole.backends.base.AuthorizationDenied` for 403 (``denied by the cluster: <the
+server's message>``) and
 :class:`~gpuconsole.backends.base.BackendTimeout` when no answer came in time.
 """
 
@@ -28,10 +31,12 @@ from typing import Any
 import urllib3
 
 from gpuconsole.backends.base import (
+    AuthorizationDenied,
     BackendError,
     BackendPermissionDenied,
     BackendTimeout,
 )
+from gpuconsole.backends.kube import access_review
 from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.kube.describe import EventLine, describe_text
 
@@ -64,8 +69,8 @@ def api_error(status: int, body: Any, where: str) -> BackendError:
     message = status_message(body)
     if status == 401:
         return BackendPermissionDenied(f"{where}: the API server refused the credentials (401 Unauthorized)")
-    if status == 403:
-        return BackendPermissionDenied(f"{where}: forbidden: {message or '403'}")
+    if status == 403:  # RBAC refused: the server's message names the user, verb and namespace
+        return AuthorizationDenied(f"denied by the cluster: {message or f'{where}: 403 Forbidden'}")
     if status in (408, 504):
         return BackendTimeout(f"{where}: the API server timed out: {message or status}")
     return BackendError(f"{where}: {message or f'the API server answered {status}'}")
@@ -329,6 +334,14 @@ class KubeJobControl:
         found = self._json("GET", f"{CORE}/events", where, namespace=namespace,
                            query=[("fieldSelector", f"involvedObject.uid={uid}")])
         return [_event_line(e, about) for e in (found.get("items") or []) if isinstance(e, Mapping)]
+
+    def review(self, verb: str, namespace: str, resource: str = "jobs", group: str = "batch") -> tuple[bool, str]:
+        """Whether the credentials in use may ``verb`` ``group/resource`` in ``namespace``, asked
+        with a ``SelfSubjectAccessReview``: ``(allowed, the authorizer's reason)``."""
+        where = f"asking the cluster whether it may {verb} {resource} in {namespace}"
+        answer = self._json("POST", access_review.REVIEWS, where, namespace=namespace,
+                            body=access_review.review_body(verb, namespace, resource, group))
+        return access_review.review_answer(answer, where)
 
     def close(self) -> None:
         """Nothing to release: the client belongs to whoever made it."""

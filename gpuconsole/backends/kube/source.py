@@ -434,7 +434,21 @@ class KubeJobs:
             api = k8s.client.ApiClient(configuration)
         else:
             raise BackendUnavailable("no Kubernetes cluster configured", hint=SETUP_HINT)
+        self._hold_tls(api)
         return api
+
+    def _hold_tls(self, api: Any) -> None:
+        """Put the TLS floor of ``[tls] min_version`` on the client's connections (through its
+        urllib3 pool manager: the client's configuration has no setting for it), trusting the
+        kubeconfig's CA where it names one. A kubeconfig that turns verification off is refused."""
+        from gpuconsole.backends.tls import client_context
+
+        configuration = api.configuration
+        if not configuration.verify_ssl:
+            raise BackendUnavailable("the kubeconfig turns TLS verification off (insecure-skip-tls-verify): "
+                                     "gpuconsole never connects so", hint="give the cluster's CA (certificate-authority)")
+        context = client_context(self.name, configuration.ssl_ca_cert)
+        api.rest_client.pool_manager.connection_pool_kw["ssl_context"] = context
 
     # ----------------------------------------------------------------- errors
 

@@ -10,7 +10,8 @@ limit …) are read by the first poll, then every ``SLOW_EVERY_S`` half-way betw
 thread of their own, so that a refresh waits only for what changes between scrapes; each is
 decoded again only when its bytes changed.
 
-Connections: TLS is always verified (the system's CA store, or ``ca_file``); every request has
+Connections: TLS is always verified (the system's CA store, or ``ca_file``), at TLS 1.3 or the
+floor of ``[tls] min_version`` (:mod:`gpuconsole.backends.tls`); every request has
 a connect and a read timeout; no retries (the Hub retries a failed poll with backoff).
 Credentials are a bearer token (from a file, re-read on every poll so a rotated token is
 picked up, or ``$GPUCONSOLE_PROMETHEUS_TOKEN``) or basic auth (a user name, and a password
@@ -170,8 +171,11 @@ class PrometheusGpus:
             if self._pool is None:
                 import urllib3  # imported on first use, in the poll's thread, not at start-up
 
+                from gpuconsole.backends.tls import client_context
+
                 ca = str(Path(self.settings.ca_file).expanduser()) if self.settings.ca_file else None
                 self._pool = urllib3.PoolManager(
+                    ssl_context=client_context(self.name, ca),  # the TLS floor of [tls] min_version
                     num_pools=2,
                     maxsize=PARALLEL_QUERIES,
                     cert_reqs="CERT_REQUIRED",

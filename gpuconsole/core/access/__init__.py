@@ -7,4 +7,5 @@
     audit_sink: the copies of every record the login cannot rewrite (CloudWatch Logs, syslog).
     audit_remote: the CloudWatch copy read back: verify against it, the shared log for auditors.
     key_hygiene: alerts on old access keys, expiring credentials and unencrypted launches.
+    rbac: what the cluster lets this login do to jobs (SelfSubjectAccessReview, kept a minute).
 """

@@ -25,9 +25,11 @@ import msgspec
 
 from gpuconsole.backends.base import BackendError, Capability
 from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
+from gpuconsole.core.access.rbac import ClusterPermissions
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
+from gpuconsole.core.fleet.tls_config import apply_tls_config
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.budget_config import load_config
 from gpuconsole.core.money.cost_explorer import CostExplorer
@@ -115,6 +117,9 @@ class Console:
         self.store = store
         self._open_store = open_store
         self._store_alerts: list[Alert] = []
+        tls_problem = apply_tls_config(options.config_path)  # before any source connects
+        if tls_problem:
+            self._store_alerts.append(Alert(Severity.WARNING, "config", tls_problem, options.clock()))
         self._hygiene_alerts: tuple[Alert, ...] = ()
         self._hygiene_wake = threading.Event()  # a refresh (after every action) checks again now
         self.clock = options.clock
@@ -136,6 +141,7 @@ class Console:
         self.hub = self._make_hub(options.sources)
         self.cloud = self._make_cloud()
         self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
+        self.rbac = ClusterPermissions(lambda: self.jobs.control, self.clock)  # asked per namespace, kept a minute
         self.gpus = GpuOps(lambda: self._runner_source(SourceKind.GPUS), lambda: self.hub.reading(SourceKind.GPUS),  # type: ignore[arg-type,return-value]
                            self.clock, self.actions, pod_namespace=self._pod_namespace)
         self.cost_explorer = self._make_cost_explorer()

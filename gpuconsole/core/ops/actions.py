@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 # one_line lives beside the typed errors; the UI imports it from here too.
-from gpuconsole.backends.base import BackendError, one_line
+from gpuconsole.backends.base import AuthorizationDenied, BackendError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,8 @@ class ActionError(Exception):
 
 
 class ActionDenied(ActionError):
-    """The role, the MFA check or ``--read-only`` refused the action (message ``denied: …``)."""
+    """The role, the MFA check or ``--read-only`` refused the action (message ``denied: …``), or
+    the system that owns the resource did (``denied by the cluster: …``)."""
 
 
 class ActionGuard(Protocol):
@@ -187,6 +188,12 @@ def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
         raise
     try:
         message = do()
+    except AuthorizationDenied as exc:
+        # The system that owns the resource refused (RBAC's 403): audited as denied, in its words.
+        line = one_line(exc)
+        record.add(ActionResult(request, False, f"denied: {line.removeprefix('denied ')}", clock()))
+        log.info("%s denied: %s", request.describe(), line)
+        raise ActionDenied(line) from exc
     except BackendError as exc:
         line = one_line(exc)
         record.add(ActionResult(request, False, f"failed: {line}", clock()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from typing import Any
 
 from gpuconsole.backends.base import BackendError, one_line
 from gpuconsole.core.money import budgets as rules
@@ -96,32 +97,55 @@ def run_notify_command(command: str, crossing: Crossing, timeout: float = NOTIFY
 
 
 def post_webhook(url: str, crossing: Crossing, timeout: float = NOTIFY_TIMEOUT_S) -> str:
-    """POST the crossing as JSON to ``url`` (TLS certificates verified).
+    """POST the crossing as JSON to ``url`` (TLS certificates verified, at the TLS floor of
+    ``[tls] min_version``).
 
+    A redirect is never followed: an ``http://localhost`` hook that answers 302 would otherwise
+    send the crossing to whatever host it names, past the check that kept plain http local.
     Messages name only the host: a webhook's path often holds its secret.
 
     Raises:
         BackendError: no answer within ``timeout``, or an answer other than 2xx (one line).
     """
-    import ssl  # imported here: most sessions never post a webhook
-    import urllib.error
+    import urllib.error  # imported here: most sessions never post a webhook
     import urllib.parse
-    import urllib.request
+
+    from gpuconsole.backends.tls import client_context
 
     host = urllib.parse.urlsplit(url).hostname or "the webhook"
     body = json.dumps(crossing.payload()).encode()
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json", "User-Agent": "gpuconsole"})
     try:
         # https, or http to localhost only (checked when the budget was saved).
-        context = ssl.create_default_context()
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:  # noqa: S310
+        opener = _opener_without_redirects(client_context(f"webhook {host}"))
+        request = _post_request(url, body)
+        with opener.open(request, timeout=timeout) as answer:
             answer.read(65536)
             status = answer.status
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            raise BackendError(f"webhook {host} answered HTTP {exc.code}: redirects are not followed") from None
         raise BackendError(f"webhook {host} answered HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         text = one_line(reason) if isinstance(reason, BaseException) else str(reason)
         raise BackendError(f"webhook {host} failed: {text}") from None
     return f"webhook {host} answered HTTP {status}"
+
+
+def _post_request(url: str, body: bytes) -> Any:
+    import urllib.request
+
+    return urllib.request.Request(url, data=body, method="POST",
+                                  headers={"Content-Type": "application/json", "User-Agent": "gpuconsole"})
+
+
+def _opener_without_redirects(context: Any) -> Any:
+    """A urllib opener over ``context`` whose redirect handler follows nothing: a 3xx answer
+    comes back as the ``HTTPError`` it is."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), RefuseRedirects())

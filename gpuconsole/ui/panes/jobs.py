@@ -154,6 +154,9 @@ class JobsPane(Pane):
     | s | suspend the selected job or CronJob (asks y/n), or resume it |
     | T | run the selected CronJob now |
     | ctrl+d | delete the selected job or CronJob (asks y/n) |
+
+    A key the cluster's RBAC refuses in the selected row's namespace is dimmed, with the reason
+    under the table (asked with a SelfSubjectAccessReview, kept a minute).
     """
 
     kind = SourceKind.JOBS
@@ -170,6 +173,7 @@ class JobsPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.mode = "jobs"
+        self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
         # The queue can hold 100,000 jobs: the tables draw only the rows on screen, from these.
         self.jobs = RowIndex(lambda j: j.uid, lambda j: (STATE_ORDER[j.state], -j.created, j.name),
                              lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
@@ -317,6 +321,29 @@ class JobsPane(Pane):
             return None
         chosen = self.selected() if kind is not ActionKind.SUBMIT_JOB else None
         return kind, chosen[1].namespace if chosen is not None else None
+
+    def update_access(self) -> None:
+        """Also ask the cluster what it allows in the selected row's namespace, once a minute at
+        most (in a worker); its answer dims the keys it would refuse."""
+        chosen = self.selected()
+        rbac = getattr(getattr(self.app, "core", None), "rbac", None)
+        if chosen is not None and rbac is not None:
+            namespace = chosen[1].namespace
+            if namespace not in self._asking and rbac.needs_asking(namespace):
+                self._asking.add(namespace)
+                self._ask_cluster(namespace)
+        super().update_access()
+
+    @work(thread=True, group="rbac", exit_on_error=False, description="asking the cluster what it allows")
+    def _ask_cluster(self, namespace: str) -> None:
+        try:
+            self.app.core.rbac.refresh(namespace)  # type: ignore[attr-defined]
+        finally:
+            self.app.call_from_thread(self._asked, namespace)
+
+    def _asked(self, namespace: str) -> None:
+        self._asking.discard(namespace)
+        self.update_access()
 
     def _target(self, verb: str) -> tuple[str, Job | CronJob] | None:
         """The selection an action applies to, or None after saying why there is none."""

@@ -1,0 +1,53 @@
+"""The ``[tls]`` table of the configuration file: the lowest TLS version gpuconsole accepts.
+
+```toml
+[tls]
+min_version = "1.2"   # default "1.3"; "1.2" for an old proxy in front of Prometheus or the API server
+```
+
+It applies to the connections gpuconsole opens itself (Prometheus, the Kubernetes API, budget
+webhooks; :mod:`gpuconsole.backends.tls`), for the whole process. AWS calls keep botocore's own
+floor (TLS 1.2). A value that is not a version gpuconsole knows is one line naming the key, and the
+floor stays at TLS 1.3: a typo never weakens it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpuconsole.backends import tls
+from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
+
+
+def read_min_version(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> str:
+    """``[tls] min_version`` of the configuration file (``"1.3"`` when unset or no file).
+
+    Raises:
+        ConfigError: the file cannot be read, or the value is not ``"1.2"`` or ``"1.3"`` (one line).
+    """
+    path, text = read_config_text(explicit, env)
+    if text is None:
+        return tls.DEFAULT_MINIMUM
+    table = parse_toml(text, path).get("tls", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tls] must be a table")
+    value = table.get("min_version", tls.DEFAULT_MINIMUM)
+    if value not in tls.VERSIONS:
+        raise ConfigError(f"{path}: key min_version of [tls]: {value!r} is not \"1.2\" or \"1.3\"")
+    return str(value)
+
+
+def apply_tls_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> str | None:
+    """Set the process's TLS floor from the configuration file; the one-line problem, or None.
+
+    On a problem the floor is TLS 1.3, the strict default.
+    """
+    try:
+        version = read_min_version(explicit, env)
+    except ConfigError as exc:
+        tls.set_minimum_version(tls.DEFAULT_MINIMUM)
+        return str(exc)
+    tls.set_minimum_version(version)
+    return None
