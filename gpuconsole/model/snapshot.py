@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 
-from gpuconsole.model.cloud import Instance
+from gpuconsole.model.cloud import Instance, Volume
 from gpuconsole.model.fleet import Gpu
 from gpuconsole.model.jobs import CronJob, Job, Node
 from gpuconsole.model.money import BudgetStatus, CostLine, IdleGpu, PendingAction
@@ -93,6 +93,7 @@ class CloudReading(Value):
     taken_at: float
     spend_today: float | None = None  # where the cloud reports billed spend itself
     spend_month: float | None = None
+    volumes: tuple[Volume, ...] = ()  # every EBS volume of the watched regions, attached or not
 
 
 class FleetSnapshot(Value):
@@ -115,6 +116,8 @@ class FleetSnapshot(Value):
     cronjob_costs: tuple[CostLine, ...] = ()  # key: CronJob uid; amount: its next 30 days
     billed_month: float | None = None  # month to date as the cloud's billing (Cost Explorer) says
     billed_note: str = ""  # where that figure comes from and how old it is
+    spend_basis: str = ""  # what the spend covers: "" (the backend's own history), "CloudTrail history", "since last start only"
+    day_difference: str = ""  # the fleet's estimate vs Cost Explorer for the last full day, one line
     demo: bool = False
 
     def source(self, kind: SourceKind) -> SourceStatus | None:
