@@ -4,6 +4,8 @@ at the price in force, nothing while stopped."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,18 +18,18 @@ T0 = 1_700_000_000  # a whole second
 
 
 def reference_bill(history: list[tuple[int, bool]], prices: list[tuple[int, float]], default: float,
-                   window: tuple[float, float]) -> float:
+                   window: tuple[float, float]) -> Fraction:
     """EC2's rules, one second at a time. ``history``: alternating start / stop moments (a start
     first); ``prices``: (from, $/h) sorted by time."""
-    def price(second: int) -> float:
-        current = default
+    def price(second: int) -> Fraction:
+        current = Fraction(default)
         for ts, p in prices:
             if ts <= second:
-                current = p
+                current = Fraction(p)
         return current
 
     lo, hi = window
-    total = 0.0
+    total = Fraction(0)
     moments = [ts for ts, _ in history]
     pairs = [(moments[k], moments[k + 1] if k + 1 < len(moments) else hi) for k in range(0, len(moments), 2)]
     for start, end in pairs:
@@ -35,7 +37,7 @@ def reference_bill(history: list[tuple[int, bool]], prices: list[tuple[int, floa
         last = price(int(end) - 1) if end > start else price(start)
         for second in range(start, start + max(60, duration)):
             if lo <= second < hi:
-                total += (price(second) if second < end else last) / 3600.0
+                total += (price(second) if second < end else last) / 3600
     return total
 
 
@@ -51,8 +53,8 @@ def histories(draw: st.DrawFn) -> tuple[list[tuple[int, bool]], list[tuple[int, 
         history.append((at, k % 2 == 0))
     now = at + draw(st.integers(0, 600))
     changes = draw(st.lists(st.tuples(st.integers(T0 - 600, now), st.integers(1, 4000)), max_size=12))
-    prices = sorted({ts: cents / 100.0 for ts, cents in changes}.items())
-    default = draw(st.integers(1, 4000)) / 100.0
+    prices = sorted({ts: Fraction(cents, 100) for ts, cents in changes}.items())
+    default = Fraction(draw(st.integers(1, 4000)), 100)
     return history, prices, default, now
 
 
@@ -61,10 +63,12 @@ def histories(draw: st.DrawFn) -> tuple[list[tuple[int, bool]], list[tuple[int, 
 def test_estimate_equals_the_reference_biller_to_the_cent(case, data):
     history, prices, default, now = case
     runs = runs_from_events(history, since=T0 - 86400)
-    spans = billing_spans(runs, prices, default)
+    spans = billing_spans(runs, [(ts, float(p)) for ts, p in prices], float(default))
     lo = data.draw(st.integers(T0 - 100, now))
     window = (float(lo), float(now))
-    assert round(billed_cost(spans, *window), 2) == round(reference_bill(history, prices, default, window), 2)
+    estimate = billed_cost(spans, *window)
+    reference = reference_bill(history, prices, default, window)
+    assert abs(Fraction(estimate) - reference) < Fraction(1, 10_000), "equal to the cent, a float's noise apart"
 
 
 def test_a_history_that_begins_mid_run_starts_at_the_lookup_window():
