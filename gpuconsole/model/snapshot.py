@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 
-from gpuconsole.model.cloud import Instance, Volume
+from gpuconsole.model.cloud import Instance
 from gpuconsole.model.fleet import Gpu
 from gpuconsole.model.jobs import CronJob, Job, Node
 from gpuconsole.model.money import BudgetStatus, CostLine, IdleGpu, PendingAction
@@ -93,7 +93,6 @@ class CloudReading(Value):
     taken_at: float
     spend_today: float | None = None  # where the cloud reports billed spend itself
     spend_month: float | None = None
-    volumes: tuple[Volume, ...] = ()  # every EBS volume of the watched regions, attached or not
 
 
 class FleetSnapshot(Value):

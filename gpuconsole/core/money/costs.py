@@ -112,6 +112,27 @@ def billed_cost(spans: Sequence[BillingSpan], start: float, end: float, *, per_m
     return total
 
 
+def spent_by(spans: Sequence[BillingSpan], start: float, now: float) -> float:
+    """Dollars spent on ``spans`` from ``start`` until ``now``: :func:`billed_cost`, with the
+    whole first minute of a run still open counted as soon as it starts (a window that ends
+    before that run began is not stretched into it)."""
+    minimum_end = _minimum_end(spans)
+    if minimum_end - MIN_BILLED_S <= now < minimum_end:
+        now = minimum_end
+    return billed_cost(spans, start, now)
+
+
+def _minimum_end(spans: Sequence[BillingSpan]) -> float:
+    """Where the first minute of a run still open ends: a run started seconds ago has already
+    spent its minimum (EC2 bills it whatever happens next); -inf when no run is open."""
+    if not spans or spans[-1].end is not None:
+        return float("-inf")
+    k = len(spans) - 1
+    while k > 0 and spans[k - 1].end is not None and spans[k].start <= spans[k - 1].end + _EPS:
+        k -= 1
+    return spans[k].start + MIN_BILLED_S
+
+
 def _overlap(a: float, b: float, start: float, end: float) -> float:
     """Seconds of ``[a, b)`` within ``[start, end)``."""
     return max(0.0, min(b, end) - max(a, start))
@@ -155,7 +176,7 @@ def _instance_spend(instance: Instance, start: float, now: float) -> float:
 
 def _compute_spend(instance: Instance, start: float, now: float) -> float:
     if instance.billing:
-        return billed_cost(instance.billing, start, now)
+        return spent_by(instance.billing, start, now)
     overlap = max(0.0, now - max(start, instance.launch_time))
     at_price = instance.price_per_hour * overlap / 3600.0
     if instance.state.billed:
