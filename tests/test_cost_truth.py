@@ -140,3 +140,70 @@ def test_cost_reconcile_without_a_cloud_says_so_in_one_line(tmp_path, capsys) ->
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "cannot reconcile" in err
     assert io  # noqa: B018
+
+
+def _cli(*extra: str, config: str) -> list[str]:
+    return ["--cloud", "aws", "--region", TEST_REGION, "--gpus", "off", "--jobs", "off", "--config", config, *extra]
+
+
+def test_reconcile_counts_against_the_billing_calls_limit(aws_peer: AwsPeer, billing_peer: BillingPeer,
+                                                          tmp_path, capsys) -> None:
+    launch(aws_peer, "g5.xlarge")
+    args = ["cost", "reconcile", "--days", "2", *_cli("--billing-calls", "1", "--db", str(tmp_path / "c.db"),
+                                                      config=str(tmp_path / "none.toml"))]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 1, "the day's one Cost Explorer request is spent"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "limit 1" in err
+    assert [r.action for r in aws_peer.proxy.requests if r.service == "ce"] == ["GetCostAndUsageWithResources"]
+
+
+def test_the_overview_shows_the_fleet_difference_for_the_last_full_day(aws_peer: AwsPeer, billing_peer: BillingPeer) -> None:
+    from rich.style import Style
+
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
+    from gpuconsole.ui.palette import Palette
+    from gpuconsole.ui.panes.overview import spend_card
+
+    instance_id = launch(aws_peer, "g5.xlarge")
+    [(yesterday, midnight)] = full_days(time.time(), 1)
+    billing_peer.record(instance_id, "RunInstances", midnight + 3600)
+    billing_peer.record(instance_id, "StopInstances", midnight + 4 * 3600)
+    billing_peer.record(instance_id, "StartInstances", time.time() - 1)
+    disks = storage_cost(AwsCloud().volumes(TEST_REGION), midnight, midnight + 86400)
+    billing_peer.bill(instance_id, yesterday, 3 * G5 + disks + 0.25)  # billed 25 cents more than estimated
+    console = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(TEST_REGION,), gpus="off", jobs="off"),
+                                     interval=0.2, timeout=20))
+    try:
+        console.start(open_store=False)
+        console.wait_for_first_answers(20)
+        console.stop()
+        assert console.cost_explorer is not None
+        console.cost_explorer.fetch_resources()
+        console.load_cloud_history()
+        snap = console.snapshot
+    finally:
+        console.close()
+    estimate = 3 * G5 + disks
+    percent = 100 * -0.25 / (estimate + 0.25)
+    assert snap.day_difference == f"{yesterday}: estimate ${estimate:,.2f} vs billed ${estimate + 0.25:,.2f}, -$0.25 ({percent:+.1f}%)"
+    assert snap.spend_basis == "CloudTrail history"
+    plain = Style()
+    card = spend_card(snap, Palette(plain, plain, plain, plain, plain, plain)).plain
+    assert f"vs bill {snap.day_difference}" in card and "spend: CloudTrail history" in card
+
+
+def test_a_budget_says_its_spend_includes_cloudtrail_history(aws_peer: AwsPeer, billing_peer: BillingPeer,
+                                                             tmp_path, capsys) -> None:
+    instance_id = launch(aws_peer, "g5.xlarge")
+    billing_peer.record(instance_id, "RunInstances", time.time() - 1)
+    config = tmp_path / "budgets.toml"
+    config.write_text('[[budgets]]\nname = "fleet"\namount = 1000\nperiod = "monthly"\n')
+    assert main(["budget", "check", "--json", *_cli("--no-db", config=str(config))]) == 0
+    [budget] = json.loads(capsys.readouterr().out)["budgets"]
+    assert budget["spend_basis"] == "CloudTrail history"
+    billing_peer.trail_refusal = "AccessDeniedException"
+    assert main(["budget", "check", *_cli("--no-db", config=str(config))]) == 0
+    assert "[spend: since last start only]" in capsys.readouterr().out

@@ -346,7 +346,10 @@ def _status_doc(status: Any, now: float) -> dict[str, Any]:
 
     b = status.budget
     start, end = rules.period_bounds(b, now)
+    # A real cloud's spend says what it covers: "CloudTrail history" or "since last start only".
+    basis = {"spend_basis": status.spend_basis} if status.spend_basis else {}
     return {
+        **basis,
         "name": b.name,
         "amount": b.amount,
         "period": b.period.value,
@@ -356,7 +359,6 @@ def _status_doc(status: Any, now: float) -> dict[str, Any]:
         "origin": b.origin,
         "automatic": b.automatic,
         "spent": status.spent,
-        "spend_basis": status.spend_basis or None,  # "CloudTrail history" / "since last start only"
         "forecast": status.forecast,
         "percent": status.percent,
         "burn_per_hour": status.burn_per_hour,

@@ -520,8 +520,6 @@ class Console:
             demo=self.demo,
         )
         budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
-        if basis:
-            budget_states = tuple(msgspec.structs.replace(b, spend_basis=basis) for b in budget_states)
         budgets = tuple(status.budget for status in budget_states)
         cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
         snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
