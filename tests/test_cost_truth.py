@@ -207,3 +207,28 @@ def test_a_budget_says_its_spend_includes_cloudtrail_history(aws_peer: AwsPeer, 
     billing_peer.trail_refusal = "AccessDeniedException"
     assert main(["budget", "check", *_cli("--no-db", config=str(config))]) == 0
     assert "[spend: since last start only]" in capsys.readouterr().out
+
+
+def test_cloudtrail_history_is_kept_in_the_store_and_only_what_is_newer_is_asked(
+        aws_peer: AwsPeer, billing_peer: BillingPeer, tmp_path) -> None:
+    from gpuconsole.core.fleet.store import Store
+
+    store = Store(tmp_path / "cache.db")
+    instance_id = launch(aws_peer, "g5.xlarge")
+    [raw] = AwsCloud().poll_instances().instances
+    start = raw.launch_time
+    billing_peer.record(instance_id, "RunInstances", start - 5 * 3600)
+    billing_peer.record(instance_id, "StopInstances", start - 3 * 3600)
+    billing_peer.record(instance_id, "StartInstances", start - 2)
+    try:
+        priced(CloudOps(AwsCloud(), lambda: store), start + 600)
+        billing_peer.events.clear()  # a second session can only know them from the Store
+        inst = priced(CloudOps(AwsCloud(), lambda: store), start + 900)
+    finally:
+        store.close()
+    window = (start - 6 * 3600, start + 900)
+    spent = costs.instance_spend(inst, *window) - storage_cost(inst.volumes, *window)
+    assert spent == pytest.approx(G5 * (2 * 3600 + 902) / 3600)
+    first, second = [r for r in aws_peer.proxy.requests if r.action == "LookupEvents"]
+    assert first.params["StartTime"] == pytest.approx(start + 600 - 90 * 86400)
+    assert second.params["StartTime"] == pytest.approx(start + 600), "only what came after the kept answer"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from gpuconsole.core.money.runs import Event, PricePoint, billing_spans, runs_from_events
 from gpuconsole.model import BillingSpan, Instance
@@ -22,6 +22,7 @@ from gpuconsole.model import BillingSpan, Instance
 log = logging.getLogger(__name__)
 
 TRAIL_DAYS = 90
+TRAIL_SETTING = "cloudtrail"  # Store setting per instance: "cloudtrail:i-…"
 CLOUDTRAIL = "cloudtrail"
 OBSERVED = "observed"
 BASIS_TEXT = {CLOUDTRAIL: "CloudTrail history", OBSERVED: "since last start only"}
@@ -34,15 +35,29 @@ class HistorySource(Protocol):
     def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[Event, ...]: ...
 
 
+class SettingsStore(Protocol):
+    """Where CloudTrail's answers are kept between sessions (:class:`gpuconsole.core.fleet.store.Store`)."""
+
+    def get_setting(self, key: str, default: Any = None) -> Any: ...
+
+    def set_setting(self, key: str, value: Any) -> None: ...
+
+
 class RunBook:
     """Starts and ends of each instance, from CloudTrail and from the polls (thread-safe).
 
+    CloudTrail's answer is kept in the Store with the moment it covers up to, so a console
+    started again asks only for the events since (a stop and a start while it was closed), not
+    for 90 days again.
+
     Args:
         source: what answers ``instance_history``; None: observations only.
+        store: returns the Store once it is open, or None.
     """
 
-    def __init__(self, source: HistorySource | None) -> None:
+    def __init__(self, source: HistorySource | None, store: Callable[[], SettingsStore | None] = lambda: None) -> None:
         self.source = source
+        self._store = store
         self._lock = threading.Lock()
         self._trail: dict[str, tuple[float, tuple[Event, ...]]] = {}  # id → (looked up since, events)
         self._refused: dict[str, str] = {}  # id → why CloudTrail gave nothing
@@ -79,16 +94,41 @@ class RunBook:
         """Read the instance's CloudTrail history once (blocking: a worker calls this)."""
         if self.source is None:
             return
-        since = now - TRAIL_DAYS * 86400.0
+        key = f"{TRAIL_SETTING}:{instance.instance_id}"
+        since, until, known = self._kept(key, now)
         try:
-            events = self.source.instance_history(instance.region, instance.instance_id, since, now)
+            events = (*known, *self.source.instance_history(instance.region, instance.instance_id, until, now))
         except Exception as exc:  # noqa: BLE001 - a refusal (no permission) or an outage: observations only
             log.info("CloudTrail history of %s unavailable: %s", instance.instance_id, exc)
             with self._lock:
                 self._refused[instance.instance_id] = str(exc)
             return
+        events = tuple(sorted(set(events)))
         with self._lock:
-            self._trail[instance.instance_id] = (since, tuple(events))
+            self._trail[instance.instance_id] = (since, events)
+        self._keep(key, {"since": since, "until": now, "events": [[ts, starts] for ts, starts in events]})
+
+    def _kept(self, key: str, now: float) -> tuple[float, float, tuple[Event, ...]]:
+        """``(since, until, events)`` of an earlier session's answer, or a fresh 90-day window."""
+        fresh = now - TRAIL_DAYS * 86400.0
+        store = self._store()
+        try:
+            value = store.get_setting(key) if store is not None else None
+            if isinstance(value, dict) and fresh <= float(value["until"]) <= now:
+                events = tuple((float(ts), bool(starts)) for ts, starts in value["events"])
+                return max(fresh, float(value["since"])), float(value["until"]), events
+        except Exception:  # noqa: BLE001 - the cache is optional: ask CloudTrail for everything
+            log.debug("kept CloudTrail history unreadable", exc_info=True)
+        return fresh, fresh, ()
+
+    def _keep(self, key: str, value: dict[str, Any]) -> None:
+        store = self._store()
+        if store is None:
+            return
+        try:
+            store.set_setting(key, value)
+        except Exception:  # noqa: BLE001 - the cache is optional
+            log.warning("could not keep the CloudTrail history of %s", key, exc_info=True)
 
     # ------------------------------------------------------------------ billing
     def spans(self, instance: Instance, prices: Sequence[PricePoint], default: float) -> tuple[tuple[BillingSpan, ...], str]:

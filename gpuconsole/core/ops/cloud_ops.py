@@ -77,7 +77,7 @@ class CloudOps:
         self._service: CatalogService | None = None
         self._lock = threading.Lock()
         self._catalog: Catalog | None = None
-        self.runs = RunBook(backend if hasattr(backend, "instance_history") else None)
+        self.runs = RunBook(backend if hasattr(backend, "instance_history") else None, store)
         self.volumes: tuple[Volume, ...] = ()  # the watched regions' EBS volumes, attached or not
         self._volumes_at = float("-inf")
         self._history_worker: threading.Thread | None = None
