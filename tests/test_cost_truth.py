@@ -232,3 +232,30 @@ def test_cloudtrail_history_is_kept_in_the_store_and_only_what_is_newer_is_asked
     first, second = [r for r in aws_peer.proxy.requests if r.action == "LookupEvents"]
     assert first.params["StartTime"] == pytest.approx(start + 600 - 90 * 86400)
     assert second.params["StartTime"] == pytest.approx(start + 600), "only what came after the kept answer"
+
+
+def _spot_history_xml(points: list[tuple[float, float]]) -> str:
+    """A ``DescribeSpotPriceHistory`` answer as EC2 sends it (g5.xlarge, us-east-1a)."""
+    items = "".join(
+        f"<item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX</productDescription>"
+        f"<spotPrice>{price:.6f}</spotPrice><timestamp>{time.strftime('%Y-%m-%dT%H:%M:%S.000Z', time.gmtime(ts))}</timestamp>"
+        f"<availabilityZone>us-east-1a</availabilityZone></item>" for ts, price in sorted(points, reverse=True))
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotPriceHistoryResponse '
+            'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>8d3c7a2e-1b7f-4f0e-9d55-6c1a2b3c4d5e</requestId>'
+            f"<spotPriceHistorySet>{items}</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>")
+
+
+def test_spot_is_billed_at_each_interval_s_price(aws_peer: AwsPeer, billing_peer: BillingPeer) -> None:
+    aws_peer.client("ec2").run_instances(
+        ImageId=aws_peer.image_id(), InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
+        Placement={"AvailabilityZone": "us-east-1a"},
+        InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}})
+    ops = CloudOps(AwsCloud(), lambda: None)
+    [raw] = ops.backend.poll_instances().instances
+    start = raw.launch_time
+    aws_peer.proxy.answer("DescribeSpotPriceHistory", _spot_history_xml([(start - 1000, 0.30), (start + 100, 0.50)]))
+    inst = priced(ops, start + 200)
+    assert [(s.start - start, s.price_per_hour) for s in inst.billing] == [(0, 0.30), (100, 0.50)]
+    window = (start, start + 200)
+    compute = costs.instance_spend(inst, *window) - storage_cost(inst.volumes, *window)
+    assert compute == pytest.approx((100 * 0.30 + 100 * 0.50) / 3600), "not 200 s at the latest price"

@@ -253,9 +253,11 @@ class CloudOps:
     def load_history(self, instances: Iterable[Instance], now: float) -> None:
         """Read CloudTrail for the instances not read yet, and the EBS volumes when due
         (blocking: a worker, or a command before it prices anything)."""
+        instances = list(instances)
         for inst in instances:
             if self.runs.needs_trail(inst):
                 self.runs.load_trail(inst, now)
+        self._load_spot_series(instances)
         if now - self._volumes_at < VOLUMES_EVERY_S or not hasattr(self.backend, "volumes"):
             return
         self._volumes_at = now
@@ -267,6 +269,21 @@ class CloudOps:
             except BackendError as exc:  # optional: the volumes of that region go uncounted
                 log.info("EBS volumes of %s unavailable: %s", region, one_line(exc))
         self.volumes = tuple(found)
+
+    def _load_spot_series(self, instances: list[Instance]) -> None:
+        """The spot price history of the spot instances' types (cached with the wizard's, so
+        within its TTL this asks nothing): each interval is billed at the price then in force."""
+        wanted: dict[str, set[str]] = {}
+        for inst in instances:
+            if inst.market is Market.SPOT and inst.state.billed:
+                wanted.setdefault(inst.region, set()).add(inst.instance_type)
+        if not wanted or not isinstance(self.backend, Provisioner):
+            return
+        for region, types in sorted(wanted.items()):
+            try:
+                self.service.spot_prices(region, tuple(sorted(types)))
+            except BackendError as exc:  # the latest cached price stands in
+                log.info("spot price history of %s unavailable: %s", region, one_line(exc))
 
     def _load_history_soon(self, instances: list[Instance], now: float) -> None:
         """:meth:`load_history` on a thread of its own (one at a time), then tell ``on_history``."""
