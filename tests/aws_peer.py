@@ -23,7 +23,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -92,6 +92,8 @@ class FaultProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _released: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
+    # Answers for services moto lacks: given a request, a (status, JSON body) or None to go on.
+    serve: Callable[[RecordedRequest], tuple[int, dict[str, Any]] | None] | None = None
 
     @property
     def url(self) -> str:
@@ -128,6 +130,7 @@ class FaultProxy:
         with self._lock:
             self._rules.clear()
             self.requests.clear()
+            self.serve = None
         self._released = threading.Event()
 
     def actions(self, service: str | None = None) -> list[str]:
@@ -200,6 +203,10 @@ class FaultProxy:
                 ).encode()
                 headers = {"Content-Type": "text/xml"}
             _reply(handler, rule.status, headers, payload)
+            return
+        served = self.serve(request) if self.serve is not None else None
+        if served is not None:
+            _reply(handler, served[0], {"Content-Type": "application/x-amz-json-1.1"}, json.dumps(served[1]).encode())
             return
         self._forward(handler, body)
 

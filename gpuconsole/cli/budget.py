@@ -282,6 +282,7 @@ def _check(args: argparse.Namespace, make_console: Callable[..., Any], out: Text
         console.start(open_store=False)
         console.wait_for_first_answers(args.wait)
         console.stop()  # no poll after this: what is printed is what is enforced
+        console.load_cloud_history()  # spend with the instances' earlier runs (CloudTrail)
         snap = console.snapshot
         ops = console.budget_ops
         statuses, pending, _ = ops.evaluate(snap)
@@ -324,8 +325,9 @@ def _check(args: argparse.Namespace, make_console: Callable[..., Any], out: Text
         for s in statuses:
             b = s.budget
             state = "crossed " + " ".join(rules.format_threshold(t) for t in s.crossed) if s.crossed else "under all thresholds"
+            basis = f" [spend: {s.spend_basis}]" if s.spend_basis else ""
             out.write(f"budget {b.name}: {rules.usd(s.spent)} of {rules.usd(b.amount)} ({s.percent:.0f}%) "
-                      f"{rules.describe_period(b)}, forecast {rules.usd(s.forecast)}; {state}\n")
+                      f"{rules.describe_period(b)}, forecast {rules.usd(s.forecast)}; {state}{basis}\n")
         ran = {(r.request.target, dict(r.request.params).get("threshold")) for r in results}
         for p in pending:
             if (f"budget {p.budget}", f"{p.percent:g}{'f' if p.basis.value == 'forecast' else ''}") in ran:
@@ -344,7 +346,10 @@ def _status_doc(status: Any, now: float) -> dict[str, Any]:
 
     b = status.budget
     start, end = rules.period_bounds(b, now)
+    # A real cloud's spend says what it covers: "CloudTrail history" or "since last start only".
+    basis = {"spend_basis": status.spend_basis} if status.spend_basis else {}
     return {
+        **basis,
         "name": b.name,
         "amount": b.amount,
         "period": b.period.value,

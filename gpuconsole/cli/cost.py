@@ -116,14 +116,18 @@ def _period(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_cost_parser(sub: Any) -> None:
-    """Add ``cost compare`` to the ``gpuconsole`` subcommands (``sub``: its subparsers action)."""
+def add_cost_parser(sub: Any, common: argparse.ArgumentParser | None = None) -> None:
+    """Add ``cost compare`` and ``cost reconcile`` to the ``gpuconsole`` subcommands (``sub``: its
+    subparsers action; ``common``: the data-source options ``reconcile`` needs)."""
     cost = sub.add_parser(
         "cost",
         help="compare what a training run costs: own server, cloud on-demand, cloud spot",
         description="Cost calculators for GPU work.",
     )
     commands = cost.add_subparsers(dest="cost_command", metavar="COMMAND", parser_class=type(cost), required=True)
+    from gpuconsole.cli.cost_reconcile import add_reconcile_parser
+
+    add_reconcile_parser(commands, common)
     p = commands.add_parser(
         "compare",
         help="cost, completion time and price-performance of own server vs on-demand vs spot",
@@ -306,8 +310,14 @@ def render_text(inputs: CostInputs, options: tuple[Option, ...], preset: Preset 
     return "\n".join(lines) + "\n"
 
 
-def run_cost(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """``gpuconsole cost compare``. Returns the exit status (2 for a bad input, one line on stderr)."""
+def run_cost(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None, *,
+             make_console: Any = None) -> int:
+    """``gpuconsole cost compare`` (or ``reconcile``, with ``make_console``). Returns the exit
+    status (2 for a bad input, one line on stderr)."""
+    if getattr(args, "cost_command", None) == "reconcile":
+        from gpuconsole.cli.cost_reconcile import run_reconcile
+
+        return run_reconcile(args, make_console, out, err)
     out = out or sys.stdout
     err = err or sys.stderr
     try:

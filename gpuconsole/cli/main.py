@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_budget_parser(sub, common, _positive_float)
     from gpuconsole.cli.cost import add_cost_parser
 
-    add_cost_parser(sub)
+    add_cost_parser(sub, common)
     from gpuconsole.cli.gpus import add_gpus_parser, add_threshold_options
 
     add_gpus_parser(sub, common, _positive_float)
@@ -392,7 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "cost":
             from gpuconsole.cli.cost import run_cost
 
-            return run_cost(args)
+            if args.cost_command == "reconcile":
+                _setup_logging(tui=False)
+            return run_cost(args, make_console=make_console)
         if args.command in ("users", "audit", "instance", "job", "process"):
             from gpuconsole.cli.access_parsers import run_access_command
 

@@ -37,6 +37,7 @@ from gpuconsole.model.cloud import (
     SecurityGroup,
     SpotPrice,
     Subnet,
+    Volume,
     Workload,
 )
 from gpuconsole.model.codec import from_jsonable, to_jsonable
@@ -81,5 +82,5 @@ __all__ = [
     "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market", "MigMode", "MigSlice",
     "Node", "PendingAction", "Principal", "RegionPrice", "Role", "SecurityGroup", "Severity", "SourceKind",
     "SourceState", "SourceStatus", "SpotPrice", "Subnet", "Tags", "Threshold", "ThresholdBasis", "User",
-    "Value", "VgpuInstance", "Workload", "from_jsonable", "tag_of", "to_jsonable",
+    "Value", "VgpuInstance", "Volume", "Workload", "from_jsonable", "tag_of", "to_jsonable",
 ]

@@ -63,6 +63,20 @@ class BillingSpan(Value):
     price_per_hour: float
 
 
+class Volume(Value):
+    """An EBS volume: billed per GB-month (and provisioned IOPS / throughput) while it exists,
+    attached or not, whatever its instance's state."""
+
+    volume_id: str
+    volume_type: str  # "gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"
+    size_gib: int
+    created: float
+    availability_zone: str = ""
+    iops: int = 0
+    throughput: int = 0  # MiB/s (gp3)
+    instance_id: str | None = None  # attached to, if any
+
+
 class Instance(Value):
     """A cloud instance with GPUs."""
 
@@ -83,6 +97,8 @@ class Instance(Value):
     billing: tuple[BillingSpan, ...] = ()  # billed intervals with their price, oldest first
     state_reason: str = ""  # EC2's StateReason message, e.g. a spot interruption
     spot_status: str = ""  # the spot request's status code, e.g. "instance-terminated-no-capacity"
+    volumes: tuple[Volume, ...] = ()  # EBS volumes attached, billed with the instance
+    history: str = ""  # where ``billing`` comes from: "cloudtrail", "observed" (since last start only), "" (the backend)
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)

@@ -68,6 +68,7 @@ class BudgetStatus(Value):
     forecast: float
     burn_per_hour: float
     crossed: tuple[Threshold, ...] = ()
+    spend_basis: str = ""  # "" (the backend's own history), "CloudTrail history" or "since last start only"
 
     @property
     def percent(self) -> float:

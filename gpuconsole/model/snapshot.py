@@ -115,6 +115,8 @@ class FleetSnapshot(Value):
     cronjob_costs: tuple[CostLine, ...] = ()  # key: CronJob uid; amount: its next 30 days
     billed_month: float | None = None  # month to date as the cloud's billing (Cost Explorer) says
     billed_note: str = ""  # where that figure comes from and how old it is
+    spend_basis: str = ""  # what the spend covers: "" (the backend's own history), "CloudTrail history", "since last start only"
+    day_difference: str = ""  # the fleet's estimate vs Cost Explorer for the last full day, one line
     demo: bool = False
 
     def source(self, kind: SourceKind) -> SourceStatus | None:

@@ -34,6 +34,7 @@ from botocore.exceptions import (
     ProfileNotFound,
 )
 
+from gpuconsole.backends.aws import billing as aws_billing
 from gpuconsole.backends.aws import mapping as aws_mapping
 from gpuconsole.backends.aws.ec2_request import run_instances_params
 from gpuconsole.backends.aws.mapping import (
@@ -64,6 +65,7 @@ from gpuconsole.model import (
     SecurityGroup,
     SpotPrice,
     Subnet,
+    Volume,
     Workload,
 )
 
@@ -457,6 +459,32 @@ class AwsCloud:
                 if not token:
                     break
             return aws_mapping.cost_lines(pages, group_by_tag)
+
+    # ----------------------------------------------------------------- history and billing
+
+    def volumes(self, region: str) -> tuple[Volume, ...]:
+        """Every EBS volume of ``region`` (``DescribeVolumes``), attached or not."""
+        ec2 = self._client("ec2", region)
+        with self._errors(region):
+            return aws_billing.volumes(ec2)
+
+    def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[tuple[float, bool], ...]:
+        """When the instance started (True) and stopped (False) within ``[since, until)``, from
+        CloudTrail's ``LookupEvents`` (the last 90 days).
+
+        Raises:
+            BackendError: CloudTrail refused (no ``cloudtrail:LookupEvents`` permission) or failed.
+        """
+        trail = self._client("cloudtrail", region)
+        with self._errors(f"CloudTrail ({region})"):
+            return aws_billing.trail_events(trail, instance_id, since, until)
+
+    def resource_costs(self, start: float, end: float) -> tuple[tuple[str, str, float], ...]:
+        """``(resource id, UTC day, dollars)`` of EC2 instances and volumes over ``[start, end)``
+        from ``GetCostAndUsageWithResources`` (billed per request: callers bound how often)."""
+        ce = self._client("ce", COST_EXPLORER_REGION)
+        with self._errors("Cost Explorer"):
+            return aws_billing.resource_costs(ce, start, end)
 
     # ----------------------------------------------------------------- Provisioner: actions
 

@@ -35,6 +35,9 @@ from gpuconsole.core.money.budget_config import load_config
 from gpuconsole.core.money.cost_explorer import CostExplorer
 from gpuconsole.core.money.cron_costs import cronjob_costs
 from gpuconsole.core.money.idle import IdleTracker, by_owner
+from gpuconsole.core.money.reconcile import last_day_line
+from gpuconsole.core.money.run_history import basis_text
+from gpuconsole.core.money.storage import storage_cost
 from gpuconsole.core.ops.actions import ActionError, ActionLog, one_line
 from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.core.ops.cloud_ops import CloudOps
@@ -165,7 +168,9 @@ class Console:
 
     def _make_cloud(self) -> CloudOps:
         runner = self.hub.runners.get(SourceKind.CLOUD)
-        return CloudOps(runner.source if runner else None, lambda: self.store, self.clock, self.actions)
+        ops = CloudOps(runner.source if runner else None, lambda: self.store, self.clock, self.actions)
+        ops.on_history = self._publish  # CloudTrail's runs or the volumes arrived: show them
+        return ops
 
     def _make_cost_explorer(self) -> CostExplorer | None:
         """Cost Explorer for a cloud that has it (each request is billed: calls are bounded)."""
@@ -184,6 +189,9 @@ class Console:
                 continue
             try:
                 if explorer.refresh():
+                    self._publish()
+                if explorer.resources_due():  # once a day: yesterday's bill per instance
+                    explorer.fetch_resources()
                     self._publish()
             except Exception as exc:  # noqa: BLE001 - billing data is optional; say why it is missing
                 log.info("Cost Explorer: %s", exc)
@@ -493,8 +501,10 @@ class Console:
         if self.cost_explorer is not None:
             billed_month = self.cost_explorer.total()
             billed_note = f"Cost Explorer, {self.cost_explorer.age_text()}"
-        spend_today = costs.spend(instances, costs.day_start(now), now)
-        spend_month = costs.spend(instances, costs.month_start(now), now)
+        loose = self.cloud.loose_volumes()
+        spend_today = costs.spend(instances, costs.day_start(now), now) + storage_cost(loose, costs.day_start(now), now)
+        spend_month = costs.spend(instances, costs.month_start(now), now) + storage_cost(loose, costs.month_start(now), now)
+        basis = basis_text(instances)
         if isinstance(cloud_reading, CloudReading):
             spend_today = cloud_reading.spend_today if cloud_reading.spend_today is not None else spend_today
             spend_month = cloud_reading.spend_month if cloud_reading.spend_month is not None else spend_month
@@ -512,6 +522,8 @@ class Console:
             idle=idle,
             billed_month=billed_month,
             billed_note=billed_note,
+            spend_basis=basis,
+            day_difference=self._day_difference(instances, now),
             demo=self.demo,
         )
         budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
@@ -520,6 +532,20 @@ class Console:
         snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
         cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
         return _with_alerts(snapshot, [*self._store_alerts, *self._hygiene_alerts], budget_alerts + cron_alerts)
+
+    def load_cloud_history(self) -> None:
+        """Read CloudTrail for the instances polled and the EBS volumes now (blocking), then
+        compose: a command prints figures that include the history, not the first poll's."""
+        reading = self.hub.reading(SourceKind.CLOUD)
+        if isinstance(reading, CloudReading):
+            self.cloud.load_history(reading.instances, self.clock())
+        self._publish()
+
+    def _day_difference(self, instances: tuple[Instance, ...], now: float) -> str:
+        """The fleet's estimate vs Cost Explorer for the last full day, when a per-resource
+        answer is cached."""
+        answer = self.cost_explorer.resources() if self.cost_explorer is not None else None
+        return last_day_line(instances, answer[0], now) if answer is not None else ""
 
     def _cron_costs(self, jobs_reading: object, cloud_reading: object, cronjobs: tuple[CronJob, ...],
                     jobs: tuple[Job, ...], instances: tuple[Instance, ...], budgets: tuple[Budget, ...],

@@ -293,6 +293,14 @@ class CatalogService:
             latest = self._latest_spot.get((instance_type, availability_zone))
         return latest.price if latest is not None else None
 
+    def cached_spot_series(self, instance_type: str, availability_zone: str) -> tuple[tuple[float, float], ...]:
+        """Every spot price already fetched for this type and zone, ``(from, $/h)`` oldest first,
+        for billing each interval at the price then in force; never calls the cloud."""
+        with self._lock:
+            seen = {p.ts: p.price for entry in self._spot.values() for p in entry.value
+                    if p.instance_type == instance_type and p.availability_zone == availability_zone}
+        return tuple(sorted(seen.items()))
+
     # ------------------------------------------------------------------ offerings
     def offerings(self, region: str, instance_types: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         if self.provisioner is None:

@@ -28,6 +28,9 @@ DEFAULT_MAX_CALLS_PER_DAY = 4
 SETTING = "cost_explorer"
 
 Answer = tuple[tuple[CostLine, ...], float]  # lines, fetched at (POSIX seconds)
+ResourceRow = tuple[str, str, float]  # resource id, UTC day ("2026-11-30"), dollars
+ResourceAnswer = tuple[tuple[ResourceRow, ...], float]  # rows, fetched at
+RESOURCE_DAYS = 14  # what GetCostAndUsageWithResources keeps
 
 
 class CostSource(Protocol):
@@ -72,6 +75,7 @@ class CostExplorer:
         self.group_by_tag = group_by_tag
         self._calls_key = f"{key}.calls"
         self._answer_key = f"{key}.answer.{'tag:' + group_by_tag if group_by_tag else 'day'}"
+        self._resources_key = f"{key}.answer.resources"
         self._lock = threading.Lock()
         self._memory: dict[str, Any] = {}  # settings when the Store is missing or failing
         self._answer: Answer | None = None
@@ -137,20 +141,66 @@ class CostExplorer:
             BackendError: the provider's failure (the attempt still counts).
         """
         with self._lock:
-            now = self.clock()
-            day = _day(now)
-            used = self._count(day)
-            if used >= self.max_calls_per_day:
-                raise CallLimitReached(
-                    f"Cost Explorer already asked {used} times today (limit {self.max_calls_per_day}); "
-                    "showing the last answer until 00:00 UTC")
-            self._set(self._calls_key, {"day": day, "count": used + 1})
+            now = self._count_a_call()
             lines = tuple(self.provider.cost_and_usage(month_start(now), now, self.group_by_tag))
             fetched = self.clock()
             self._answer = (lines, fetched)
             self._loaded = True
             self._set(self._answer_key, {"lines": to_jsonable(lines), "fetched_at": fetched})
             return self._answer
+
+    def _count_a_call(self) -> float:
+        """Count one request against today's limit (the caller holds the lock); returns now.
+
+        Raises:
+            CallLimitReached: today's requests are used up.
+        """
+        now = self.clock()
+        day = _day(now)
+        used = self._count(day)
+        if used >= self.max_calls_per_day:
+            raise CallLimitReached(
+                f"Cost Explorer already asked {used} times today (limit {self.max_calls_per_day}); "
+                "showing the last answer until 00:00 UTC")
+        self._set(self._calls_key, {"day": day, "count": used + 1})
+        return now
+
+    # ------------------------------------------------------------------ per resource
+    def fetch_resources(self, days: int = RESOURCE_DAYS) -> ResourceAnswer:
+        """Ask for each instance's and volume's daily cost over the last ``days`` whole days and
+        today (blocking), under the same daily limit as :meth:`fetch`.
+
+        Raises:
+            CallLimitReached: today's requests are used up.
+            BackendError: the provider's failure, e.g. an account that has not opted in to
+                resource-level data (the attempt still counts).
+        """
+        with self._lock:
+            now = self._count_a_call()
+            start = now - min(days, RESOURCE_DAYS) * 86400.0
+            rows = tuple(self.provider.resource_costs(start, now))  # type: ignore[attr-defined]
+            fetched = self.clock()
+            self._set(self._resources_key, {"rows": [list(r) for r in rows], "fetched_at": fetched})
+            return rows, fetched
+
+    def resources(self) -> ResourceAnswer | None:
+        """The last per-resource answer and when it was fetched, or None."""
+        value = self._get(self._resources_key)
+        if not isinstance(value, dict):
+            return None
+        try:
+            rows = tuple((str(r[0]), str(r[1]), float(r[2])) for r in value.get("rows", ()))
+            return rows, float(value["fetched_at"])
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+
+    def resources_due(self) -> bool:
+        """Whether the per-resource answer is missing or from before today (UTC), with a call left
+        and a provider that has the call."""
+        if not hasattr(self.provider, "resource_costs") or self.calls_left() <= 0:
+            return False
+        answer = self.resources()
+        return answer is None or _day(answer[1]) != _day(self.clock())
 
     def refresh(self, max_age_s: float | None = None) -> bool:
         """Fetch when :meth:`due`; returns whether it asked. Errors of the ask propagate."""

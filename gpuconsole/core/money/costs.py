@@ -15,7 +15,6 @@ once and given again, the same value.
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,6 +26,9 @@ from operator import attrgetter
 
 from cronsim import CronSim, CronSimError
 
+from gpuconsole.core.money.periods import day_start as day_start  # re-exported: callers ask costs for the calendar
+from gpuconsole.core.money.periods import month_end, month_start
+from gpuconsole.core.money.storage import storage_cost
 from gpuconsole.model import (
     BillingSpan,
     Budget,
@@ -47,26 +49,6 @@ FORECAST_HORIZON_S = 30 * 86400.0
 _MIG_PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
 _EPS = 1e-6  # float noise in timestamps: 61.0 s computed as 60.9999999 is still 61 s
 _START = attrgetter("start")
-
-
-# --------------------------------------------------------------------------- calendar
-
-
-def day_start(now: float) -> float:
-    """Midnight UTC of the day containing ``now``."""
-    d = datetime.fromtimestamp(now, UTC)
-    return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
-
-
-def month_start(now: float) -> float:
-    d = datetime.fromtimestamp(now, UTC)
-    return datetime(d.year, d.month, 1, tzinfo=UTC).timestamp()
-
-
-def month_end(now: float) -> float:
-    d = datetime.fromtimestamp(now, UTC)
-    last = calendar.monthrange(d.year, d.month)[1]
-    return datetime(d.year, d.month, last, tzinfo=UTC).timestamp() + 86400.0
 
 
 # --------------------------------------------------------------------------- billing
@@ -130,6 +112,27 @@ def billed_cost(spans: Sequence[BillingSpan], start: float, end: float, *, per_m
     return total
 
 
+def spent_by(spans: Sequence[BillingSpan], start: float, now: float) -> float:
+    """Dollars spent on ``spans`` from ``start`` until ``now``: :func:`billed_cost`, with the
+    whole first minute of a run still open counted as soon as it starts (a window that ends
+    before that run began is not stretched into it)."""
+    minimum_end = _minimum_end(spans)
+    if minimum_end - MIN_BILLED_S <= now < minimum_end:
+        now = minimum_end
+    return billed_cost(spans, start, now)
+
+
+def _minimum_end(spans: Sequence[BillingSpan]) -> float:
+    """Where the first minute of a run still open ends: a run started seconds ago has already
+    spent its minimum (EC2 bills it whatever happens next); -inf when no run is open."""
+    if not spans or spans[-1].end is not None:
+        return float("-inf")
+    k = len(spans) - 1
+    while k > 0 and spans[k - 1].end is not None and spans[k].start <= spans[k - 1].end + _EPS:
+        k -= 1
+    return spans[k].start + MIN_BILLED_S
+
+
 def _overlap(a: float, b: float, start: float, end: float) -> float:
     """Seconds of ``[a, b)`` within ``[start, end)``."""
     return max(0.0, min(b, end) - max(a, start))
@@ -166,8 +169,14 @@ def instance_spend(instance: Instance, start: float, now: float) -> float:
 
 
 def _instance_spend(instance: Instance, start: float, now: float) -> float:
+    """Compute (:func:`_compute_spend`) plus the EBS volumes attached to it."""
+    compute = _compute_spend(instance, start, now)
+    return compute + storage_cost(instance.volumes, start, now) if instance.volumes else compute
+
+
+def _compute_spend(instance: Instance, start: float, now: float) -> float:
     if instance.billing:
-        return billed_cost(instance.billing, start, now)
+        return spent_by(instance.billing, start, now)
     overlap = max(0.0, now - max(start, instance.launch_time))
     at_price = instance.price_per_hour * overlap / 3600.0
     if instance.state.billed:

@@ -36,6 +36,8 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from gpuconsole.core.config import ConfigFile
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.core.money.budget_book import BudgetBook, BudgetStore, FiredKey
@@ -198,6 +200,8 @@ class BudgetOps:
         with self._lock:
             book.size_sprint(snapshot.instances)
             statuses = rules.evaluate_all(book.budgets(), snapshot.instances, now, snapshot.jobs)
+            if snapshot.spend_basis:  # a real cloud's spend says whether CloudTrail's history is in it
+                statuses = tuple(msgspec.structs.replace(st, spend_basis=snapshot.spend_basis) for st in statuses)
             pending, due = plan(statuses, snapshot, now, book.fired, self._retry_at, self._acted)
             self._statuses, self._pending, self._due, self._snapshot = statuses, pending, due, snapshot
             found = alerts(statuses, pending, now, self._events, self.config_error)

@@ -7,6 +7,7 @@ failure reaches the caller as :class:`~gpuconsole.core.ops.actions.ActionError` 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -16,6 +17,8 @@ from msgspec.structs import replace
 
 from gpuconsole.backends.base import BackendError, Provisioner
 from gpuconsole.core.money.catalog import Catalog, CatalogService, bundled_catalog
+from gpuconsole.core.money.costs import spent_by
+from gpuconsole.core.money.run_history import RunBook
 from gpuconsole.core.ops.actions import (
     ActionError,
     ActionKind,
@@ -36,12 +39,15 @@ from gpuconsole.model import (
     SecurityGroup,
     SpotPrice,
     Subnet,
+    Volume,
     Workload,
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 NOT_A_CLOUD = "no cloud account that can launch instances is configured"
+VOLUMES_EVERY_S = 300.0  # EBS volumes change rarely: DescribeVolumes at most this often
 
 
 class LaunchFailed(ActionError):
@@ -71,6 +77,12 @@ class CloudOps:
         self._service: CatalogService | None = None
         self._lock = threading.Lock()
         self._catalog: Catalog | None = None
+        self.runs = RunBook(backend if hasattr(backend, "instance_history") else None, store)
+        self.volumes: tuple[Volume, ...] = ()  # the watched regions' EBS volumes, attached or not
+        self._volumes_at = float("-inf")
+        self._history_worker: threading.Thread | None = None
+        self._history_lock = threading.Lock()
+        self.on_history: Callable[[], None] | None = None  # told when history or volumes arrived
 
     # ------------------------------------------------------------------ what there is
     @property
@@ -198,10 +210,13 @@ class CloudOps:
 
     # ------------------------------------------------------------------ pricing what is polled
     def price_instances(self, instances: Iterable[Instance], now: float) -> tuple[Instance, ...]:
-        """Fill GPU facts, $/h and cost since launch where the backend left them out (real clouds
-        report neither), from the catalog and the cached spot prices."""
+        """Fill GPU facts, $/h, billing spans and volumes where the backend left them out (real
+        clouds report none of them), from the catalog, the cached spot prices and the runs
+        CloudTrail and the polls show (:class:`RunBook`); CloudTrail is read in the background,
+        once per instance."""
         catalog: Catalog | None = None
         out: list[Instance] = []
+        unread: list[Instance] = []
         for inst in instances:
             if inst.price_per_hour or inst.accrued_cost:
                 out.append(inst)
@@ -209,17 +224,82 @@ class CloudOps:
             catalog = catalog or self._catalog or _bundled()  # read only when an instance needs it
             itype = catalog.get(inst.instance_type)
             price = catalog.price(inst.instance_type, inst.region) or 0.0
+            series: tuple[tuple[float, float], ...] = ()
             if inst.market is Market.SPOT and self._service is not None:
                 price = self._service.cached_spot_price(inst.instance_type, inst.availability_zone) or price
-            accrued = price * max(0.0, now - inst.launch_time) / 3600.0 if inst.state.billed else 0.0
+                series = self._service.cached_spot_series(inst.instance_type, inst.availability_zone)
+            self.runs.observe(inst, now)
+            if self.runs.needs_trail(inst):
+                unread.append(inst)
+            spans, basis = self.runs.spans(inst, series, price)
             out.append(replace(
                 inst,
                 price_per_hour=price,
-                accrued_cost=accrued,
+                accrued_cost=spent_by(spans, spans[0].start, now) if spans else 0.0,
+                billing=spans,
+                history=basis,
+                volumes=tuple(v for v in self.volumes if v.instance_id == inst.instance_id),
                 gpus=inst.gpus or (itype.gpu_count if itype else 0),
                 gpu_model=inst.gpu_model or (itype.gpu_model if itype else ""),
             ))
+        if (unread or now - self._volumes_at >= VOLUMES_EVERY_S) and self.runs.source is not None:
+            self._load_history_soon(unread, now)
         return tuple(out)
+
+    def loose_volumes(self) -> tuple[Volume, ...]:
+        """EBS volumes attached to no instance: they bill all the same."""
+        return tuple(v for v in self.volumes if v.instance_id is None)
+
+    def load_history(self, instances: Iterable[Instance], now: float) -> None:
+        """Read CloudTrail for the instances not read yet, and the EBS volumes when due
+        (blocking: a worker, or a command before it prices anything)."""
+        instances = list(instances)
+        for inst in instances:
+            if self.runs.needs_trail(inst):
+                self.runs.load_trail(inst, now)
+        self._load_spot_series(instances)
+        if now - self._volumes_at < VOLUMES_EVERY_S or not hasattr(self.backend, "volumes"):
+            return
+        self._volumes_at = now
+        regions = sorted({i.region for i in instances} | set(getattr(self.backend, "regions", ()) or ()))
+        found: list[Volume] = []
+        for region in regions:
+            try:
+                found.extend(self.backend.volumes(region))
+            except BackendError as exc:  # optional: the volumes of that region go uncounted
+                log.info("EBS volumes of %s unavailable: %s", region, one_line(exc))
+        self.volumes = tuple(found)
+
+    def _load_spot_series(self, instances: list[Instance]) -> None:
+        """The spot price history of the spot instances' types (cached with the wizard's, so
+        within its TTL this asks nothing): each interval is billed at the price then in force."""
+        wanted: dict[str, set[str]] = {}
+        for inst in instances:
+            if inst.market is Market.SPOT and inst.state.billed:
+                wanted.setdefault(inst.region, set()).add(inst.instance_type)
+        if not wanted or not isinstance(self.backend, Provisioner):
+            return
+        for region, types in sorted(wanted.items()):
+            try:
+                self.service.spot_prices(region, tuple(sorted(types)))
+            except BackendError as exc:  # the latest cached price stands in
+                log.info("spot price history of %s unavailable: %s", region, one_line(exc))
+
+    def _load_history_soon(self, instances: list[Instance], now: float) -> None:
+        """:meth:`load_history` on a thread of its own (one at a time), then tell ``on_history``."""
+        with self._history_lock:
+            if self._history_worker is not None and self._history_worker.is_alive():
+                return
+
+            def run() -> None:
+                try:
+                    self.load_history(instances, now)
+                finally:
+                    if self.on_history is not None:
+                        self.on_history()
+
+            self._history_worker = threading.Thread(target=run, name="cloud-history", daemon=True)
+            self._history_worker.start()
 
     # ------------------------------------------------------------------ helpers
     def _provisioner(self) -> Provisioner:

@@ -156,6 +156,8 @@ class BudgetsPane(Pane):
         line = Text(f"{b.name}  ", style=palette.strong)
         line.append(f"{money(status.spent)} of {money(b.amount)} this {'day' if b.period.value == 'daily' else 'period'}, "
                     f"burning {money(status.burn_per_hour)}/h, forecast {money(status.forecast)}; scope {b.scope}")
+        if status.spend_basis:  # a real cloud's spend: with CloudTrail's history, or since the last start only
+            line.append(f" · spend: {status.spend_basis}", style=palette.dim)
         return line
 
     # ------------------------------------------------------------------ actions

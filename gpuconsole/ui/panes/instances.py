@@ -37,6 +37,9 @@ COLUMNS = [
     ("OWNER", "owner", 8),
 ]
 
+# What an AWS instance's accrued cost covers (Instance.history), said beside the figure.
+_ACCRUED_OVER = {"observed": "since last start only", "cloudtrail": "over its runs (CloudTrail, 90 days)"}
+
 
 def state_style(state: InstanceState, palette: Palette):  # noqa: ANN201 - rich Style
     if state is InstanceState.RUNNING:
@@ -169,7 +172,7 @@ class InstancesPane(Pane):
             return
         details = (f"{inst.instance_id}  {inst.name}\n{inst.instance_type} · {inst.market.value} · "
                    f"{inst.state.value} · {inst.availability_zone} · ${inst.price_per_hour:.2f}/h · "
-                   f"{money(inst.accrued_cost)} since launch")
+                   f"{money(inst.accrued_cost)} {_ACCRUED_OVER.get(inst.history, 'since launch')}")
         typed = inst.instance_id if kind in TYPED_CONFIRMATION else None
 
         def answered(answer: str | None) -> None:

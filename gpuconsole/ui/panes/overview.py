@@ -113,6 +113,10 @@ def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
         lines.append(_line(("no fleet budget defined", palette.dim)))
     if snap.billed_month is not None:
         lines.append(_line("billed ", (money(snap.billed_month), palette.strong), (f" ({snap.billed_note})", palette.dim)))
+    if snap.day_difference:
+        lines.append(_line(("vs bill ", palette.dim), snap.day_difference))
+    if snap.spend_basis:
+        lines.append(_line((f"spend: {snap.spend_basis}", palette.dim)))
     return _lines(lines)
 
 
