@@ -23,10 +23,17 @@ MIG_PROFILES: frozenset[str] = frozenset(p.profile for p in catalog.A100_80GB_MI
 
 
 def instance_model(inst: SimInstance, now: float) -> Instance:
-    """The frozen view of one instance at ``now``."""
+    """The frozen view of one instance at ``now``.
+
+    The simulated world's spot instances are all one-time requests that terminate on
+    interruption (what the launch wizard asks EC2 for), so they say so, as EC2's
+    ``DescribeSpotInstanceRequests`` would.
+    """
+    spot = inst.market is Market.SPOT
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
-                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing)
+                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing,
+                    spot_type="one-time" if spot else "", spot_interruption="terminate" if spot else "")
 
 
 class Actions(JobArchive):
