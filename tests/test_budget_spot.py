@@ -138,6 +138,30 @@ def _audit_path() -> Path:
     return paths.audit_db_path()
 
 
+# --------------------------------------------------------------------------- the simulated world
+
+
+def test_the_simulated_world_tells_spot_request_kinds_apart() -> None:
+    from gpuconsole.backends.sim import SimWorld
+
+    start = 1_800_000_000.0
+    world = SimWorld(seed=7, start=start)
+    seeded = [i for i in world.cloud_reading().instances if i.market is Market.SPOT]
+    assert seeded and all(i.spot_kind == "one-time" for i in seeded), "the wizard's kind: one-time, terminate"
+    kept = world.launch_instance("g5.xlarge", "us-east-1a", Market.SPOT, "kept", persistent=True)
+    once = world.launch_instance("g5.xlarge", "us-east-1a", Market.SPOT, "once")
+    assert (kept.spot_kind, once.spot_kind) == ("persistent/stop", "one-time")
+    world.advance_to(start + 120)
+    now = {i.instance_id: i for i in world.cloud_reading().instances}
+    assert now[kept.instance_id].state is now[once.instance_id].state is InstanceState.RUNNING
+    plan = rules.plan_action(Budget("all", 1.0), Threshold(100.0, actions=(BudgetAction.STOP_ALL,)),
+                             BudgetAction.STOP_ALL, list(now.values()))
+    assert plan is not None and kept.instance_id in plan.targets and once.instance_id not in plan.targets
+    assert world.stop_instance(kept.instance_id).state is InstanceState.STOPPING
+    with pytest.raises(ValueError, match="one-time Spot Instance request"):
+        world.stop_instance(once.instance_id)
+
+
 # --------------------------------------------------------------------------- pure rules
 
 
