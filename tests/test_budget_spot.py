@@ -19,7 +19,7 @@ from gpuconsole.core.access.mfa import MfaStore, code_at
 from gpuconsole.core.fleet.store import Store
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionRequest, check_confirmation
-from gpuconsole.model import Budget, BudgetAction, Instance, InstanceState, Market, Threshold
+from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, Instance, InstanceState, Market, Threshold
 from gpuconsole.ui.screens.budget_form import PAUSE_AT_1000, BudgetForm
 from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
 from tests.aws_peer import AwsPeer
@@ -162,6 +162,33 @@ def test_the_simulated_world_tells_spot_request_kinds_apart() -> None:
         world.stop_instance(once.instance_id)
 
 
+def test_a_user_runs_terminate_spot_only_by_typing_the_budget_name() -> None:
+    from gpuconsole.model import SourceState
+    from tests.helpers import FrozenClock, demo_console, wait_for
+
+    console = demo_console(clock=FrozenClock())
+    console.start(open_store=False)
+    try:
+        wait_for(lambda: all(s.state is SourceState.LIVE for s in console.snapshot.sources))
+        ops = console.budget_ops
+        ops.add(Budget("spot-cap", 0.01, scope="all", starts=0.0, period=BudgetPeriod.CUSTOM,
+                       thresholds=(Threshold(100.0, actions=(BudgetAction.TERMINATE_SPOT,)),)))
+        console.refresh()
+        wait_for(lambda: any(p.budget == "spot-cap" for p in console.snapshot.pending_actions))
+        [pending] = [p for p in console.snapshot.pending_actions if p.budget == "spot-cap"]
+        one_time = {i.instance_id for i in console.snapshot.instances if i.one_time_spot and i.state is InstanceState.RUNNING}
+        assert set(pending.targets) == one_time and one_time and not pending.automatic
+        with pytest.raises(ActionError, match="type spot-cap exactly"):
+            ops.run(pending, "yes")
+        assert console.actions.recent()[-1].message.startswith("refused: not confirmed")
+        result = ops.run(pending, "spot-cap")
+        assert result.ok and result.message.startswith("budget spot-cap at 100%: terminated ")
+        wait_for(lambda: all(i.state.value in ("shutting-down", "terminated") for i in console.snapshot.instances
+                             if i.instance_id in one_time), timeout=20)
+    finally:
+        console.close()
+
+
 # --------------------------------------------------------------------------- pure rules
 
 
@@ -276,7 +303,6 @@ def test_replacing_an_automatic_budget_needs_a_code(capsys: pytest.CaptureFixtur
 
 async def test_the_console_asks_for_a_code_before_adding_an_automatic_budget(tmp_path: Path) -> None:
     from gpuconsole.core.access.access import Role
-    from gpuconsole.model import BudgetPeriod
 
     async with console_app(tmp_path, Role.ADMIN) as (app, pilot, secret):
         await pilot.press("5", "a")
