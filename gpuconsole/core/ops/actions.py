@@ -134,7 +134,8 @@ def confirmation_prompt(kind: ActionKind, target: str) -> str:
 def check_confirmation(request: ActionRequest) -> None:
     """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
     if request.confirmation.startswith(AUTOMATIC_PREFIX):
-        opted_in = request.kind is ActionKind.TERMINATE and dict(request.params).get("action") == AUTOMATIC_TERMINATE_ACTION
+        action = dict(request.params).get("action")
+        opted_in = request.kind is ActionKind.TERMINATE and action == AUTOMATIC_TERMINATE_ACTION
         if request.kind not in AUTOMATIC_KINDS and not opted_in:
             raise ActionError(f"not confirmed: {request.kind.value} never runs automatically; a user must confirm it")
         budget = dict(request.params).get("budget", "")
