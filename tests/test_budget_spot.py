@@ -321,3 +321,13 @@ async def test_the_console_asks_for_a_code_before_adding_an_automatic_budget(tmp
         budget = app.core.budget_ops.get("pause-at-1000")
         assert budget.automatic and budget.period is BudgetPeriod.CUSTOM
         await wait_until(lambda: "pause-at-1000" in table(app, "budget-table").shown_keys)
+
+
+async def test_the_instances_pane_says_which_kind_of_spot_request_a_row_is() -> None:
+    from tests.test_app import running
+    from tests.test_instances_pane import select
+
+    async with running() as (app, pilot):
+        await select(app, pilot, lambda i: i.market is Market.SPOT and i.state is InstanceState.RUNNING)
+        pane = app.query_one("#instances-pane")
+        await wait_until(lambda: "spot (one-time)" in str(pane.query_one(".row-detail").content))
