@@ -106,7 +106,8 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
                      help="all (default), tag:KEY=VALUE or namespace:NS (a Kubernetes namespace)")
     add.add_argument("--threshold", dest="thresholds", type=_threshold, action="append", default=None,
                      metavar="PCT:ACTION[+ACTION]", help="repeat for several, e.g. --threshold 80:notify --threshold 100:notify+stop-all")
-    add.add_argument("--automatic", action="store_true", help="run stop and suspend actions without asking")
+    add.add_argument("--automatic", action="store_true",
+                     help="run stop, terminate-spot and suspend actions without asking (an admin needs --mfa-code)")
     add.add_argument("--notify-command", default="", metavar="CMD",
                      help="shell command notify runs, with GPUCONSOLE_BUDGET, GPUCONSOLE_MESSAGE … in its environment")
     add.add_argument("--webhook", default="", metavar="URL", help="https URL notify POSTs a JSON body to")
