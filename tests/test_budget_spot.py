@@ -162,6 +162,20 @@ def test_the_simulated_world_tells_spot_request_kinds_apart() -> None:
         world.stop_instance(once.instance_id)
 
 
+def test_an_interruption_stops_a_persistent_spot_instance_and_ends_a_one_time_one() -> None:
+    from gpuconsole.backends.sim import SimWorld
+
+    start = 1_800_000_000.0
+    world = SimWorld(seed=7, start=start)
+    kept = world.launch_instance("g5.xlarge", "us-east-1a", Market.SPOT, "kept", persistent=True)
+    once = world.launch_instance("g5.xlarge", "us-east-1a", Market.SPOT, "once")
+    world.advance_to(start + 120)
+    world.advance_to(start + 30 * 86400)  # spot instances live 12 hours on average
+    now = {i.instance_id: i for i in world.cloud_reading().instances}
+    assert now[kept.instance_id].state is InstanceState.STOPPED
+    assert once.instance_id not in now or now[once.instance_id].state is InstanceState.TERMINATED
+
+
 def test_a_user_runs_terminate_spot_only_by_typing_the_budget_name() -> None:
     from gpuconsole.model import SourceState
     from tests.helpers import FrozenClock, demo_console, wait_for
