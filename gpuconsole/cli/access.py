@@ -55,12 +55,14 @@ def interactive() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
-def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "") -> None:
-    """Give the guard a fresh MFA code when ``kind`` needs one now (from ``--mfa-code``,
-    ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited; raises :class:`CommandFailed`."""
+def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "",
+               params: tuple[tuple[str, str], ...] = ()) -> None:
+    """Give the guard a fresh MFA code when ``kind`` (with the request's ``params``) needs one
+    now (from ``--mfa-code``, ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited;
+    raises :class:`CommandFailed`."""
     from gpuconsole.core.access.mfa import MfaError, env_code
 
-    if not guard.mfa_pending(kind) or not guard.mfa.enrolled(guard.user):
+    if not guard.mfa_pending(kind, params) or not guard.mfa.enrolled(guard.user):
         return  # not needed, or not enrolled (the guard denies and records it, with the way out)
     code = code or env_code()
     if code is None and interactive():

@@ -1,5 +1,7 @@
 """``gpuconsole budget``: add, list, remove and check budgets from scripts and cron.
 
+``budget add`` and ``budget remove`` exit 1 when the guard refuses (a role, a missing or wrong
+MFA code: adding or replacing an automatic budget needs one from an admin, like a remove).
 ``budget check`` reads every source once and exits 0 when every budget is under all its
 thresholds, 1 when a threshold is crossed, and 2 on an error (a bad configuration file, an
 unknown budget, a cloud source that did not answer, an enforced action that failed). With
@@ -86,7 +88,8 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
     add = actions.add_parser(
         "add", parents=[common], help="add a budget",
         description="Add a budget. Without --period or dates it counts spend from now on (cumulative, no end).",
-        epilog="thresholds: PCT[f]:ACTION[+ACTION]; actions notify, stop-spot, stop-all, suspend-cronjobs; "
+        epilog="thresholds: PCT[f]:ACTION[+ACTION]; actions notify, stop-spot, stop-all, suspend-cronjobs, "
+               "terminate-spot (ends one-time spot instances, which cannot stop); "
                "an f after the percentage puts it on the forecast (100f:notify). "
                "Default: 50:notify 80:notify 100:notify 100f:notify.",
     )
@@ -103,7 +106,8 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
                      help="all (default), tag:KEY=VALUE or namespace:NS (a Kubernetes namespace)")
     add.add_argument("--threshold", dest="thresholds", type=_threshold, action="append", default=None,
                      metavar="PCT:ACTION[+ACTION]", help="repeat for several, e.g. --threshold 80:notify --threshold 100:notify+stop-all")
-    add.add_argument("--automatic", action="store_true", help="run stop and suspend actions without asking")
+    add.add_argument("--automatic", action="store_true",
+                     help="run stop, terminate-spot and suspend actions without asking (an admin needs --mfa-code)")
     add.add_argument("--notify-command", default="", metavar="CMD",
                      help="shell command notify runs, with GPUCONSOLE_BUDGET, GPUCONSOLE_MESSAGE … in its environment")
     add.add_argument("--webhook", default="", metavar="URL", help="https URL notify POSTs a JSON body to")
@@ -116,6 +120,7 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
     remove.add_argument("name", metavar="NAME")
     from gpuconsole.cli.access import add_mfa_option
 
+    add_mfa_option(add)  # adding or replacing an automatic budget needs a fresh code from an admin
     add_mfa_option(remove)
 
     check = actions.add_parser(
@@ -137,6 +142,10 @@ class _Failed(Exception):
     """A one-line reason the command cannot do its work (exit 2)."""
 
 
+class _Denied(_Failed):
+    """The guard refused the change: a role, a missing or wrong MFA code (exit 1, as other commands)."""
+
+
 def run_budget(args: argparse.Namespace, *, make_console: Callable[..., Any], open_store: Callable[[], Any],
                out: TextIO | None = None) -> int:
     """Run ``budget ACTION``. Returns the exit status."""
@@ -147,7 +156,7 @@ def run_budget(args: argparse.Namespace, *, make_console: Callable[..., Any], op
         return {"add": _add, "list": _list, "remove": _remove}[args.budget_command](args, open_store, out)
     except _Failed as exc:
         print(f"gpuconsole: error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, _Denied) else 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -173,7 +182,7 @@ def _ops(args: argparse.Namespace, store: Any) -> Any:
 
 
 def _add(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:
-    from gpuconsole.core.ops.actions import ActionError
+    from gpuconsole.core.ops.actions import ActionDenied, ActionError
     from gpuconsole.model import DEFAULT_THRESHOLDS, Budget, BudgetPeriod
 
     if args.no_db:
@@ -195,7 +204,11 @@ def _add(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -
     try:
         ops = _ops(args, store)
         try:
+            request = ops.add_request(budget, replace=args.replace)
+            _mfa(ops, args, request.kind, request.target, request.params)
             result = ops.add(budget, replace=args.replace)
+        except ActionDenied as exc:
+            raise _Denied(str(exc)) from None
         except ActionError as exc:
             raise _Failed(str(exc)) from None
     finally:
@@ -205,14 +218,16 @@ def _add(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -
 
 
 def _remove(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:
-    from gpuconsole.core.ops.actions import ActionError
+    from gpuconsole.core.ops.actions import ActionDenied, ActionError, ActionKind
 
     store = open_store()
     try:
         try:
             ops = _ops(args, store)
-            _mfa(ops, args)
+            _mfa(ops, args, ActionKind.BUDGET_REMOVE, args.name)
             result = ops.remove(args.name)
+        except ActionDenied as exc:
+            raise _Denied(str(exc)) from None
         except ActionError as exc:
             raise _Failed(str(exc)) from None
     finally:
@@ -222,15 +237,15 @@ def _remove(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO
     return 0
 
 
-def _mfa(ops: Any, args: argparse.Namespace) -> None:
-    """A fresh MFA code for an admin's budget remove (the guard denies and records it without)."""
+def _mfa(ops: Any, args: argparse.Namespace, kind: Any, target: str, params: tuple[tuple[str, str], ...] = ()) -> None:
+    """A fresh MFA code for an admin's budget remove, or add of an automatic budget (the guard
+    denies and records it without)."""
     from gpuconsole.cli.access import CommandFailed, ensure_mfa
-    from gpuconsole.core.ops.actions import ActionKind
 
     try:
-        ensure_mfa(ops.log.guard, ActionKind.BUDGET_REMOVE, args.mfa_code, args.name)
+        ensure_mfa(ops.log.guard, kind, args.mfa_code, target, params)
     except CommandFailed as exc:
-        raise _Failed(str(exc)) from None
+        raise _Denied(str(exc)) from None
 
 
 def _list(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -> int:

@@ -99,9 +99,29 @@ class Instance(Value):
     spot_status: str = ""  # the spot request's status code, e.g. "instance-terminated-no-capacity"
     volumes: tuple[Volume, ...] = ()  # EBS volumes attached, billed with the instance
     history: str = ""  # where ``billing`` comes from: "cloudtrail", "observed" (since last start only), "" (the backend)
+    spot_type: str = ""  # the spot request's type as EC2 names it: "one-time" or "persistent" ("": unknown)
+    spot_interruption: str = ""  # its InstanceInterruptionBehavior: "terminate", "stop" or "hibernate"
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)
+
+    @property
+    def one_time_spot(self) -> bool:
+        """A spot instance of a one-time request: EC2 refuses to stop it; only a terminate ends it."""
+        return self.market is Market.SPOT and self.spot_type == "one-time"
+
+    @property
+    def stoppable_spot(self) -> bool:
+        """A spot instance of a persistent request that is interrupted by stopping: EC2 lets a
+        user stop it like an on-demand one (the request waits, disabled, until it is started)."""
+        return self.market is Market.SPOT and self.spot_type == "persistent" and self.spot_interruption == "stop"
+
+    @property
+    def spot_kind(self) -> str:
+        """``one-time``, ``persistent/stop``… in EC2's words; empty for on-demand or unknown."""
+        if self.market is not Market.SPOT or not self.spot_type:
+            return ""
+        return f"{self.spot_type}/{self.spot_interruption}" if self.spot_type == "persistent" else self.spot_type
 
 
 # --------------------------------------------------------------------------- Provisioning

@@ -23,9 +23,10 @@ class BudgetAction(str, enum.Enum):
     """What a crossed threshold does (the value is how users write it: ``80:notify+stop-spot``)."""
 
     NOTIFY = "notify"  # banner, terminal bell, and the budget's command / webhook if set
-    STOP_SPOT = "stop-spot"  # stop (terminate, for one-time spot) the spot instances in scope
-    STOP_ALL = "stop-all"  # stop every instance in scope
+    STOP_SPOT = "stop-spot"  # stop the spot instances in scope that EC2 lets stop (persistent, stop behaviour)
+    STOP_ALL = "stop-all"  # stop every instance in scope that can be stopped (on-demand, and spot as above)
     SUSPEND_CRONJOBS = "suspend-cronjobs"  # suspend the CronJobs in scope
+    TERMINATE_SPOT = "terminate-spot"  # terminate the one-time spot instances in scope (they cannot stop)
 
 
 class Threshold(Value):

@@ -59,11 +59,13 @@ def identity_text(app: Any) -> str:
     return "  ".join(parts)
 
 
-def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], object]) -> bool:
-    """From a worker thread: when ``kind`` needs a fresh MFA code, ask for it on screen and call
-    ``run`` (again) once a code is accepted. Returns True when it asked (the caller stops)."""
+def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], object],
+                 params: tuple[tuple[str, str], ...] = ()) -> bool:
+    """From a worker thread: when ``kind`` (with the request's ``params``) needs a fresh MFA
+    code, ask for it on screen and call ``run`` (again) once a code is accepted. Returns True
+    when it asked (the caller stops)."""
     guard = app.core.guard
-    if not guard.mfa_pending(kind) or not guard.mfa.enrolled(guard.user):
+    if not guard.mfa_pending(kind, params) or not guard.mfa.enrolled(guard.user):
         return False  # no code needed, or none can be given: the core decides and says why
 
     def answered(ok: bool | None) -> None:

@@ -102,12 +102,14 @@ def _tags(raw: Iterable[Mapping[str, Any]] | None) -> tuple[tuple[str, str], ...
     return tuple(sorted((str(t.get("Key", "")), str(t.get("Value", ""))) for t in raw or ()))
 
 
-def instance(raw: Mapping[str, Any], region: str, spot_status: str = "") -> Instance:
-    """One element of ``Reservations[].Instances[]`` → :class:`Instance`.
+def instance(raw: Mapping[str, Any], region: str, spot_request: Mapping[str, Any] | None = None) -> Instance:
+    """One element of ``Reservations[].Instances[]`` → :class:`Instance`; ``spot_request``: its
+    ``DescribeSpotInstanceRequests`` entry, for a spot instance (status, type, interruption).
 
     Price, GPU count and model stay empty: the core fills them from the catalog it already
     holds, so the adapter makes no extra call per poll to learn what a type is.
     """
+    request = spot_request or {}
     tags = _tags(raw.get("Tags"))
     reason = (raw.get("StateReason") or {}).get("Message") or raw.get("StateTransitionReason") or ""
     market = Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND
@@ -123,8 +125,20 @@ def instance(raw: Mapping[str, Any], region: str, spot_status: str = "") -> Inst
         name=dict(tags).get("Name", ""),
         tags=tags,
         state_reason=str(reason),
-        spot_status=spot_status if market is Market.SPOT else "",
+        **(_spot_request(request) if market is Market.SPOT else {}),
     )
+
+
+def _spot_request(request: Mapping[str, Any]) -> dict[str, str]:
+    """A spot instance's request fields: its status code, type and interruption behaviour
+    (EC2 leaves the behaviour out of older requests: terminate is its default)."""
+    if not request:
+        return {}
+    return {
+        "spot_status": str((request.get("Status") or {}).get("Code", "")),
+        "spot_type": str(request.get("Type", "")),
+        "spot_interruption": str(request.get("InstanceInterruptionBehavior") or "terminate"),
+    }
 
 
 def instance_type(raw: Mapping[str, Any]) -> InstanceType | None:

@@ -304,20 +304,21 @@ class AwsCloud:
             raws = [i for r in self._items(ec2, "describe_instances", "Reservations") for i in r.get("Instances", ())]
             if not self._all_types:
                 raws = [r for r in raws if aws_mapping.is_nvidia_gpu_type(r.get("InstanceType", ""))]
-            statuses = self._spot_statuses(ec2, region, sorted({r["SpotInstanceRequestId"] for r in raws
+            requests = self._spot_requests(ec2, region, sorted({r["SpotInstanceRequestId"] for r in raws
                                                                 if r.get("SpotInstanceRequestId")}))
-            return [aws_mapping.instance(r, region, statuses.get(r.get("SpotInstanceRequestId", ""), "")) for r in raws]
+            return [aws_mapping.instance(r, region, requests.get(r.get("SpotInstanceRequestId", ""))) for r in raws]
 
-    def _spot_statuses(self, ec2: Any, region: str, request_ids: list[str]) -> dict[str, str]:
-        """Spot request status codes (why a spot instance stopped); optional, so failures pass."""
+    def _spot_requests(self, ec2: Any, region: str, request_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The spot requests behind spot instances, by id: their status code (why a spot instance
+        stopped), type and interruption behaviour (whether a budget may stop it). Optional, so
+        failures pass: the instances then carry no spot kind, and nothing acts on them."""
         if not request_ids:
             return {}
         try:
             answer = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=request_ids)
-            return {r["SpotInstanceRequestId"]: (r.get("Status") or {}).get("Code", "")
-                    for r in answer.get("SpotInstanceRequests", ())}
+            return {r["SpotInstanceRequestId"]: r for r in answer.get("SpotInstanceRequests", ())}
         except (ClientError, BotoCoreError, KeyError) as exc:
-            log.info("spot request status unavailable in %s: %s", region, exc)
+            log.info("spot requests unavailable in %s: %s", region, exc)
             return {}
 
     # ----------------------------------------------------------------- Provisioner: catalog

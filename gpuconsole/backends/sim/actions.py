@@ -23,10 +23,20 @@ MIG_PROFILES: frozenset[str] = frozenset(p.profile for p in catalog.A100_80GB_MI
 
 
 def instance_model(inst: SimInstance, now: float) -> Instance:
-    """The frozen view of one instance at ``now``."""
+    """The frozen view of one instance at ``now``.
+
+    A spot instance says what its request is, as EC2's ``DescribeSpotInstanceRequests`` would:
+    one-time and terminated when interrupted (what the launch wizard asks for, and every spot
+    instance of the seeded fleet), or persistent and stopped when interrupted.
+    """
+    if inst.market is not Market.SPOT:
+        kind, behaviour = "", ""
+    else:
+        kind, behaviour = ("persistent", "stop") if inst.persistent else ("one-time", "terminate")
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
-                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing)
+                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing,
+                    spot_type=kind, spot_interruption=behaviour)
 
 
 class Actions(JobArchive):
@@ -99,8 +109,11 @@ class Actions(JobArchive):
 
     def launch_instance(self, instance_type: str, availability_zone: str,
                         market: Market = Market.ON_DEMAND, name: str = "", owner: str = "",
-                        project: str = "") -> Instance:
+                        project: str = "", *, persistent: bool = False) -> Instance:
         """Launch an instance; it is ``pending`` for about a minute, then joins the cluster.
+
+        ``persistent``: for spot, a persistent request with the ``stop`` interruption behaviour
+        (it can be stopped, and an interruption stops it) instead of a one-time one.
 
         Raises:
             ValueError: unknown instance type or zone.
@@ -112,17 +125,19 @@ class Actions(JobArchive):
         if not name:
             name = f"{instance_type.split('.')[0]}-{self._ids.suffix(4)}"
         inst = self._launch(instance_type, availability_zone, Market(market), self._now, name, owner, project)
+        inst.persistent = persistent and inst.market is Market.SPOT
         return instance_model(inst, self._now)
 
     def stop_instance(self, instance_id: str) -> Instance:
-        """Stop an on-demand instance (EC2 refuses to stop one-time spot instances).
+        """Stop an on-demand instance, or a spot one of a persistent request (EC2 refuses to
+        stop one-time spot instances).
 
         Raises:
             KeyError: no such instance.
-            ValueError: spot, or not in a state that can be stopped.
+            ValueError: one-time spot, or not in a state that can be stopped.
         """
         inst = self._instance(instance_id)
-        if inst.market is Market.SPOT:
+        if inst.market is Market.SPOT and not inst.persistent:
             raise ValueError(f"UnsupportedOperation: You can't stop the Spot Instance '{instance_id}' "
                              "because it is associated with a one-time Spot Instance request.")
         if inst.state in (InstanceState.STOPPING, InstanceState.STOPPED):

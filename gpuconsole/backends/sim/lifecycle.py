@@ -114,7 +114,9 @@ class Lifecycle:
         elif kind == "vanish":
             self._instances.pop(obj.instance_id, None)
         elif kind == "interrupt":
-            if obj.state is InstanceState.RUNNING and obj.interrupt_at == ts:
+            if obj.state is InstanceState.RUNNING and obj.interrupt_at == ts and obj.persistent:
+                self._stop(obj, ts)  # a persistent request with the stop behaviour: stopped, kept
+            elif obj.state is InstanceState.RUNNING and obj.interrupt_at == ts:
                 obj.replace = obj.managed
                 self._shut_down(obj, ts)
         elif kind == "replace":

@@ -250,9 +250,9 @@ class SimCloudBackend:
 
     def launch_instance(self, instance_type: str, availability_zone: str,
                         market: Market = Market.ON_DEMAND, name: str = "", owner: str = "",
-                        project: str = "") -> Instance:
+                        project: str = "", *, persistent: bool = False) -> Instance:
         return self.sim.act(lambda w: w.launch_instance(instance_type, availability_zone, market,
-                                                        name, owner, project))
+                                                        name, owner, project, persistent=persistent))
 
     def stop_instance(self, instance_id: str) -> Instance:
         return self.sim.act(lambda w: w.stop_instance(instance_id))

@@ -60,6 +60,19 @@ def needs_mfa_kind(kind: ActionKind) -> bool:
     return kind.destructive or kind.value in MFA_EXTRA_VALUES or is_process_kill(kind)
 
 
+def needs_mfa(kind: ActionKind, params: tuple[tuple[str, str], ...] = ()) -> bool:
+    """Whether an admin must give a fresh MFA code before ``kind`` with ``params``.
+
+    Besides the kinds of :func:`needs_mfa_kind`: adding an automatic budget, or replacing one
+    (even with a harmless budget). An automatic budget's stops and terminates later run with
+    nobody asked, so arming or disarming one is as destructive as running them.
+    """
+    if needs_mfa_kind(kind):
+        return True
+    named = dict(params)
+    return kind is ActionKind.BUDGET_ADD and "yes" in (named.get("automatic"), named.get("replaces-automatic"))
+
+
 def target_namespace(request: ActionRequest) -> str | None:
     """The namespace a request acts in: its ``namespace`` param, else ``ns/name`` targets' first part."""
     params = dict(request.params)

@@ -25,7 +25,7 @@ from gpuconsole.core.access.access import (
     UsersTable,
     current_user,
     denial,
-    needs_mfa_kind,
+    needs_mfa,
 )
 from gpuconsole.core.access.audit import AuditError, AuditLog, result_text
 from gpuconsole.core.access.mfa import MfaError, MfaStore
@@ -80,14 +80,15 @@ class Guard:
             params = (*params, ("namespace", namespace))
         return denial(principal, ActionRequest(kind, target or "-", params=params), read_only=self.read_only)
 
-    def mfa_required(self, kind: ActionKind) -> bool:
-        """Whether ``kind`` needs a fresh MFA code from this user (an admin of a users table)."""
+    def mfa_required(self, kind: ActionKind, params: tuple[tuple[str, str], ...] = ()) -> bool:
+        """Whether ``kind`` (with the request's ``params``: an automatic budget's add) needs a
+        fresh MFA code from this user (an admin of a users table)."""
         principal = self.principal
-        return principal.managed and principal.role is Role.ADMIN and needs_mfa_kind(kind)
+        return principal.managed and principal.role is Role.ADMIN and needs_mfa(kind, params)
 
-    def mfa_pending(self, kind: ActionKind) -> bool:
-        """Whether a code must be entered before ``kind`` runs now."""
-        return self.mfa_required(kind) and not self.mfa.fresh(self.user, self.users.mfa_window_s())
+    def mfa_pending(self, kind: ActionKind, params: tuple[tuple[str, str], ...] = ()) -> bool:
+        """Whether a code must be entered before ``kind`` (with ``params``) runs now."""
+        return self.mfa_required(kind, params) and not self.mfa.fresh(self.user, self.users.mfa_window_s())
 
     def verify_mfa(self, code: str, purpose: str = "") -> None:
         """Check an MFA code (audited either way, with the ``purpose`` it was asked for, e.g.
@@ -121,7 +122,7 @@ class Guard:
         if reason is not None:
             raise ActionError(reason)
         automatic = request.confirmation.startswith(AUTOMATIC_PREFIX)
-        if self.mfa_required(request.kind) and not automatic:
+        if self.mfa_required(request.kind, request.params) and not automatic:
             if not self.mfa.enrolled(self.user):
                 raise ActionError(f"{request.kind.value} needs MFA and {self.user} has none: "
                                   "run gpuconsole users mfa enroll")

@@ -8,7 +8,8 @@ A period is the UTC calendar day, the UTC calendar month, or custom dates: ``sta
 ``ends`` (an open end means "cumulative from ``starts`` on"; its forecast looks
 :data:`OPEN_FORECAST_S` ahead).
 
-Thresholds are written ``PCT[f]:ACTION[+ACTION]``: ``80:notify``, ``100:notify+stop-all``;
+Thresholds are written ``PCT[f]:ACTION[+ACTION]``: ``80:notify``, ``100:notify+stop-all``,
+``100:notify+stop-all+terminate-spot`` (stop what can stop, end the one-time spot instances);
 an ``f`` after the percentage puts the threshold on the forecast (``100f:notify``), and a bare
 percentage (``80``) means ``80:notify``. Everything here is pure: no I/O, no clock.
 """
@@ -374,9 +375,12 @@ def plan_action(
 ) -> PendingAction | None:
     """What a crossed threshold's non-notify ``action`` would act on, or None when nothing.
 
-    Stops take running on-demand instances. One-time spot instances cannot be stopped (EC2
-    refuses) and are never terminated by a budget: they are named in the detail, for a user to
-    terminate by hand, and are not targets.
+    What EC2 lets stop is stopped: ``stop-all`` takes running on-demand instances and spot
+    instances of persistent requests with the ``stop`` interruption behaviour, ``stop-spot``
+    only those spot ones. One-time spot instances cannot be stopped (EC2 refuses), so a stop
+    leaves them running at full price: ``terminate-spot`` ends them, and only it. A spot
+    instance whose request kind is unknown (the lookup failed) is never a target. What is left
+    running is named in the detail, so a user sees what still burns money.
     """
     if action is BudgetAction.NOTIFY:
         return None
@@ -388,17 +392,35 @@ def plan_action(
         detail = f"suspend {len(jobs_in)} CronJob{'s' if len(jobs_in) != 1 else ''}: {listed}"
         return _pending(budget, threshold, action, tuple(c.uid for c in jobs_in), detail)
     running = [i for i in in_scope(instances, budget.scope, jobs) if i.state is InstanceState.RUNNING]
-    spot = [i for i in running if i.market is Market.SPOT]
-    targets = [i for i in running if i.market is Market.ON_DEMAND] if action is BudgetAction.STOP_ALL else []
-    if not targets and not spot:
-        return None
+    targets = [i for i in running if _takes(action, i)]
+    verb = "terminate" if action is BudgetAction.TERMINATE_SPOT else "stop"
     parts: list[str] = []
     if targets:
         listed = _listed([f"{i.instance_id} ({i.instance_type}, ${i.price_per_hour:,.2f}/h)" for i in targets])
-        parts.append(f"stop {len(targets)} instance{'s' if len(targets) != 1 else ''}: {listed}")
-    if spot:
-        parts.append(spot_skip_reason(spot))
+        parts.append(f"{verb} {len(targets)} instance{'s' if len(targets) != 1 else ''}: {listed}")
+    if action is BudgetAction.TERMINATE_SPOT:
+        unknown = [i for i in running if i.market is Market.SPOT and not i.spot_type]
+        if unknown:
+            parts.append(f"left running: spot instance{'s' if len(unknown) != 1 else ''} "
+                         f"{_listed([i.instance_id for i in unknown])} of an unknown request kind")
+    else:
+        # Unknown request kinds count as one-time here (EC2 would refuse to stop those too); with
+        # terminate-spot in the threshold, its own pending action names them instead.
+        unstoppable = [i for i in running if i.market is Market.SPOT and not i.stoppable_spot]
+        if unstoppable and BudgetAction.TERMINATE_SPOT not in threshold.actions:
+            parts.append(spot_skip_reason(unstoppable))
+    if not parts:
+        return None
     return _pending(budget, threshold, action, tuple(i.instance_id for i in targets), "; ".join(parts))
+
+
+def _takes(action: BudgetAction, instance: Instance) -> bool:
+    """Whether ``action`` acts on the running ``instance`` (see :func:`plan_action`)."""
+    if action is BudgetAction.TERMINATE_SPOT:
+        return instance.one_time_spot
+    if action is BudgetAction.STOP_SPOT:
+        return instance.stoppable_spot
+    return action is BudgetAction.STOP_ALL and (instance.market is Market.ON_DEMAND or instance.stoppable_spot)
 
 
 def spot_skip_reason(spot: Sequence[Instance]) -> str:

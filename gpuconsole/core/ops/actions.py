@@ -7,7 +7,9 @@ MFA and the audit trail attach here, so neither door can skip them.
 
 Budgets act through the same path. A budget marked automatic confirms its own stop and suspend
 actions with ``"automatic:<budget>"`` (the request names the budget in its ``budget`` param);
-that confirmation is accepted for :data:`AUTOMATIC_KINDS` only, never for a terminate.
+that confirmation is accepted for :data:`AUTOMATIC_KINDS`, and for a terminate only when the
+request is a budget's ``terminate-spot`` (its ``action`` param): an admin opted into it by
+putting that action in an automatic budget, which needs MFA like any destructive action.
 """
 
 from __future__ import annotations
@@ -59,9 +61,12 @@ class ActionKind(str, enum.Enum):
 TYPED_CONFIRMATION = frozenset({ActionKind.TERMINATE})
 
 # What an automatic budget may do without a user: stop instances and suspend CronJobs. A terminate
-# loses data and is never in this set.
+# loses data and is never in this set; the one exception is a budget's terminate-spot below.
 AUTOMATIC_KINDS = frozenset({ActionKind.STOP, ActionKind.SUSPEND_CRONJOB})
 AUTOMATIC_PREFIX = "automatic:"
+# The budget action whose terminates (of one-time spot instances, which cannot be stopped) an
+# automatic budget may confirm itself: its threshold names it, so an admin asked for it.
+AUTOMATIC_TERMINATE_ACTION = "terminate-spot"
 
 
 def automatic_confirmation(budget: str) -> str:
@@ -130,7 +135,9 @@ def confirmation_prompt(kind: ActionKind, target: str) -> str:
 def check_confirmation(request: ActionRequest) -> None:
     """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
     if request.confirmation.startswith(AUTOMATIC_PREFIX):
-        if request.kind not in AUTOMATIC_KINDS:
+        action = dict(request.params).get("action")
+        opted_in = request.kind is ActionKind.TERMINATE and action == AUTOMATIC_TERMINATE_ACTION
+        if request.kind not in AUTOMATIC_KINDS and not opted_in:
             raise ActionError(f"not confirmed: {request.kind.value} never runs automatically; a user must confirm it")
         budget = dict(request.params).get("budget", "")
         if not budget or request.confirmation != automatic_confirmation(budget):

@@ -1,7 +1,8 @@
-"""Budget actions carried out: instances stopped, CronJobs suspended, on a background thread.
+"""Budget actions carried out: instances stopped or terminated, CronJobs suspended, on a background thread.
 
 :func:`execute` runs one :class:`~gpuconsole.model.PendingAction` on exactly its targets, each
-target one request through the action path: instance stops through ``CloudOps.perform``,
+target one request through the action path: instance stops (and ``terminate-spot``'s
+terminates of one-time spot instances) through ``CloudOps.perform``,
 CronJob suspensions through the job backend. The confirmation is the user's ``"yes"``, or
 ``"automatic:<budget>"`` for an automatic budget's own action; it is checked before any target
 is touched, and a refusal is recorded.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuconsole.backends.base import BackendError
 from gpuconsole.core.ops.actions import (
+    AUTOMATIC_PREFIX,
     ActionError,
     ActionKind,
     ActionLog,
@@ -44,6 +46,8 @@ def execute(pending: PendingAction, confirmation: str, *, cloud: Callable[[], Cl
     False when any target failed) and how many targets succeeded.
 
     Args:
+        confirmation: ``"yes"``, ``"automatic:<budget>"``, or for ``terminate-spot`` run by a
+            user the budget's name typed (a terminate is never one keypress away).
         cloud: returns the CloudOps instances are stopped through (None: no cloud account).
         jobs: returns the job backend CronJobs are suspended through.
         snapshot: the latest snapshot (each instance's region); None when there is none yet.
@@ -51,15 +55,13 @@ def execute(pending: PendingAction, confirmation: str, *, cloud: Callable[[], Cl
     Raises:
         ActionError: not confirmed (the refusal is recorded in ``record``).
     """
-    kind = ActionKind.SUSPEND_CRONJOB if pending.action is BudgetAction.SUSPEND_CRONJOBS else ActionKind.STOP
+    kind = action_kind(pending.action)
     tkey = f"{pending.percent:g}{'f' if pending.basis is ThresholdBasis.FORECAST else ''}"
     params = (("budget", pending.budget), ("threshold", tkey), ("action", pending.action.value))
     summary = ActionRequest(kind, f"budget {pending.budget}", confirmation=confirmation,
                             params=(*params, ("targets", ",".join(pending.targets))))
-    probe = ActionRequest(kind, pending.targets[0] if pending.targets else pending.budget,
-                          confirmation=confirmation, params=params)
     try:
-        check_confirmation(probe)
+        per_target = _target_confirmation(pending, kind, confirmation, params)
     except ActionError as exc:
         record.add(ActionResult(summary, False, f"refused: {exc}", clock()))
         raise
@@ -70,23 +72,50 @@ def execute(pending: PendingAction, confirmation: str, *, cloud: Callable[[], Cl
     failed: list[str] = []
     regions = {i.instance_id: i.region for i in snapshot.instances} if snapshot is not None else {}
     for target in pending.targets:
+        confirm = per_target if per_target is not None else target
         try:
-            if kind is ActionKind.STOP:
+            if kind is ActionKind.SUSPEND_CRONJOB:
+                suspend_cronjob(target, confirm, params, jobs=jobs, record=record, clock=clock)
+            else:
                 ops = cloud()
                 if ops is None:
-                    raise ActionError("no cloud account that can stop instances is configured")
-                ops.perform(ActionRequest(kind, target, regions.get(target, ""), confirmation, params))
-            else:
-                suspend_cronjob(target, confirmation, params, jobs=jobs, record=record, clock=clock)
+                    raise ActionError(f"no cloud account that can {kind.value} instances is configured")
+                ops.perform(ActionRequest(kind, target, regions.get(target, ""), confirm, params))
             ok.append(target)
         except ActionError as exc:
             failed.append(f"{target}: {exc}")
-    verb = "suspended" if kind is ActionKind.SUSPEND_CRONJOB else "stopped"
+    verb = {ActionKind.SUSPEND_CRONJOB: "suspended", ActionKind.TERMINATE: "terminated"}.get(kind, "stopped")
     parts = [f"{verb} {', '.join(ok)}"] if ok else []
     if failed:
         parts.append(f"failed {'; '.join(failed)}")
-    parts.extend(p for p in pending.detail.split("; ") if p.startswith("cannot stop"))
+    parts.extend(p for p in pending.detail.split("; ") if p.startswith(("cannot stop", "left running")))
     return ActionResult(summary, not failed, f"{head}: {'; '.join(parts)}", clock()), len(ok)
+
+
+def action_kind(action: BudgetAction) -> ActionKind:
+    """The action path's kind for a budget action: a suspend, a terminate (``terminate-spot``) or a stop."""
+    if action is BudgetAction.SUSPEND_CRONJOBS:
+        return ActionKind.SUSPEND_CRONJOB
+    return ActionKind.TERMINATE if action is BudgetAction.TERMINATE_SPOT else ActionKind.STOP
+
+
+def _target_confirmation(pending: PendingAction, kind: ActionKind, confirmation: str,
+                         params: tuple[tuple[str, str], ...]) -> str | None:
+    """The confirmation each target's request carries, checked before any target is touched;
+    None: each target confirms itself (a user typed the budget's name for a ``terminate-spot``,
+    whose confirmation screen listed every target).
+
+    Raises:
+        ActionError: not confirmed.
+    """
+    if kind is ActionKind.TERMINATE and not confirmation.startswith(AUTOMATIC_PREFIX):
+        if confirmation.strip() != pending.budget:
+            raise ActionError(f"not confirmed: type {pending.budget} exactly to terminate the budget's "
+                              "one-time spot instances")
+        return None
+    target = pending.targets[0] if pending.targets else pending.budget
+    check_confirmation(ActionRequest(kind, target, confirmation=confirmation, params=params))
+    return confirmation
 
 
 def suspend_cronjob(uid: str, confirmation: str, params: tuple[tuple[str, str], ...], *,

@@ -161,13 +161,29 @@ class BudgetOps:
         return self.book.get(name)
 
     # ------------------------------------------------------------------ changing budgets
+    def add_request(self, budget: Budget, *, replace: bool = False) -> ActionRequest:
+        """The request :meth:`add` runs, to ask for MFA before it: adding an automatic budget,
+        or replacing one, needs a fresh code from an admin (its ``automatic`` and
+        ``replaces-automatic`` params say so).
+
+        Raises:
+            ActionError: invalid, or the name is taken (see :meth:`add`).
+        """
+        return self._add_plan(budget, replace)[0]
+
     def add(self, budget: Budget, *, replace: bool = False) -> ActionResult:
         """Save a budget (origin ``"store"``) through the action path.
 
         Raises:
             ActionError: invalid, or the name is taken (by the configuration file or the demo,
-                or by a saved budget without ``replace``), or the Store failed (one line).
+                or by a saved budget without ``replace``), or the Store failed (one line); denied
+                without a fresh MFA code when it adds or replaces an automatic budget.
         """
+        request, saved, existing = self._add_plan(budget, replace)
+        return run_action(request, lambda: self.book.save(saved, replace=replace, existing=existing),
+                          self.log, self.clock)
+
+    def _add_plan(self, budget: Budget, replace: bool) -> tuple[ActionRequest, Budget, Budget | None]:
         try:
             budget, existing = self.book.check_add(budget, replace=replace)
         except rules.BudgetError as exc:
@@ -175,9 +191,9 @@ class BudgetOps:
         params = (("amount", f"{budget.amount:.2f}"), ("period", rules.describe_period(budget)),
                   ("scope", budget.scope), ("thresholds", " ".join(rules.format_threshold(t) for t in budget.thresholds)),
                   ("automatic", "yes" if budget.automatic else "no"))
-        request = ActionRequest(ActionKind.BUDGET_ADD, budget.name, params=params)
-        return run_action(request, lambda: self.book.save(budget, replace=replace, existing=existing),
-                          self.log, self.clock)
+        if existing is not None and existing.automatic:
+            params = (*params, ("replaces-automatic", "yes"))
+        return ActionRequest(ActionKind.BUDGET_ADD, budget.name, params=params), budget, existing
 
     def remove(self, name: str) -> ActionResult:
         """Delete a saved budget. Raises :class:`ActionError` for a budget of the configuration

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
 from gpuconsole.core.ops.actions import ActionError, ActionKind
+from gpuconsole.core.ops.budget_actions import action_kind
 from gpuconsole.model import (
     Budget,
     BudgetAction,
@@ -165,8 +166,15 @@ class BudgetsPane(Pane):
         core = self.app.core  # type: ignore[attr-defined]
 
         def added(budget: Budget | None) -> None:
-            if budget is not None:
-                self._budget_call(lambda: core.budget_ops.add(budget))
+            if budget is None:
+                return
+            try:  # in memory only: which request it is, so an automatic budget asks for MFA first
+                request = core.budget_ops.add_request(budget)
+            except ActionError as exc:
+                self.app.notify(str(exc), severity="error")
+                return
+            self._budget_call(lambda: core.budget_ops.add(budget), request.kind, f"add budget {budget.name}",
+                              request.params)
 
         self.app.push_screen(BudgetForm(clock=core.clock), added)
 
@@ -194,21 +202,27 @@ class BudgetsPane(Pane):
         core = self.app.core  # type: ignore[attr-defined]
         what = action.detail or ", ".join(action.targets) or "nothing in scope"
 
+        kind = action_kind(action.action)
+
         def answered(answer: str | None) -> None:
             if answer is not None:
-                kind = ActionKind.SUSPEND_CRONJOB if action.action.value == "suspend-cronjobs" else ActionKind.STOP
                 self._budget_call(lambda: core.budget_ops.run(action, answer), kind,
                                   f"budget {action.budget}: {action.action.value}")
 
         targets, total = confirmation_targets(action, snap)
+        # A terminate is never one keypress away: the budget's name is typed, for every listed target.
+        typed = action.budget if kind is ActionKind.TERMINATE else None
+        prompt = (f"Type {action.budget} to terminate them. This cannot be undone." if typed else "Run it now? (y/n)")
         self.app.push_screen(
-            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", "Run it now? (y/n)", what,
-                          targets=targets, total=total), answered)
+            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", prompt, what,
+                          typed=typed, targets=targets, total=total), answered)
 
     @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
-    def _budget_call(self, call, kind: ActionKind | None = None, what: str = "") -> None:  # noqa: ANN001 - a callable returning an ActionResult
+    def _budget_call(self, call, kind: ActionKind | None = None, what: str = "",  # noqa: ANN001 - a callable returning an ActionResult
+                     params: tuple[tuple[str, str], ...] = ()) -> None:
         core = self.app.core  # type: ignore[attr-defined]
-        if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._budget_call(call, kind, what)):
+        if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._budget_call(call, kind, what, params),
+                                             params):
             return
         try:
             result = call()

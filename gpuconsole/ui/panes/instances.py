@@ -134,7 +134,8 @@ class InstancesPane(Pane):
         if inst is None:
             return None
         line = Text(f"{inst.instance_id} {inst.name}  ".replace("  ", " ", 1), style=palette.strong)
-        line.append(f"{inst.region}/{inst.availability_zone} · {inst.market.value} at ${inst.price_per_hour:.3f}/h")
+        market = f"{inst.market.value} ({inst.spot_kind})" if inst.spot_kind else inst.market.value
+        line.append(f"{inst.region}/{inst.availability_zone} · {market} at ${inst.price_per_hour:.3f}/h")
         if inst.gpus:
             line.append(f" (${inst.price_per_hour / inst.gpus:.3f} per GPU-h)")
         if inst.node:
@@ -162,7 +163,7 @@ class InstancesPane(Pane):
         if inst.state not in ALLOWED_FROM[kind]:
             self.app.notify(f"cannot {verb} {inst.instance_id}: it is {inst.state.value}", severity="warning")
             return
-        if kind is ActionKind.STOP and inst.market is Market.SPOT:
+        if kind is ActionKind.STOP and inst.market is Market.SPOT and not inst.stoppable_spot:
             self.app.notify(f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated",
                             severity="warning")
             return

@@ -20,14 +20,19 @@ from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, Threshold
 PERIODS = [("monthly", "monthly"), ("daily", "daily"), ("from now on (cumulative)", "custom")]
 
 # The deployment guide's rule: alert, and pause instances when cumulative cost reaches $1,000.
+# A stop leaves one-time spot instances running at full price (EC2 cannot stop them), so the rule
+# also ends those: pausing is what stops the spend, not only the on-demand part of it.
 PAUSE_AT_1000 = Budget(
     name="pause-at-1000",
     amount=1000.0,
     period=BudgetPeriod.CUSTOM,
     scope="all",
-    thresholds=(Threshold(80.0), Threshold(100.0, actions=(BudgetAction.NOTIFY, BudgetAction.STOP_ALL))),
+    thresholds=(Threshold(80.0), Threshold(100.0, actions=(BudgetAction.NOTIFY, BudgetAction.STOP_ALL,
+                                                           BudgetAction.TERMINATE_SPOT))),
     automatic=True,
 )
+PAUSE_AT_1000_SAYS = ("At $1,000 this stops on-demand and persistent spot instances and terminates one-time "
+                      "spot instances (they cannot be stopped): all of the spend stops. An admin saves it with an MFA code.")
 
 
 class BudgetForm(ModalScreen[Budget | None]):
@@ -79,7 +84,7 @@ class BudgetForm(ModalScreen[Budget | None]):
                 yield Checkbox("run actions automatically (else each waits for a yes)", id="budget-automatic",
                                compact=True)
             yield Static(
-                "Thresholds: PCT:ACTION[+ACTION], actions notify, stop-spot, stop-all, suspend-cronjobs; "
+                "Thresholds: PCT:ACTION[+ACTION], actions notify, stop-spot, stop-all, terminate-spot, suspend-cronjobs; "
                 f"forecast thresholds as in {budget_rules.format_threshold(Threshold(100.0, budget_rules.ThresholdBasis.FORECAST))}.",
                 id="budget-help",
             )
@@ -105,6 +110,7 @@ class BudgetForm(ModalScreen[Budget | None]):
         self.query_one("#budget-thresholds", Input).value = " ".join(budget_rules.format_threshold(t) for t in b.thresholds)
         self.query_one("#budget-automatic", Checkbox).value = b.automatic
         self.query_one("#budget-error", Static).update("")
+        self.query_one("#budget-help", Static).update(PAUSE_AT_1000_SAYS)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
