@@ -65,7 +65,8 @@ def test_dry_run_then_submit(sim) -> None:
     req = JobRequest("bert-ft", "team-nlp", gpus=2, owner="alice")
     result = ops.submit(req, dry_run=True)
     assert result.ok and result.message == "dry run passed: Job team-nlp/bert-ft"
-    assert job_named(jobs, "bert-ft") is None and ops.log.recent() == ()
+    assert job_named(jobs, "bert-ft") is None
+    assert [dict(r.request.params)["dry-run"] for r in ops.log.recent()] == ["yes"]  # through the one path
     result = ops.submit(req)
     assert result.message == "created Job team-nlp/bert-ft"
     assert ops.log.recent()[-1].request.kind is ActionKind.SUBMIT_JOB

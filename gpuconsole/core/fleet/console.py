@@ -127,7 +127,8 @@ class Console:
         self._last_cached: dict[SourceKind, float] = {}
         self._last_maintain = 0.0
         self.guard = options.guard if options.guard is not None else (
-            demo_guard if options.sources.demo else default_guard)(read_only=options.read_only)
+            demo_guard(read_only=options.read_only) if options.sources.demo
+            else default_guard(read_only=options.read_only, config=options.config_path))
         self.actions = ActionLog(guard=self.guard)
         self.idle_tracker = IdleTracker()
         self._cron_memo: tuple[object, tuple[CostLine, ...], tuple[str, ...]] = (None, (), ())
