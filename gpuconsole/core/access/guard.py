@@ -180,14 +180,19 @@ def default_guard(*, read_only: bool = False, user: str | None = None,
     files, refused = site.resolve(config)
     guard = Guard(UsersTable(files.users), MfaStore(files.mfa, clock), AuditLog(files.audit, clock),
                   user=user, read_only=read_only)
-    if refused:
-        try:
-            for reason in refused:
-                guard.refuse_override(reason)
-        except AuditError as exc:
-            raise site.SiteSettingsRefused(f"{refused[0]} (and the attempt could not be recorded: {exc})") from exc
-        raise site.SiteSettingsRefused(refused[0])
-    return guard
+    return _unless_refused(guard, refused)
+
+
+def _unless_refused(guard: Guard, refused: list[str]) -> Guard:
+    """``guard``, or the first refused override as an error once every one is audited."""
+    if not refused:
+        return guard
+    try:
+        for reason in refused:
+            guard.refuse_override(reason)
+    except AuditError as exc:
+        raise site.SiteSettingsRefused(f"{refused[0]} (and the attempt could not be recorded: {exc})") from exc
+    raise site.SiteSettingsRefused(refused[0])
 
 
 def demo_guard(*, read_only: bool = False, user: str | None = None,
@@ -205,5 +210,7 @@ def demo_guard(*, read_only: bool = False, user: str | None = None,
     else:
         folder = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-"))  # 0700
         atexit.register(shutil.rmtree, folder, True)
-    mfa = MfaStore(paths.mfa_path(), clock).private_copy(folder / "mfa.json")
-    return Guard(UsersTable(paths.users_path()), mfa, AuditLog(folder / "audit.db", clock), user=user, read_only=read_only)
+    files, refused = site.resolve()
+    mfa = MfaStore(files.mfa, clock).private_copy(folder / "mfa.json")
+    guard = Guard(UsersTable(files.users), mfa, AuditLog(folder / "audit.db", clock), user=user, read_only=read_only)
+    return _unless_refused(guard, [r for r in refused if not r.startswith(paths.AUDIT_ENV)])  # the demo's log is its own
