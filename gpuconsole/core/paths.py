@@ -242,5 +242,5 @@ def is_regular_or_missing(path: Path) -> bool:
     device, a FIFO, a socket, a directory or a symlink)."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return True
+    except (FileNotFoundError, NotADirectoryError):
+        return True  # nothing there to replace (a bad folder is reported on its own)
