@@ -171,6 +171,23 @@ def test_an_action_does_not_run_when_its_intent_cannot_be_recorded(tmp_path) -> 
     assert ran == []
 
 
+def test_a_command_exits_1_and_changes_nothing_while_the_log_is_locked(home, monkeypatch, capsys) -> None:
+    demo_log, _secret = home
+    monkeypatch.setenv("GPUCONSOLE_LOGIN", "dev")
+    monkeypatch.setenv("LOGNAME", "dev")  # what named the login before it came from the uid
+    argv = [*DEMO, "job", "trigger", "team-nlp/nightly-eval"]
+    assert main(argv) == 0  # the log exists, and the trigger works while nobody holds it
+    before = len(demo_log.records())
+    capsys.readouterr()
+    reader = hold_a_read_transaction(demo_log.path)  # waits out the log's busy timeout (10 s)
+    try:
+        assert main(argv) == 1
+    finally:
+        reader.close()
+    assert "nothing runs unrecorded" in one_line_error(capsys)
+    assert len(demo_log.records()) == before
+
+
 def test_a_result_that_cannot_be_recorded_is_an_error(tmp_path) -> None:
     guard = plain_guard(tmp_path)
     readers: list[sqlite3.Connection] = []
