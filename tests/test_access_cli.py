@@ -92,7 +92,7 @@ def log_of(argv: list[str], audit: AuditLog, tmp_path) -> AuditLog:
 
 
 def act_as(monkeypatch, role: Role) -> None:
-    monkeypatch.setenv("LOGNAME", NAMES[role])
+    monkeypatch.setenv("GPUCONSOLE_LOGIN", NAMES[role])
 
 
 @pytest.mark.parametrize("role,scope", CASES, ids=[f"{r.value}-{s}" for r, s in CASES])
@@ -195,7 +195,7 @@ def test_bad_input_is_one_line_and_exit_2(home, monkeypatch, capsys) -> None:
 
 
 def test_users_init_list_and_the_last_admin(tmp_path, monkeypatch, capsys) -> None:
-    monkeypatch.setenv("LOGNAME", "root-admin")
+    monkeypatch.setenv("GPUCONSOLE_LOGIN", "root-admin")
     assert main(["users", "list"]) == 0
     assert "no users table yet" in capsys.readouterr().out
     assert main(["users", "init"]) == 0
@@ -216,7 +216,7 @@ def test_users_init_list_and_the_last_admin(tmp_path, monkeypatch, capsys) -> No
 def test_files_gpuconsole_creates_are_private(tmp_path, monkeypatch, capsys) -> None:
     from gpuconsole.core import paths
 
-    monkeypatch.setenv("LOGNAME", "ada")
+    monkeypatch.setenv("GPUCONSOLE_LOGIN", "ada")
     db = tmp_path / "cache" / "deep" / "gpuconsole.db"
     assert main(["users", "init", "--no-qr"]) == 0
     assert main(["budget", "add", "b1", "--amount", "10", "--db", str(db)]) == 0

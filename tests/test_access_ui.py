@@ -181,8 +181,9 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
             await wait_until(lambda: "wrong code" in str(app.screen.query_one("#mfa-error").content))
             app.screen.query_one(Input).value = code_at(secret, NOW)
             await pilot.press("enter")
-        await wait_until(lambda: any(r.action == kind.value for r in audit.records()[before:]))
-        last = [r for r in audit.records() if r.action == kind.value][-1]
+        # The intent ("started") is written before the action runs; wait for the outcome after it.
+        await wait_until(lambda: any(r.action == kind.value and r.result != "started" for r in audit.records()[before:]))
+        last = [r for r in audit.records() if r.action == kind.value and r.result != "started"][-1]
         assert (last.actor, last.role, last.result) == (NAMES[role], role.value, "ok")
         if asks_mfa:
             mfa = [r.result.split(" (")[0] for r in audit.records()[before:] if r.action == "mfa-verify"]
@@ -287,8 +288,8 @@ async def test_submitting_through_the_wizard_for_every_role(tmp_path, role, scop
                 await wait_until(lambda: isinstance(app.screen, MfaPrompt))
                 app.screen.query_one(Input).value = code_at(secret, NOW)
                 await pilot.press("enter")
-        await wait_until(lambda: any(r.action == "submit-job" for r in audit.records()[before:]))
-        last = [r for r in audit.records() if r.action == "submit-job"][-1]
+        await wait_until(lambda: any(r.action == "submit-job" and r.result != "started" for r in audit.records()[before:]))
+        last = [r for r in audit.records() if r.action == "submit-job" and r.result != "started"][-1]
         assert (last.actor, last.role, last.target) == (NAMES[role], role.value, f"{ns}/matrix-job")
         if expected_allowed(ActionKind.SUBMIT_JOB, role, scope):
             assert last.result == "ok"
@@ -339,6 +340,6 @@ async def test_launching_through_the_wizard_for_every_role(tmp_path, role, scope
             await wait_until(lambda: not wizard.launch_step.running and wizard.step == 4)
         else:
             await launch(pilot, wizard)
-        await wait_until(lambda: any(r.action == "launch" for r in audit.records()[before:]))
-        last = [r for r in audit.records() if r.action == "launch"][-1]
+        await wait_until(lambda: any(r.action == "launch" and r.result != "started" for r in audit.records()[before:]))
+        last = [r for r in audit.records() if r.action == "launch" and r.result != "started"][-1]
         assert (last.actor, last.role, last.target, last.result) == (NAMES[role], role.value, "p4de.24xlarge", "ok")

@@ -33,7 +33,9 @@ def real_home(tmp_path):
 
 
 def real_failures(me: str) -> list:
-    return json.loads(paths.mfa_path().read_text())["users"][me]["failures"]
+    from gpuconsole.core.access.access import login_key
+
+    return json.loads(paths.mfa_path().read_text())["users"][login_key(me)]["failures"]
 
 
 async def test_a_budget_an_action_and_a_wrong_code_in_the_demo_leave_the_real_home_untouched(real_home):

@@ -65,7 +65,8 @@ def test_dry_run_then_submit(sim) -> None:
     req = JobRequest("bert-ft", "team-nlp", gpus=2, owner="alice")
     result = ops.submit(req, dry_run=True)
     assert result.ok and result.message == "dry run passed: Job team-nlp/bert-ft"
-    assert job_named(jobs, "bert-ft") is None and ops.log.recent() == ()
+    assert job_named(jobs, "bert-ft") is None
+    assert [dict(r.request.params)["dry-run"] for r in ops.log.recent()] == ["yes"]  # through the one path
     result = ops.submit(req)
     assert result.message == "created Job team-nlp/bert-ft"
     assert ops.log.recent()[-1].request.kind is ActionKind.SUBMIT_JOB
@@ -76,7 +77,8 @@ def test_dry_run_then_submit(sim) -> None:
         ops.submit(req, dry_run=True)
     with pytest.raises(ActionError, match=r'namespaces "nowhere" not found'):
         ops.submit(JobRequest("x", "nowhere"), dry_run=True)
-    assert ops.log.recent()[-1].ok, "a refused dry run is not an action"
+    refused = ops.log.recent()[-1]  # a dry run goes through the one path, so its refusal is recorded too
+    assert not refused.ok and dict(refused.request.params)["dry-run"] == "yes"
 
 
 def test_a_distributed_job_is_one_queue_entry_holding_every_pods_gpus(sim) -> None:

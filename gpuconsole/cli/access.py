@@ -58,13 +58,19 @@ def interactive() -> bool:
 def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "",
                params: tuple[tuple[str, str], ...] = ()) -> None:
     """Give the guard a fresh MFA code when ``kind`` (with the request's ``params``) needs one
-    now (from ``--mfa-code``, ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited;
-    raises :class:`CommandFailed`."""
+    (from ``--mfa-code``, ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited;
+    raises :class:`CommandFailed`.
+
+    A code given explicitly is always checked, even while an earlier one keeps the window open:
+    a wrong code is refused and counted toward the lockout, never ignored.
+    """
     from gpuconsole.core.access.mfa import MfaError, env_code
 
-    if not guard.mfa_pending(kind, params) or not guard.mfa.enrolled(guard.user):
+    if not guard.mfa_required(kind, params) or not guard.mfa.enrolled(guard.user):
         return  # not needed, or not enrolled (the guard denies and records it, with the way out)
     code = code or env_code()
+    if code is None and not guard.mfa_pending(kind, params):
+        return  # none given, and the window of the last code is still open
     if code is None and interactive():
         code = getpass.getpass(f"MFA code for {kind.value}: ")
     if not code:
@@ -73,6 +79,12 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "",
         guard.verify_mfa(code, f"{kind.value} {target}".strip())
     except MfaError as exc:
         raise CommandFailed(f"MFA: {exc}") from None
+
+
+def permission_line(exc: PermissionError) -> str:
+    """A file this login may not use, as one line of denial (never a traceback)."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return f"denied: this login may not use{where}: {exc.strerror or exc}"
 
 
 def ask(prompt: str) -> str:
@@ -99,6 +111,9 @@ def finish(run: Any, out: TextIO | None = None) -> int:
         return 2
     except (CommandFailed, ActionError, AccessError, AuditError) as exc:
         print(f"gpuconsole: error: {exc}", file=sys.stderr)
+        return 1
+    except PermissionError as exc:
+        print(f"gpuconsole: error: {permission_line(exc)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -40,12 +40,20 @@ def _output_file(text: str) -> str:
         raise argparse.ArgumentTypeError("expected a file name")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory: name a file in it")
+    if not _replaceable(path):
+        raise argparse.ArgumentTypeError(f"{text} is not a regular file (a device, a pipe or a link): name a new or regular file")
     parent = path.parent
     if not parent.is_dir():
         if parent.exists():
             raise argparse.ArgumentTypeError(f"{parent} is not a directory: write the file elsewhere")
         raise argparse.ArgumentTypeError(f"directory {parent} does not exist: create it first, or write elsewhere")
     return str(path)
+
+
+def _replaceable(path: Any) -> bool:
+    from gpuconsole.core.paths import is_regular_or_missing
+
+    return is_regular_or_missing(path)
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +129,8 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             target = Path(args.output)
             if not target.parent.is_dir():  # removed since the command line was read
                 raise BadInput(f"argument --output/-o: directory {target.parent} does not exist: create it first")
+            if not _replaceable(target):  # replaced since the command line was read
+                raise BadInput(f"argument --output/-o: {target} is not a regular file: name a new or regular file")
             try:
                 write_private(target, text)
             except OSError as exc:

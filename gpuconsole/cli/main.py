@@ -386,6 +386,22 @@ def _setup_logging(tui: bool) -> None:
         logging.getLogger().addHandler(logging.NullHandler())
 
 
+def _denials() -> tuple[type[BaseException], ...]:
+    """What ends a command as a one-line denial (exit 1): site settings a login may not replace,
+    a file it may not use. Imported only when an error is being matched."""
+    from gpuconsole.core.access.access import AccessError
+
+    return (AccessError, PermissionError)
+
+
+def _denied(exc: BaseException) -> int:
+    from gpuconsole.cli.access import permission_line
+
+    line = permission_line(exc) if isinstance(exc, PermissionError) else str(exc)
+    print(f"gpuconsole: error: {line}", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
@@ -429,6 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgumentError as exc:
         print(f"gpuconsole: error: {exc} (see gpuconsole --help)", file=sys.stderr)
         return 2
+    except _denials() as exc:
+        return _denied(exc)
     _setup_logging(tui=args.command is None)
     if args.command == "snapshot":
         from gpuconsole.cli.snapshot import run_snapshot

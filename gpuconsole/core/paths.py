@@ -8,6 +8,7 @@ in the state directory, which a cache cleaner leaves alone.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -90,25 +91,74 @@ PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
 
-SITE_USERS = Path("/etc/gpuconsole/users.json")
+SITE_DIR = Path("/etc/gpuconsole")
+SITE_DIR_ENV = "GPUCONSOLE_SITE_DIR"
+SITE_USERS_NAME = "users.json"
+SITE_CONFIG_NAME = "config.toml"
+
+
+def site_dir() -> Path:
+    """The bastion's settings folder: ``/etc/gpuconsole``.
+
+    ``$GPUCONSOLE_SITE_DIR`` names another one only while ``/etc/gpuconsole`` holds no settings
+    and only when that folder is root's (owned by root, writable by nobody else): a login cannot
+    make such a folder, so the variable can neither hide the site's settings nor bring its own.
+    Root prepares such folders for tests and for trying a set-up out.
+    """
+    override = os.environ.get(SITE_DIR_ENV)
+    if not override or holds_site_settings(SITE_DIR):
+        return SITE_DIR
+    path = Path(override)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return SITE_DIR
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and not info.st_mode & 0o022:
+        return path
+    return SITE_DIR
+
+
+def holds_site_settings(folder: Path) -> bool:
+    """Whether ``folder`` has a users table or a config file (one gpuconsole cannot even look
+    at counts as there: settings hidden from a login still bind it)."""
+    for name in (SITE_USERS_NAME, SITE_CONFIG_NAME):
+        try:
+            os.lstat(folder / name)
+            return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    return False
 
 
 def users_path() -> Path:
     """``$GPUCONSOLE_USERS`` when set; else the bastion's table ``/etc/gpuconsole/users.json``
     when there is one (every login reads the same roles); else ``users.json`` in the user's
-    configuration directory."""
+    configuration directory. Whether the variable may replace the site's table is decided by
+    :mod:`gpuconsole.core.access.site`."""
     override = os.environ.get(USERS_ENV)
     if override:
         return Path(override).expanduser()
-    if SITE_USERS.is_file():
-        return SITE_USERS
-    return config_dir() / "users.json"
+    site = site_dir() / SITE_USERS_NAME
+    try:
+        os.lstat(site)
+        return site
+    except FileNotFoundError:
+        return config_dir() / "users.json"
+    except OSError:
+        return site  # there but hidden from this login: it still binds (and grants nothing unread)
 
 
 def mfa_path() -> Path:
     """``$GPUCONSOLE_MFA`` when set, else ``mfa.json`` (the TOTP secrets) in the user's data directory."""
     override = os.environ.get(MFA_ENV)
-    return Path(override).expanduser() if override else platformdirs.user_data_path(APP_NAME) / "mfa.json"
+    return Path(override).expanduser() if override else default_mfa_path()
+
+
+def default_mfa_path() -> Path:
+    """``mfa.json`` in the user's data directory, whatever the environment says."""
+    return platformdirs.user_data_path(APP_NAME) / "mfa.json"
 
 
 def audit_db_path() -> Path:
@@ -125,8 +175,12 @@ def demo_dir() -> Path | None:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and missing parents) readable by its owner only (0700); an existing
-    directory gpuconsole made keeps working, tightened to 0700."""
+    """Create ``path`` (and missing parents) readable by its owner only (0700).
+
+    Only the directories made here are tightened: an existing one (a log folder an admin shares
+    between the logins of a bastion, say) keeps its mode, whatever its name, so no login ever
+    locks the others out of it.
+    """
     path = Path(path).expanduser()
     missing = []
     probe = path
@@ -134,40 +188,59 @@ def private_dir(path: Path) -> Path:
         missing.append(probe)
         probe = probe.parent
     for directory in reversed(missing):
-        directory.mkdir(mode=PRIVATE_DIR, exist_ok=True)
-        os.chmod(directory, PRIVATE_DIR)
-    if not missing and path.is_dir() and path.name and APP_NAME in path.parts[-1]:
         try:
-            os.chmod(path, PRIVATE_DIR)
-        except OSError:
-            pass
+            directory.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            continue  # made by another process meanwhile: not ours to tighten
+        os.chmod(directory, PRIVATE_DIR)  # mkdir's mode is masked by the umask
     return path
 
 
 def private_file(path: Path) -> Path:
     """Make sure ``path`` exists and only its owner may read or write it (0600); its directory
-    is created 0700 when missing."""
+    is created 0700 when missing.
+
+    A symlink planted at ``path`` is refused (``O_NOFOLLOW``), and the mode is set on the open
+    descriptor, so nothing the name points to afterwards is changed.
+    """
     path = Path(path).expanduser()
     private_dir(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, PRIVATE_FILE)
-    os.close(fd)
-    os.chmod(path, PRIVATE_FILE)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, PRIVATE_FILE)
+    try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, PRIVATE_FILE)
+    finally:
+        os.close(fd)
     return path
 
 
 def write_private(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
-    """Replace ``path`` with ``text`` atomically, the new file 0600 (or ``mode``) from its first byte."""
+    """Replace ``path`` with ``text`` atomically, the new file 0600 (or ``mode``) from its first byte.
+
+    The temporary file has an unpredictable name made with ``O_EXCL|O_NOFOLLOW`` (``mkstemp``)
+    and its mode is set on the descriptor: in a folder other logins can write, a symlink planted
+    under a guessed name can never make gpuconsole write or chmod a file of someone else's.
+    Every file gpuconsole replaces goes through here.
+    """
     path = Path(path).expanduser()
     private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, mode & PRIVATE_FILE)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
+            os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.replace(name, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        Path(name).unlink(missing_ok=True)
         raise
+
+
+def is_regular_or_missing(path: Path) -> bool:
+    """Whether ``path`` is free to be replaced by a file: absent, or a regular file (not a
+    device, a FIFO, a socket, a directory or a symlink)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return True  # nothing there to replace (a bad folder is reported on its own)

@@ -1,6 +1,6 @@
 """Who may do what: roles, the users table, and the permission check of every action.
 
-The identity is the OS user running the console (the bastion login, ``getpass.getuser()``),
+The identity is the OS user running the console (the bastion login, from the effective uid),
 mapped to a role and its namespaces by the users table (``users.json``, 0600). The matrix:
 
 ==========  ================================================  ===================================
@@ -20,9 +20,9 @@ kind they do not name, so an action added later is guarded before anyone writes 
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
+import pwd
 import re
 import threading
 from dataclasses import dataclass, field
@@ -94,11 +94,16 @@ class UsersFile:
 def denial(principal: Principal, request: ActionRequest, *, read_only: bool = False) -> str | None:
     """Why ``principal`` may not run ``request`` (one line), or None when it may."""
     kind = request.kind
+    role = principal.role
     if kind in HARMLESS_KINDS:
+        # A notification's hooks run a command and post a webhook: banners only for those who act on nothing.
+        if read_only:
+            return "the console runs read-only (--read-only): notifications are shown, their hooks do not run"
+        if role is Role.AUDITOR:
+            return f"{principal.name} is an auditor: notifications are shown, their hooks do not run"
         return None
     if read_only:
         return "the console runs read-only (--read-only): nothing can be changed"
-    role = principal.role
     if role is None:
         return f"user {principal.name} is not in the users table: ask an admin to add you"
     if role is Role.ADMIN:
@@ -130,12 +135,38 @@ def _spaces(user: User) -> str:
     return "namespace(s) " + ", ".join(user.namespaces)
 
 
+LOGIN_ENV = "GPUCONSOLE_LOGIN"
+
+
 def current_user() -> str:
-    """The OS user running the console (the bastion login)."""
+    """The OS user running the console (the bastion login), from the effective uid.
+
+    ``LOGNAME`` and ``USER`` are never read: any login can set them. Root alone may act under
+    another name with ``$GPUCONSOLE_LOGIN`` (as ``sudo -u`` would let it anyway), which the
+    tests use to play each role.
+    """
+    euid = os.geteuid()
+    named = os.environ.get(LOGIN_ENV)
+    if euid == 0 and named:
+        return named
+    return login_name(euid)
+
+
+def login_name(uid: int) -> str:
+    """The passwd name of ``uid``, or the number itself when it has none (a bare container)."""
     try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no login name (a container without a passwd entry)
-        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def login_key(name: str) -> str:
+    """The key of ``name``'s per-login state (MFA): ``uid:N`` for a passwd login, so a name
+    cannot borrow another login's state, else the name (a login known by name only)."""
+    try:
+        return f"uid:{pwd.getpwnam(name).pw_uid}"
+    except KeyError:
+        return name
 
 
 class UsersTable:
@@ -152,7 +183,15 @@ class UsersTable:
 
     @property
     def exists(self) -> bool:
-        return self.path.exists()
+        """Whether there is a table; one this login may not even look at counts (it then grants
+        nothing), so hiding the site's table never turns a login into the no-table admin."""
+        try:
+            self.path.stat()
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        return True
 
     def load(self) -> UsersFile:
         """The table as the file says now (re-read when the file changed)."""
@@ -160,6 +199,8 @@ class UsersTable:
             stamp = self.path.stat().st_mtime_ns
         except FileNotFoundError:
             return UsersFile()
+        except OSError as exc:
+            raise AccessError(f"cannot read the users table {self.path}: {exc.strerror or exc}") from exc
         with self._lock:
             if self._cache is not None and self._cache[0] == stamp:
                 return self._cache[1]

@@ -36,6 +36,7 @@ from gpuconsole.model import AuditFilter, AuditRecord
 
 GENESIS = "0" * 64
 HEAD_TEXT = re.compile(r"(\d+) ([0-9a-f]{64})\s*")
+BUSY_TIMEOUT_S = 10.0  # how long an append waits for another process's lock before it fails
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api.?key|access.?key|auth|webhook|command|mfa|code", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"(AKIA|ASIA)[A-Z0-9]{16}|(?i:bearer\s+\S+)|://[^/\s:@]+:[^/\s@]+@")
 REDACTED = "***"
@@ -120,6 +121,7 @@ class AuditLog:
         self.path = Path(path).expanduser()
         self.head_path = self.path.with_name(self.path.name + ".head")
         self.clock = clock or time.time
+        self.busy_timeout_s = BUSY_TIMEOUT_S
         self._lock = threading.Lock()
         self._ready = False
         self.sinks: list[RecordSink] = []
@@ -130,7 +132,7 @@ class AuditLog:
                 private_dir(self.path.parent)
                 private_file(self.path)
                 self._check_owner()
-            conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
             if not self._ready:
                 conn.executescript(SCHEMA)
                 self._ready = True

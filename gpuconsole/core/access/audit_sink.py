@@ -49,7 +49,7 @@ from gpuconsole.model import AuditRecord
 log = logging.getLogger(__name__)
 
 TABLE = "audit"
-KEYS = ("cloudwatch_log_group", "region", "profile", "stream", "syslog", "syslog_socket")
+KEYS = ("cloudwatch_log_group", "region", "profile", "stream", "syslog", "syslog_socket", "db")  # db: the site's log (core.access.site)
 SCHEMA = "gpuconsole.audit/1"
 DEFAULT_SYSLOG_SOCKET = "/dev/log"
 

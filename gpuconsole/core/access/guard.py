@@ -3,14 +3,14 @@
 :func:`gpuconsole.core.ops.actions.run_action` asks :meth:`Guard.admit` before any request runs and
 hands every result to :meth:`Guard.record`, so the UI and the CLI are checked and recorded the
 same way, for every :class:`~gpuconsole.core.ops.actions.ActionKind` there is or will be. A denied
-attempt is recorded like a done one. The guard fails closed: when the audit log cannot be
-written, nothing runs.
+attempt is recorded like a done one. The guard fails closed: the intent of every admitted
+action is written before it runs (:meth:`Guard.intend`), and when that fails nothing runs; a
+result that cannot be written is an error, never a warning in a log.
 """
 
 from __future__ import annotations
 
 import atexit
-import logging
 import shutil
 import tempfile
 import time
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gpuconsole.core import paths
 from gpuconsole.core.access import audit_sink
+from gpuconsole.core.access import site
 from gpuconsole.core.access.access import (
     Principal,
     Role,
@@ -37,9 +38,9 @@ from gpuconsole.core.ops.actions import (
     ActionResult,
 )
 
-log = logging.getLogger(__name__)
-
 MFA_ACTION = "mfa-verify"
+SITE_OVERRIDE_ACTION = "site-override"
+STARTED = "started"  # the intent record written before an action runs
 
 
 class Guard:
@@ -134,33 +135,70 @@ class Guard:
         except AuditError as exc:
             raise ActionError(f"nothing runs unrecorded: {exc}") from exc
 
+    def intend(self, request: ActionRequest) -> None:
+        """Write that ``request`` starts now (result ``started``), before it runs.
+
+        Raises:
+            AuditError: the record cannot be written (the action must not run).
+        """
+        self._append(self.principal, request.kind.value, request.target, _params(request), STARTED)
+
     def record(self, result: ActionResult) -> None:
-        request = result.request
-        params = list(request.params)
-        if request.region:
-            params.append(("region", request.region))
-        if request.confirmation.startswith(AUTOMATIC_PREFIX):
-            params.append(("confirmation", request.confirmation))
+        """Write ``result``. Raises :class:`AuditError` when it cannot be written."""
+        params = _params(result.request)
         if result.ok and result.message:
             params.append(("outcome", result.message))  # what was done: the ids a launch created…
-        self._append(self.principal, request.kind.value, request.target, params, result_text(result.ok, result.message))
+        self._append(self.principal, result.request.kind.value, result.request.target, params,
+                     result_text(result.ok, result.message))
+
+    def refuse_override(self, reason: str) -> None:
+        """Audit a refused attempt to replace the site's settings (see :mod:`.site`)."""
+        self._append(self.principal, SITE_OVERRIDE_ACTION, str(paths.site_dir()), [], f"denied: {reason}")
 
     def _append(self, principal: Principal, action: str, target: str, params: list[tuple[str, str]] | tuple[()],
                 result: str) -> None:
         role = principal.role_text if principal.managed else f"{principal.role_text} (no users table)"
-        try:
-            self.audit.append(principal.name, role, action, target, params, result)
-        except AuditError:
-            log.exception("could not append to the audit log")
+        self.audit.append(principal.name, role, action, target, params, result)
+
+
+def _params(request: ActionRequest) -> list[tuple[str, str]]:
+    """What a record of ``request`` keeps besides its verb and target."""
+    params = list(request.params)
+    if request.region:
+        params.append(("region", request.region))
+    if request.confirmation.startswith(AUTOMATIC_PREFIX):
+        params.append(("confirmation", request.confirmation))
+    return params
 
 
 def default_guard(*, read_only: bool = False, user: str | None = None,
                   clock: Callable[[], float] = time.time, config: Path | str | None = None) -> Guard:
-    """The guard over the files of this home (or the ``GPUCONSOLE_*`` overrides), its audit log
-    copied to the sinks of the configuration file's ``[audit]`` table."""
-    audit = audit_sink.configured(AuditLog(paths.audit_db_path(), clock), config)
-    return Guard(UsersTable(paths.users_path()), MfaStore(paths.mfa_path(), clock), audit,
-                 user=user, read_only=read_only)
+    """The guard over the files of this home (or the ``GPUCONSOLE_*`` overrides), unless the
+    site's settings bind this login (:mod:`.site`; ``config`` is the ``--config`` flag). Its
+    audit log is copied to the sinks of the ``[audit]`` table (the site's, when it has one).
+
+    Raises:
+        SiteSettingsRefused: the login tried to replace the site's settings (audited first).
+    """
+    settings = site.load_site()
+    files, refused = site.resolve(config, site=settings)
+    # The copies of the log go where the site's [audit] table says, when it has one.
+    sink_config = settings.config if "audit" in settings.tables else config
+    audit = audit_sink.configured(AuditLog(files.audit, clock), sink_config)
+    guard = Guard(UsersTable(files.users), MfaStore(files.mfa, clock), audit, user=user, read_only=read_only)
+    return _unless_refused(guard, refused)
+
+
+def _unless_refused(guard: Guard, refused: list[str]) -> Guard:
+    """``guard``, or the first refused override as an error once every one is audited."""
+    if not refused:
+        return guard
+    try:
+        for reason in refused:
+            guard.refuse_override(reason)
+    except AuditError as exc:
+        raise site.SiteSettingsRefused(f"{refused[0]} (and the attempt could not be recorded: {exc})") from exc
+    raise site.SiteSettingsRefused(refused[0])
 
 
 def demo_guard(*, read_only: bool = False, user: str | None = None,
@@ -178,5 +216,7 @@ def demo_guard(*, read_only: bool = False, user: str | None = None,
     else:
         folder = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-"))  # 0700
         atexit.register(shutil.rmtree, folder, True)
-    mfa = MfaStore(paths.mfa_path(), clock).private_copy(folder / "mfa.json")
-    return Guard(UsersTable(paths.users_path()), mfa, AuditLog(folder / "audit.db", clock), user=user, read_only=read_only)
+    files, refused = site.resolve()
+    mfa = MfaStore(files.mfa, clock).private_copy(folder / "mfa.json")
+    guard = Guard(UsersTable(files.users), mfa, AuditLog(folder / "audit.db", clock), user=user, read_only=read_only)
+    return _unless_refused(guard, [r for r in refused if not r.startswith(paths.AUDIT_ENV)])  # the demo's log is its own

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyotp
 
+from gpuconsole.core.access.access import login_key
 from gpuconsole.core.paths import private_file, write_private
 
 ISSUER = "gpuconsole"
@@ -38,7 +39,8 @@ class MfaError(Exception):
 
 
 class MfaStore:
-    """The TOTP secrets and their state, one file for all the users of this home.
+    """The TOTP secrets and their state, one file for all the users of this home, each kept
+    under its login's uid (``uid:N``), not under a name.
 
     Args:
         path: the secrets file (created 0600 on first enrolment).
@@ -49,17 +51,30 @@ class MfaStore:
         self.path = Path(path).expanduser()
         self.clock = clock
 
+    @staticmethod
+    def _adopt(state: dict[str, Any], user: str) -> str:
+        """The key of ``user``'s entry (by uid, see :func:`login_key`), moving an entry a
+        former version kept under the name, so an enrolment is never lost."""
+        key = login_key(user)
+        if key != user and key not in state and user in state:
+            state[key] = state.pop(user)
+        return key
+
+    def _entry(self, user: str) -> dict[str, Any]:
+        users = self._read()
+        return dict(users.get(login_key(user)) or users.get(user) or {})
+
     # ------------------------------------------------------------------ enrolment
     def enroll(self, user: str) -> tuple[str, str]:
         """A new secret for ``user`` (replacing any old one); returns it and its otpauth URI."""
         secret = pyotp.random_base32()
         with self._state() as state:
-            state[user] = {"secret": secret, "last_step": -1, "failures": [], "locked_until": 0.0,
+            state[self._adopt(state, user)] = {"secret": secret, "last_step": -1, "failures": [], "locked_until": 0.0,
                            "verified_at": None}
         return secret, provisioning_uri(secret, user)
 
     def enrolled(self, user: str) -> bool:
-        return bool(self._read().get(user, {}).get("secret"))
+        return bool(self._entry(user).get("secret"))
 
     def private_copy(self, path: Path) -> MfaStore:
         """A store at ``path`` with this one's secrets and none of its state (failures, lockout,
@@ -79,7 +94,7 @@ class MfaStore:
 
     def forget(self, user: str) -> bool:
         with self._state() as state:
-            return state.pop(user, None) is not None
+            return state.pop(self._adopt(state, user), None) is not None
 
     # ------------------------------------------------------------------ checking
     def verify(self, user: str, code: str) -> None:
@@ -90,7 +105,7 @@ class MfaStore:
         """
         code = code.strip().replace(" ", "")
         with self._state() as state:
-            entry = state.get(user)
+            entry = state.get(self._adopt(state, user))
             if not entry or not entry.get("secret"):
                 raise MfaError(f"{user} has no MFA enrolled: run gpuconsole users mfa enroll")
             now = self.clock()
@@ -113,12 +128,12 @@ class MfaStore:
 
     def fresh(self, user: str, window_s: float) -> bool:
         """Whether ``user`` gave a right code within the last ``window_s`` seconds."""
-        verified = self._read().get(user, {}).get("verified_at")
+        verified = self._entry(user).get("verified_at")
         return verified is not None and 0 <= self.clock() - float(verified) <= window_s
 
     def locked_for(self, user: str) -> float:
         """Seconds ``user`` is still locked out (0 when not)."""
-        locked = float(self._read().get(user, {}).get("locked_until") or 0.0)
+        locked = float(self._entry(user).get("locked_until") or 0.0)
         return max(0.0, locked - self.clock())
 
     # ------------------------------------------------------------------ the file

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 # one_line lives beside the typed errors; the UI imports it from here too.
-from gpuconsole.backends.base import AuthorizationDenied, BackendError, one_line
+from gpuconsole.backends.base import AuthorizationDenied, one_line
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,11 @@ class ActionGuard(Protocol):
     def admit(self, request: ActionRequest) -> None:
         """Raise :class:`ActionError` saying why ``request`` may not run."""
 
+    def intend(self, request: ActionRequest) -> None:
+        """Append that ``request`` is about to run; raise when that cannot be recorded."""
+
     def record(self, result: ActionResult) -> None:
-        """Append ``result`` to the audit log."""
+        """Append ``result`` to the audit log; raise when it cannot be recorded."""
 
 
 def confirmation_prompt(kind: ActionKind, target: str) -> str:
@@ -160,11 +163,12 @@ class ActionLog:
         self.guard = guard  # checks every request of run_action and audits every result added
 
     def add(self, result: ActionResult) -> None:
-        if self.guard is not None:
-            self.guard.record(result)
+        """Keep ``result`` and audit it; raises when the guard cannot record it (kept all the same)."""
         with self._lock:
             self._items.append(result)
             del self._items[: -self._limit]
+        if self.guard is not None:
+            self.guard.record(result)
 
     def recent(self) -> tuple[ActionResult, ...]:
         with self._lock:
@@ -173,40 +177,61 @@ class ActionLog:
 
 def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
                clock: Callable[[], float] = time.time) -> ActionResult:
-    """Check ``request``, run ``do`` (which returns a one-line success message), record the result.
+    """Check ``request``, record that it starts, run ``do`` (which returns a one-line success
+    message), record the result.
 
     The log's guard, when it has one, admits the request first (role, namespace, MFA,
-    ``--read-only``), whatever its kind, and audits every result.
+    ``--read-only``), whatever its kind, and audits it before and after it runs: when the intent
+    cannot be written nothing runs, and whatever ``do`` raises is recorded as a failure. An
+    outcome that cannot be recorded is an error too (the caller exits non-zero), even when the
+    change was made.
 
     Raises:
-        ActionError: denied, refused (not confirmed) or failed in the backend; recorded either way.
+        ActionError: denied, refused (not confirmed), unrecordable, or failed; recorded either way.
     """
     if record.guard is not None:
         try:
             record.guard.admit(request)
         except ActionError as exc:
-            record.add(ActionResult(request, False, f"denied: {exc}", clock()))
+            _settle(record, ActionResult(request, False, f"denied: {exc}", clock()))
             log.info("%s denied: %s", request.describe(), exc)
             raise ActionDenied(f"denied: {exc}") from exc
     try:
         check_confirmation(request)
     except ActionError as exc:
-        record.add(ActionResult(request, False, f"refused: {exc}", clock()))
+        _settle(record, ActionResult(request, False, f"refused: {exc}", clock()))
         raise
+    if record.guard is not None:
+        try:
+            record.guard.intend(request)
+        except Exception as exc:  # noqa: BLE001 - whatever stops the record stops the action
+            raise ActionError(f"nothing runs unrecorded: {one_line(exc)}") from exc
     try:
         message = do()
     except AuthorizationDenied as exc:
         # The system that owns the resource refused (RBAC's 403): audited as denied, in its words.
         line = one_line(exc)
-        record.add(ActionResult(request, False, f"denied: {line.removeprefix('denied ')}", clock()))
+        _settle(record, ActionResult(request, False, f"denied: {line.removeprefix('denied ')}", clock()))
         log.info("%s denied: %s", request.describe(), line)
         raise ActionDenied(line) from exc
-    except BackendError as exc:
+    except BaseException as exc:
         line = one_line(exc)
-        record.add(ActionResult(request, False, f"failed: {line}", clock()))
+        _settle(record, ActionResult(request, False, f"failed: {line}", clock()))
         log.info("%s failed: %s", request.describe(), line)
+        if not isinstance(exc, Exception):
+            raise  # an interrupt: recorded, and still an interrupt
         raise ActionError(line) from exc
     result = ActionResult(request, True, message, clock())
-    record.add(result)
+    _settle(record, result)
     log.info("%s: %s", request.describe(), message)
     return result
+
+
+def _settle(record: ActionLog, result: ActionResult) -> None:
+    """Add ``result`` to the log; when the audit cannot take it, say so as an :class:`ActionError`."""
+    try:
+        record.add(result)
+    except Exception as exc:  # noqa: BLE001 - any audit failure: the caller must not report success
+        outcome = "done" if result.ok else result.message
+        raise ActionError(f"{result.request.describe()}: {outcome}, but the result could not be recorded "
+                          f"in the audit log: {one_line(exc)}") from exc

@@ -18,6 +18,7 @@ from gpuconsole.backends.base import BackendError, one_line
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.core.money.budget_evaluation import Crossing
 from gpuconsole.core.ops.actions import (
+    ActionDenied,
     ActionError,
     ActionKind,
     ActionLog,
@@ -59,6 +60,9 @@ def notify(crossing: Crossing, record: ActionLog, clock: Callable[[], float],
         return ActionResult(request, True, crossing.message(), clock())
     try:
         return run_action(request, do, record, clock)
+    except ActionDenied as exc:
+        # Read-only, or an auditor's console: the banner and the bell only (the refusal is audited).
+        return ActionResult(request, True, f"{crossing.message()} (hooks not run: {exc})", clock())
     except ActionError as exc:
         return ActionResult(request, False, f"notify failed: {exc}", clock())
 

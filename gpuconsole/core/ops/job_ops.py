@@ -93,8 +93,9 @@ class JobOps:
     def submit(self, req: JobRequest, *, dry_run: bool = False) -> ActionResult:
         """Create the Job or CronJob (and a distributed job's Service) that ``req`` describes.
 
-        With ``dry_run`` the cluster checks every object and stores nothing; a dry run changes
-        nothing, so it is answered but not recorded.
+        With ``dry_run`` the cluster checks every object and stores nothing. It still goes
+        through the guard and the audit: it sends the login's manifests to the cluster, which
+        ``--read-only`` and auditors never do.
 
         Raises:
             ActionError: ``req`` is invalid (``"field: message"``), or the cluster refused it.
@@ -106,12 +107,13 @@ class JobOps:
         objects = jobspec.manifests(req)
         params = (("kind", req.kind), ("image", req.image), ("gpus", str(req.gpus)),
                   ("mig", req.mig_profile), ("workers", str(req.workers)), ("schedule", req.schedule))
-        request = ActionRequest(ActionKind.SUBMIT_JOB, f"{req.namespace}/{req.name}", params=params)
         if dry_run:
-            created = self._call(lambda: self._control().submit(objects, dry_run=True))
-            return ActionResult(request, True, f"dry run passed: {', '.join(created)}", self.clock())
+            params = (*params, ("dry-run", "yes"))
+        request = ActionRequest(ActionKind.SUBMIT_JOB, f"{req.namespace}/{req.name}", params=params)
 
         def do() -> str:
+            if dry_run:
+                return "dry run passed: " + ", ".join(self._control().submit(objects, dry_run=True))
             return "created " + ", ".join(self._control().submit(objects))
 
         return run_action(request, do, self.log, self.clock)

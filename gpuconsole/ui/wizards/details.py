@@ -8,7 +8,6 @@ message goes under the field that is wrong.
 
 from __future__ import annotations
 
-import getpass
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -34,10 +33,9 @@ TAGS = ("Name", "Owner", "Project", "Budget")
 
 def os_user() -> str:
     """Who runs the console: the default Owner tag."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name in some containers
-        return ""
+    from gpuconsole.core.access.access import current_user
+
+    return current_user()
 
 
 class DetailsStep(Step):

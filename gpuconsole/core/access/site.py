@@ -1,0 +1,159 @@
+"""Site settings win: a bastion's ``/etc/gpuconsole`` binds every login that is not root.
+
+When the site folder holds a users table (``users.json``), or a config file (``config.toml``)
+with an ``[access]`` or ``[audit]`` table, the files the guard uses come from there. A login
+that names others (``GPUCONSOLE_USERS``, ``GPUCONSOLE_MFA``, ``GPUCONSOLE_AUDIT_DB``, or a config
+file of its own, by ``--config``, ``GPUCONSOLE_CONFIG`` or its default place, declaring those
+tables) is refused in one line, and the attempt is audited in the site's log. Root, or the
+owner of the site file concerned, may still point elsewhere: for tests, and on a machine with
+one login.
+
+These are courtesy checks inside the login's own process: they stop the easy bypass and say
+why. What holds against a determined login is IAM, RBAC and the remote audit sink (README,
+"Security model").
+
+Keys read here: ``[access] users`` (the users table, default ``users.json`` beside the config)
+and ``[audit] db`` (the audit log, default the login's own).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuconsole.core import paths
+from gpuconsole.core.access.access import AccessError
+from gpuconsole.core.config import ConfigError, config_path, parse_toml
+
+SECTIONS = ("access", "audit")
+
+
+class SiteSettingsRefused(AccessError):
+    """A login tried to replace the site's settings; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class SiteSettings:
+    """What the site folder declares.
+
+    Attributes:
+        folder: the site folder.
+        users: its users table, when it has one (also when this login may not read it).
+        config: its config file, when it declares ``[access]`` or ``[audit]``.
+        tables: those tables (an unreadable config counts as declaring both, empty).
+    """
+
+    folder: Path
+    users: Path | None = None
+    config: Path | None = None
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def audit_db(self) -> Path | None:
+        """The audit log the site names (``[audit] db``), or None for each login's own."""
+        value = self.tables.get("audit", {}).get("db")
+        return Path(str(value)).expanduser() if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class AccessFiles:
+    """The files a guard works on."""
+
+    users: Path
+    mfa: Path
+    audit: Path
+
+
+def load_site(folder: Path | None = None) -> SiteSettings:
+    """The settings of ``folder`` (default :func:`gpuconsole.core.paths.site_dir`)."""
+    folder = folder or paths.site_dir()
+    users = folder / paths.SITE_USERS_NAME
+    config = folder / paths.SITE_CONFIG_NAME
+    site_users = users if _present(users) else None
+    if not _present(config):
+        return SiteSettings(folder, site_users)
+    try:
+        tables = {name: dict(table) for name, table in _tables(config).items() if name in SECTIONS}
+    except (OSError, ConfigError):
+        tables = {name: {} for name in SECTIONS}  # unreadable here: it binds all the same
+    access = tables.get("access", {})
+    if access.get("users"):
+        site_users = Path(str(access["users"])).expanduser()
+    return SiteSettings(folder, site_users, config if tables else None, tables)
+
+
+def resolve(explicit_config: Path | str | None = None, env: Mapping[str, str] = os.environ,
+            euid: int | None = None, site: SiteSettings | None = None) -> tuple[AccessFiles, list[str]]:
+    """The users table, MFA secrets and audit log this login works on, and the overrides it
+    tried and may not make (one line each; empty when none).
+
+    The files returned are the site's wherever an override was refused, so the refusal itself
+    is audited where the site wants it.
+    """
+    site = site or load_site()
+    euid = os.geteuid() if euid is None else euid
+    refused: list[str] = []
+
+    def choose(variable: str, own: Path, site_path: Path | None, rule: Path | None) -> Path:
+        wanted = env.get(variable)
+        if site_path is None or rule is None:
+            return Path(wanted).expanduser() if wanted else own
+        if wanted and Path(wanted).expanduser() != site_path:
+            if _may_override(rule, euid):
+                return Path(wanted).expanduser()
+            refused.append(f"{variable} may not replace the site's setting ({rule}): only root or the file's owner "
+                           "may point elsewhere")
+        return site_path
+
+    users = choose(paths.USERS_ENV, paths.config_dir() / "users.json", site.users, site.users)
+    access_rule = site.config if "access" in site.tables else None
+    mfa = choose(paths.MFA_ENV, paths.default_mfa_path(), paths.default_mfa_path() if access_rule else None, access_rule)
+    audit_rule = site.config if "audit" in site.tables else None
+    own_audit = paths.state_dir() / "audit.db"
+    audit = choose(paths.AUDIT_ENV, own_audit, (site.audit_db() or own_audit) if audit_rule else None, audit_rule)
+    refused.extend(_config_overrides(site, explicit_config, env, euid))
+    return AccessFiles(users, mfa, audit), refused
+
+
+def _config_overrides(site: SiteSettings, explicit: Path | str | None, env: Mapping[str, str], euid: int) -> list[str]:
+    """The site's ``[access]``/``[audit]`` tables that the login's own config file declares again."""
+    if site.config is None:
+        return []
+    mine, _named = config_path(explicit, env)
+    try:
+        if mine.resolve() == site.config.resolve() or not mine.is_file():
+            return []
+        declared = [name for name in _tables(mine) if name in site.tables]
+    except (OSError, ConfigError):
+        return []  # the config loader reports a broken file itself
+    if not declared or _may_override(site.config, euid):
+        return []
+    tables = ", ".join(f"[{name}]" for name in declared)
+    return [f"{mine} declares {tables}, which the site's {site.config} sets: only root or its owner may replace them"]
+
+
+def _tables(path: Path) -> dict[str, Any]:
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return {k: v for k, v in parse_toml(text, path).items() if isinstance(v, dict)}
+
+
+def _present(path: Path) -> bool:
+    try:
+        os.lstat(path)
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # hidden from this login: it binds all the same
+
+
+def _may_override(rule: Path, euid: int) -> bool:
+    """Root, or the owner of the site file that sets the rule."""
+    if euid == 0:
+        return True
+    try:
+        return os.stat(rule).st_uid == euid
+    except OSError:
+        return False
