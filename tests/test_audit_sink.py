@@ -334,5 +334,7 @@ def test_a_failed_call_is_retried_before_anything_is_queued(anchored, aws_peer) 
 def test_an_action_of_a_command_reaches_the_copy(anchored, aws_peer, tmp_path, capsys) -> None:  # noqa: F811
     assert main(["budget", "add", "sprint", "--amount", "100", "--db", str(tmp_path / "cache.db")]) == 0
     sent = [m["record"] for m in remote_messages(aws_peer)]
-    assert [(r["action"], r["target"], r["result"]) for r in sent] == [("budget-add", "sprint", "ok")]
-    assert sent[0]["hash"] == anchored.records()[-1].hash
+    # The intent goes first, then the outcome: both reach the copy.
+    assert [(r["action"], r["target"], r["result"]) for r in sent] == [
+        ("budget-add", "sprint", "started"), ("budget-add", "sprint", "ok")]
+    assert sent[-1]["hash"] == anchored.records()[-1].hash

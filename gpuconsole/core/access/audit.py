@@ -141,9 +141,10 @@ class AuditLog:
         return conn
 
     def _check_owner(self) -> None:
-        """Refuse a log another login owns: it could rewrite every record added to it."""
+        """Refuse a log another login owns: it could rewrite every record added to it (root, who
+        could anyway, may open any login's log to read it)."""
         owner = self.path.stat().st_uid
-        if owner != os.geteuid():
+        if owner != os.geteuid() and os.geteuid() != 0:
             raise AuditError(f"the audit log {self.path} belongs to another login (uid {owner}): each login keeps "
                              "its own, and the shared copy is the audit sink ([audit] in the configuration)")
 
