@@ -30,6 +30,7 @@ from gpuconsole.core.access.audit import AuditError, AuditLog, result_text
 from gpuconsole.core.access.mfa import MfaError, MfaStore
 from gpuconsole.core.ops.actions import (
     AUTOMATIC_PREFIX,
+    AUTOPILOT_PREFIX,
     ActionError,
     ActionKind,
     ActionRequest,
@@ -119,7 +120,7 @@ class Guard:
         reason = denial(principal, request, read_only=self.read_only)
         if reason is not None:
             raise ActionError(reason)
-        automatic = request.confirmation.startswith(AUTOMATIC_PREFIX)
+        automatic = request.confirmation.startswith((AUTOMATIC_PREFIX, AUTOPILOT_PREFIX))
         if self.mfa_required(request.kind) and not automatic:
             if not self.mfa.enrolled(self.user):
                 raise ActionError(f"{request.kind.value} needs MFA and {self.user} has none: "
@@ -141,7 +142,12 @@ class Guard:
             params.append(("confirmation", request.confirmation))
         if result.ok and result.message:
             params.append(("outcome", result.message))  # what was done: the ids a launch created…
-        self._append(self.principal, request.kind.value, request.target, params, result_text(result.ok, result.message))
+        principal = self.principal
+        if request.confirmation.startswith(AUTOPILOT_PREFIX):
+            # The rule is the actor; the login it runs as (whose role admitted it) is named too.
+            params.append(("runs-as", principal.name))
+            principal = Principal(request.confirmation, principal.role, principal.namespaces, managed=principal.managed)
+        self._append(principal, request.kind.value, request.target, params, result_text(result.ok, result.message))
 
     def _append(self, principal: Principal, action: str, target: str, params: list[tuple[str, str]] | tuple[()],
                 result: str) -> None:

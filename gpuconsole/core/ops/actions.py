@@ -64,6 +64,18 @@ AUTOMATIC_KINDS = frozenset({ActionKind.STOP, ActionKind.SUSPEND_CRONJOB})
 AUTOMATIC_PREFIX = "automatic:"
 
 
+# What the autopilot may do as ``autopilot:<rule>`` (the request names the rule in its ``rule``
+# param): launch and stop; terminate only a spot instance (params say ``market`` spot), which
+# a rule's ``spot = "terminate"`` asked for.
+AUTOPILOT_KINDS = frozenset({ActionKind.LAUNCH, ActionKind.STOP, ActionKind.TERMINATE})
+AUTOPILOT_PREFIX = "autopilot:"
+
+
+def autopilot_confirmation(rule: str) -> str:
+    """The confirmation (and the audit actor) of the autopilot rule ``rule``."""
+    return f"{AUTOPILOT_PREFIX}{rule}"
+
+
 def automatic_confirmation(budget: str) -> str:
     """The confirmation an automatic budget named ``budget`` gives its own actions."""
     return f"{AUTOMATIC_PREFIX}{budget}"
@@ -128,6 +140,9 @@ def confirmation_prompt(kind: ActionKind, target: str) -> str:
 
 def check_confirmation(request: ActionRequest) -> None:
     """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
+    if request.confirmation.startswith(AUTOPILOT_PREFIX):
+        _check_autopilot(request)
+        return
     if request.confirmation.startswith(AUTOMATIC_PREFIX):
         if request.kind not in AUTOMATIC_KINDS:
             raise ActionError(f"not confirmed: {request.kind.value} never runs automatically; a user must confirm it")
@@ -140,6 +155,16 @@ def check_confirmation(request: ActionRequest) -> None:
             raise ActionError(f"not confirmed: type {request.target} exactly to {request.kind.value} it")
     elif request.kind.destructive and request.confirmation != "yes":
         raise ActionError(f"not confirmed: {request.describe()} needs a yes")
+
+
+def _check_autopilot(request: ActionRequest) -> None:
+    params = dict(request.params)
+    if request.kind not in AUTOPILOT_KINDS:
+        raise ActionError(f"not confirmed: {request.kind.value} never runs from the autopilot")
+    if not params.get("rule") or request.confirmation != autopilot_confirmation(params["rule"]):
+        raise ActionError(f"not confirmed: {request.describe()} names no autopilot rule")
+    if request.kind is ActionKind.TERMINATE and params.get("market") != "spot":
+        raise ActionError(f"not confirmed: the autopilot terminates spot instances only, not {request.target}")
 
 
 class ActionLog:

@@ -1,0 +1,209 @@
+"""``gpuconsole autopilot`` and ``gpuconsole rule``: the autopilot as a service, and its rules.
+
+``autopilot run`` is the headless engine: one JSON line per decision (``--json``), one replica
+acting at a time (a file lock on this host), a clean stop on SIGTERM. ``autopilot plan`` shows
+what every rule would do now and why, changing nothing; so does ``run`` with ``--read-only``.
+``autopilot manifest`` prints the Kubernetes objects or the systemd unit that run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any, TextIO
+
+from gpuconsole.cli.access import BadInput, finish
+
+FIRST_ANSWER_S = 10.0
+
+
+def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser("autopilot", parents=[common], help="run the rules that scale, stop idle GPUs and recover spot work",
+                        description="The autopilot engine: run it, see its plan, or print how to deploy it.")
+    verbs = ap.add_subparsers(dest="autopilot_command", metavar="ACTION", parser_class=type(ap), required=True)
+    run = verbs.add_parser("run", parents=[common], help="act on the rules every --interval seconds (stop: SIGTERM)")
+    run.add_argument("--once", action="store_true", help="one refresh, then exit")
+    run.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="one JSON line per decision")
+    run.add_argument("--lock", default=None, metavar="PATH", help="the leader lock file (default: beside the autopilot database)")
+    plan = verbs.add_parser("plan", parents=[common], help="what every rule would do now, and why (changes nothing)")
+    plan.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON lines")
+    man = verbs.add_parser("manifest", parents=[common], help="print a Kubernetes Deployment or a systemd unit")
+    which = man.add_mutually_exclusive_group(required=True)
+    which.add_argument("--kubernetes", action="store_true", help="ServiceAccount, Role, RoleBinding, ConfigMap, Deployment")
+    which.add_argument("--systemd", action="store_true", help="a systemd unit for a bastion")
+    man.add_argument("--image", default="gpuconsole:latest", metavar="IMAGE", help="container image (--kubernetes)")
+    rule = sub.add_parser("rule", parents=[common], help="list, add or remove autopilot rules",
+                          description="Rules from the config file's [[rules]] and those added here (kept in the autopilot database).")
+    rverbs = rule.add_subparsers(dest="rule_command", metavar="ACTION", parser_class=type(rule), required=True)
+    rverbs.add_parser("list", parents=[common], help="every rule and where it comes from")
+    add = rverbs.add_parser("add", parents=[common], help="add a rule, written as one TOML inline table")
+    add.add_argument("table", metavar="TOML", help='e.g. \'{ name = "autostop", kind = "idle-stop", idle_for = "30m" }\'')
+    rm = rverbs.add_parser("remove", parents=[common], help="remove a rule added with rule add")
+    rm.add_argument("name", metavar="NAME")
+    for verb in ("pause", "resume"):
+        p = rverbs.add_parser(verb, parents=[common], help=f"{verb} a rule")
+        p.add_argument("name", metavar="NAME")
+
+
+def run_autopilot(args: argparse.Namespace, make_console: Any, out: TextIO | None = None) -> int:
+    return finish(lambda o: _dispatch(args, make_console, o), out)
+
+
+def _dispatch(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
+    if args.command == "rule":
+        return _rule(args, out)
+    if args.autopilot_command == "manifest":
+        return _manifest(args, out)
+    return _engine(args, make_console, out, plan_only=args.autopilot_command == "plan")
+
+
+def _open_state() -> Any:
+    from gpuconsole.core.ops.autopilot.loading import state_path
+    from gpuconsole.core.ops.autopilot.state import AutopilotState
+
+    path = state_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return AutopilotState(path)
+    except (OSError, Exception) as exc:  # sqlite3.Error and OSError alike: one line
+        raise BadInput(f"the autopilot database {path} cannot be opened: {exc}") from None
+
+
+def _rules(args: argparse.Namespace, state: Any) -> Any:
+    from gpuconsole.core.ops.autopilot.loading import all_rules
+    from gpuconsole.core.ops.autopilot.rules import RuleError
+
+    try:
+        return all_rules(args.config, state)
+    except RuleError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _rule(args: argparse.Namespace, out: TextIO) -> int:
+    import tomllib
+
+    from gpuconsole.core.ops.autopilot.rules import RuleError, rule_from_table
+
+    state = _open_state()
+    try:
+        if args.rule_command == "list":
+            for rule in _rules(args, state):
+                st = state.get(rule.name)
+                status = "paused" if st.paused else "active"
+                out.write(f"{rule.name:<20} {rule.kind:<13} {rule.scope.text():<22} {rule.origin:<6} {status}"
+                          f"{'  ' + st.last_decision if st.last_decision else ''}\n")
+            return 0
+        if args.rule_command == "add":
+            try:
+                table = tomllib.loads(f"rule = {args.table}")["rule"]
+            except tomllib.TOMLDecodeError as exc:
+                raise BadInput(f"not a TOML inline table: {str(exc).splitlines()[0]}") from None
+            if not isinstance(table, dict):
+                raise BadInput("write the rule as one TOML inline table: { name = \"…\", kind = \"…\", … }")
+            try:
+                rule = rule_from_table(table, origin="db")
+            except RuleError as exc:
+                raise BadInput(str(exc)) from None
+            if rule.name in {r.name for r in _rules(args, state)}:
+                raise BadInput(f"rule {rule.name!r} key name: a rule of that name exists already")
+            state.add_rule(rule.name, table)
+            out.write(f"added rule {rule.name} ({rule.kind}, {rule.scope.text()})\n")
+            return 0
+        names = {r.name: r for r in _rules(args, state)}
+        if args.name not in names:
+            raise BadInput(f"no rule {args.name!r} (rules: {', '.join(names) or 'none'})")
+        if args.rule_command == "remove":
+            if names[args.name].origin != "db":
+                raise BadInput(f"rule {args.name!r} is declared in the config file: remove it there")
+            state.remove_rule(args.name)
+            out.write(f"removed rule {args.name}\n")
+            return 0
+        state.set_paused(args.name, args.rule_command == "pause", "paused by a user")
+        out.write(f"{args.rule_command}d rule {args.name}\n")
+        return 0
+    finally:
+        state.close()
+
+
+def _manifest(args: argparse.Namespace, out: TextIO) -> int:
+    import getpass
+    import shutil
+
+    from gpuconsole.core.ops.autopilot.deploy import EXAMPLE_RULES, kubernetes_manifest, systemd_unit
+
+    if args.kubernetes:
+        namespace = args.namespaces[0] if args.namespaces else "gpuconsole"
+        config_text = EXAMPLE_RULES
+        if args.config is not None:
+            try:
+                config_text = args.config.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise BadInput(f"{args.config}: cannot read it: {exc.strerror or exc}") from None
+        out.write(kubernetes_manifest(namespace, args.image, config_text))
+        return 0
+    executable = shutil.which("gpuconsole") or f"{sys.executable} -m gpuconsole"
+    config = str(args.config) if args.config is not None else "/etc/gpuconsole/config.toml"
+    out.write(systemd_unit(executable, config, getpass.getuser()))
+    return 0
+
+
+def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_only: bool) -> int:
+    from pathlib import Path
+
+    from gpuconsole.core.ops.autopilot.actuator import CloudActuator
+    from gpuconsole.core.ops.autopilot.engine import Engine
+    from gpuconsole.core.ops.autopilot.leader import FileLeadership
+    from gpuconsole.core.ops.autopilot.loading import state_path
+
+    state = _open_state()  # a plan reads cooldowns and pauses; an engine without hands writes nothing
+    rules = _rules(args, state)
+    if not rules:
+        raise BadInput("no autopilot rules: add [[rules]] to the config file, or use gpuconsole rule add")
+    as_json = bool(getattr(args, "json", False))
+    alerts: list[str] = []
+    engine = Engine(rules, state, on_alert=alerts.append)
+    stop = threading.Event()
+    if not plan_only and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    leader = None if plan_only else FileLeadership(Path(args.lock) if args.lock else state_path().with_suffix(".lock"))
+    console = make_console(args)
+    try:
+        console.start(open_store=False)
+        console.wait_for_first_answers(FIRST_ANSWER_S)
+        act = not (plan_only or args.read_only)
+        actuator = CloudActuator(console.cloud) if act else None
+        once = plan_only or args.once
+        while not stop.is_set():
+            leads = leader is None or leader.acquire()
+            if leads:
+                decisions = engine.tick(console.snapshot, actuator)
+                for d in decisions:
+                    _write(out, d.as_dict() if as_json else None, _line(d), as_json)
+                for line in alerts:
+                    print(f"gpuconsole: alert: {line}", file=sys.stderr)
+                alerts.clear()
+            else:
+                _write(out, {"leader": False, "holder": leader.holder()}, f"standing by: {leader.holder()} leads", as_json)
+            if once:
+                break
+            stop.wait(args.interval)
+    finally:
+        if leader is not None:
+            leader.release()
+        console.close()
+        state.close()
+    return 0
+
+
+def _line(d: Any) -> str:
+    figures = f" [{d.figures_text()}]" if d.figures else ""
+    outcome = f" → {d.outcome}" if d.outcome else ""
+    return f"{d.rule}: {d.verb}: {d.reason}{figures}{outcome}"
+
+
+def _write(out: TextIO, obj: dict[str, Any] | None, text: str, as_json: bool) -> None:
+    out.write((json.dumps(obj, sort_keys=True) if as_json else text) + "\n")
+    out.flush()
