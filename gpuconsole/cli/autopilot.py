@@ -179,6 +179,7 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
         while not stop.is_set():
             leads = leader is None or leader.acquire()
             if leads:
+                state.forget()  # a rule paused or resumed from another terminal counts now
                 decisions = engine.tick(console.snapshot, actuator)
                 for d in decisions:
                     _write(out, d.as_dict() if as_json else None, _line(d), as_json)

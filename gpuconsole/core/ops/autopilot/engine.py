@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuconsole.core.ops.autopilot.expr import evaluate, figures_of, longest_duration
-from gpuconsole.core.ops.autopilot.figures import GpuIndex, needed_sources, not_live, pool_figures, pool_instances
+from gpuconsole.core.ops.autopilot.figures import GpuIndex, needed_sources, not_live, pool_figures
 from gpuconsole.core.ops.autopilot.rules import Rule
 from gpuconsole.core.ops.autopilot.state import AutopilotState
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, Market
@@ -131,8 +131,8 @@ class Engine:
         names = {f for c in self._conditions[rule.name] for f in figures_of(c)}
         stale = not_live(snap, needed_sources(names))
         if rule.kind == "scale":
-            pool = pool_instances(snap, rule.scope)
-            figures = pool_figures(snap, rule.scope, pool, index)
+            pool = index.pool(rule.scope)
+            figures = pool_figures(rule.scope, pool, index)
             figures["instances"] = float(len(pool))
             self._observe(rule, figures, now, fresh=stale is None)
             plan = self._scale(rule, snap, pool, index, now) if stale is None else _Plan("wait", f"no action on stale data: {stale}")
@@ -141,7 +141,7 @@ class Engine:
         elif rule.kind == "idle-stop":
             plan = self._idle_stop(rule, snap, index, now)
         else:
-            plan = self._spot_recover(rule, snap)
+            plan = self._spot_recover(rule, snap, index)
         state = self.state.get(rule.name)
         if state.paused and plan.verb in ACTING:
             plan = _Plan("paused", f"would {plan.verb}, but the rule is paused: {state.paused_reason or 'by a user'}")
@@ -214,13 +214,13 @@ class Engine:
         return _Plan(verb, f"idle below {rule.idle_threshold:g}% with no process or pod for {rule.idle_for_s / 60:g} min",
                      targets=picked)
 
-    def _spot_recover(self, rule: Rule, snap: FleetSnapshot) -> _Plan:
-        live_ids = {i.tag("gpuconsole:replaces") for i in snap.instances if i.state in (InstanceState.PENDING, InstanceState.RUNNING)}
-        for inst in snap.instances:
-            if inst.market is not Market.SPOT or not rule.scope.has_instance(inst) or not interrupted(inst):
+    def _spot_recover(self, rule: Rule, snap: FleetSnapshot, index: GpuIndex) -> _Plan:
+        replaced, candidates = index.interrupted_spot(interrupted)
+        for inst in candidates:
+            if not rule.scope.has_instance(inst):
                 continue
             failures, done = self.state.recovery(inst.instance_id)
-            if done or inst.instance_id in live_ids:
+            if done or inst.instance_id in replaced:
                 continue
             on_demand = failures >= rule.fallback_after
             jobs = [f"{j.namespace}/{j.name}" for j in snap.jobs

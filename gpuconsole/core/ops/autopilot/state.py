@@ -45,6 +45,7 @@ class AutopilotState:
     def __init__(self, path: Path | str = ":memory:") -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._cache: dict[str, RuleState] = {}  # the leader is the only writer: read once, kept current
         self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=10.0)
         with self._db:
             self._db.executescript(SCHEMA)
@@ -54,17 +55,25 @@ class AutopilotState:
 
     # ------------------------------------------------------------------ rules
     def get(self, rule: str) -> RuleState:
+        cached = self._cache.get(rule)
+        if cached is not None:
+            return cached
         with self._lock:
             row = self._db.execute("select last_action_at, last_decision, failures, paused, paused_reason "
                                    "from rule_state where rule = ?", (rule,)).fetchone()
-        if row is None:
-            return RuleState(rule)
-        return RuleState(rule, row[0], row[1] or "", row[2] or 0, bool(row[3]), row[4] or "")
+        found = RuleState(rule) if row is None else RuleState(rule, row[0], row[1] or "", row[2] or 0, bool(row[3]), row[4] or "")
+        self._cache[rule] = found
+        return found
+
+    def forget(self) -> None:
+        """Read every rule's state from the file again (another process may have paused one)."""
+        self._cache.clear()
 
     def _upsert(self, rule: str, **values: Any) -> None:
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         updates = ", ".join(f"{k} = excluded.{k}" for k in values)
+        self._cache.pop(rule, None)
         with self._lock, self._db:
             self._db.execute(f"insert into rule_state (rule, {cols}) values (?, {marks}) "  # noqa: S608 - fixed names
                              f"on conflict(rule) do update set {updates}", (rule, *values.values()))
