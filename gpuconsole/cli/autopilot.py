@@ -27,7 +27,10 @@ def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run = verbs.add_parser("run", parents=[common], help="act on the rules every --interval seconds (stop: SIGTERM)")
     run.add_argument("--once", action="store_true", help="one refresh, then exit")
     run.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="one JSON line per decision")
-    run.add_argument("--lock", default=None, metavar="PATH", help="the leader lock file (default: beside the autopilot database)")
+    run.add_argument("--lock", default=None, metavar="PATH",
+                     help="without a cluster: the leader lock file (default: beside the autopilot database)")
+    run.add_argument("--lease-seconds", type=int, default=15, metavar="S",
+                     help="on a cluster: how long the Lease outlives a leader that stopped renewing it (default 15)")
     plan = verbs.add_parser("plan", parents=[common], help="what every rule would do now, and why (changes nothing)")
     plan.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON lines")
     man = verbs.add_parser("manifest", parents=[common], help="print a Kubernetes Deployment or a systemd unit")
@@ -155,7 +158,8 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
 
     from gpuconsole.core.ops.autopilot.actuator import CloudActuator
     from gpuconsole.core.ops.autopilot.engine import Engine
-    from gpuconsole.core.ops.autopilot.leader import FileLeadership
+    from gpuconsole.backends.base import BackendError
+    from gpuconsole.core.ops.autopilot.leader import leadership_for
     from gpuconsole.core.ops.autopilot.loading import state_path
 
     state = _open_state()  # a plan reads cooldowns and pauses; an engine without hands writes nothing
@@ -168,16 +172,32 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
     stop = threading.Event()
     if not plan_only and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    leader = None if plan_only else FileLeadership(Path(args.lock) if args.lock else state_path().with_suffix(".lock"))
+    if not plan_only and args.lease_seconds < 2:
+        raise BadInput(f"--lease-seconds must be 2 or more, not {args.lease_seconds}")
     console = make_console(args)
+    leader = None
     try:
+        if not plan_only:
+            namespace = args.namespaces[0] if args.namespaces else "default"
+            lock = Path(args.lock) if args.lock else state_path().with_suffix(".lock")
+            leader = leadership_for(console.jobs.backend, namespace, lock, lease_s=args.lease_seconds)
         console.start(open_store=False)
         console.wait_for_first_answers(FIRST_ANSWER_S)
         act = not (plan_only or args.read_only)
         actuator = CloudActuator(console.cloud) if act else None
         once = plan_only or args.once
         while not stop.is_set():
-            leads = leader is None or leader.acquire()
+            try:
+                leads = leader is None or leader.acquire()
+            except BackendError as exc:  # the API server cannot say who leads: act on nothing
+                _write(out, {"leader": False, "error": str(exc)}, f"not acting: {exc}", as_json)
+                leads = False
+                if once:
+                    return 1
+            else:
+                if not leads:
+                    assert leader is not None
+                    _write(out, {"leader": False, "holder": leader.holder()}, f"standing by: {leader.holder()} leads", as_json)
             if leads:
                 state.forget()  # a rule paused or resumed from another terminal counts now
                 decisions = engine.tick(console.snapshot, actuator)
@@ -186,8 +206,6 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
                 for line in alerts:
                     print(f"gpuconsole: alert: {line}", file=sys.stderr)
                 alerts.clear()
-            else:
-                _write(out, {"leader": False, "holder": leader.holder()}, f"standing by: {leader.holder()} leads", as_json)
             if once:
                 break
             stop.wait(args.interval)

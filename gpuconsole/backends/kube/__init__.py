@@ -7,6 +7,7 @@ Modules (private to this folder unless named below):
     control: submit, delete, suspend and trigger, sent to the API server.
     credentials: when the kubeconfig's client certificate or token expires.
     describe: a job described in words, as ``kubectl describe`` would.
+    lease: leadership through a coordination.k8s.io/v1 Lease (the autopilot's replicas).
 
 Other layers use only the names below, imported from this package; each is loaded on first use.
 """
@@ -17,6 +18,7 @@ from gpuconsole.backends import lazy_face
 
 __all__, __getattr__ = lazy_face(__name__, {
     "KubeJobs": "source",
+    "KubeLease": "lease",
     "contexts": "source",
     "credential_expiries": "credentials",
 })

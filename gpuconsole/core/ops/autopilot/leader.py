@@ -75,3 +75,18 @@ class FileLeadership:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+LEASE_NAME = "gpuconsole-autopilot"
+
+
+def leadership_for(job_backend: object, namespace: str, lock_path: Path, *, identity: str | None = None,
+                   lease_s: int = 15) -> Leadership:
+    """The Lease ``gpuconsole-autopilot`` in ``namespace`` when the jobs come from a cluster,
+    else the file lock at ``lock_path`` (one host)."""
+    from gpuconsole.backends.kube import KubeJobs, KubeLease
+
+    if isinstance(job_backend, KubeJobs):
+        lease: Leadership = KubeLease(job_backend, namespace, LEASE_NAME, identity or default_identity(), lease_s=lease_s)
+        return lease
+    return FileLeadership(lock_path, identity)
