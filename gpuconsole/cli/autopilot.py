@@ -170,8 +170,9 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
     alerts: list[str] = []
     engine = Engine(rules, state, on_alert=alerts.append)
     stop = threading.Event()
+    previous = None
     if not plan_only and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if not plan_only and args.lease_seconds < 2:
         raise BadInput(f"--lease-seconds must be 2 or more, not {args.lease_seconds}")
     console = make_console(args)
@@ -214,6 +215,8 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
             leader.release()
         console.close()
         state.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 
