@@ -88,44 +88,43 @@ def _rules(args: argparse.Namespace, state: Any) -> Any:
 def _rule(args: argparse.Namespace, out: TextIO) -> int:
     import tomllib
 
-    from gpuconsole.core.ops.autopilot.rules import RuleError, rule_from_table
+    from gpuconsole.core.access.guard import default_guard
+    from gpuconsole.core.ops.actions import ActionLog
+    from gpuconsole.core.ops.autopilot import rule_ops
+    from gpuconsole.core.ops.autopilot.rules import RuleError
 
     state = _open_state()
     try:
+        rules = _rules(args, state)
         if args.rule_command == "list":
-            for rule in _rules(args, state):
+            for rule in rules:
                 st = state.get(rule.name)
                 status = "paused" if st.paused else "active"
                 out.write(f"{rule.name:<20} {rule.kind:<13} {rule.scope.text():<22} {rule.origin:<6} {status}"
                           f"{'  ' + st.last_decision if st.last_decision else ''}\n")
             return 0
-        if args.rule_command == "add":
-            try:
-                table = tomllib.loads(f"rule = {args.table}")["rule"]
-            except tomllib.TOMLDecodeError as exc:
-                raise BadInput(f"not a TOML inline table: {str(exc).splitlines()[0]}") from None
-            if not isinstance(table, dict):
-                raise BadInput("write the rule as one TOML inline table: { name = \"…\", kind = \"…\", … }")
-            try:
-                rule = rule_from_table(table, origin="db")
-            except RuleError as exc:
-                raise BadInput(str(exc)) from None
-            if rule.name in {r.name for r in _rules(args, state)}:
-                raise BadInput(f"rule {rule.name!r} key name: a rule of that name exists already")
-            state.add_rule(rule.name, table)
-            out.write(f"added rule {rule.name} ({rule.kind}, {rule.scope.text()})\n")
-            return 0
-        names = {r.name: r for r in _rules(args, state)}
-        if args.name not in names:
-            raise BadInput(f"no rule {args.name!r} (rules: {', '.join(names) or 'none'})")
-        if args.rule_command == "remove":
-            if names[args.name].origin != "db":
-                raise BadInput(f"rule {args.name!r} is declared in the config file: remove it there")
-            state.remove_rule(args.name)
-            out.write(f"removed rule {args.name}\n")
-            return 0
-        state.set_paused(args.name, args.rule_command == "pause", "paused by a user")
-        out.write(f"{args.rule_command}d rule {args.name}\n")
+        log = ActionLog(guard=default_guard(read_only=args.read_only))
+        try:
+            if args.rule_command == "add":
+                try:
+                    table = tomllib.loads(f"rule = {args.table}")["rule"]
+                except tomllib.TOMLDecodeError as exc:
+                    raise BadInput(f"not a TOML inline table: {str(exc).splitlines()[0]}") from None
+                if not isinstance(table, dict):
+                    raise BadInput("write the rule as one TOML inline table: { name = \"…\", kind = \"…\", … }")
+                result = rule_ops.add_rule(state, table, rules, log)
+            else:
+                by_name = {r.name: r for r in rules}
+                if args.name not in by_name:
+                    raise BadInput(f"no rule {args.name!r} (rules: {', '.join(by_name) or 'none'})")
+                rule = by_name[args.name]
+                if args.rule_command == "remove":
+                    result = rule_ops.remove_rule(state, rule, log)
+                else:
+                    result = rule_ops.set_paused(state, rule, args.rule_command == "pause", log)
+        except RuleError as exc:
+            raise BadInput(str(exc)) from None
+        out.write(result.message + "\n")
         return 0
     finally:
         state.close()

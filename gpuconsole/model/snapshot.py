@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 
+from gpuconsole.model.autopilot import AutopilotRuleStatus
 from gpuconsole.model.cloud import Instance
 from gpuconsole.model.fleet import Gpu
 from gpuconsole.model.jobs import CronJob, Job, Node
@@ -116,6 +117,8 @@ class FleetSnapshot(Value):
     billed_month: float | None = None  # month to date as the cloud's billing (Cost Explorer) says
     billed_note: str = ""  # where that figure comes from and how old it is
     demo: bool = False
+    autopilot: tuple[AutopilotRuleStatus, ...] = ()  # the autopilot's rules, in the console that runs it
+    autopilot_leader: str = ""  # who holds the autopilot's lease or lock ("" when none runs)
 
     def source(self, kind: SourceKind) -> SourceStatus | None:
         for status in self.sources:

@@ -26,7 +26,7 @@ def instance_model(inst: SimInstance, now: float) -> Instance:
     """The frozen view of one instance at ``now``."""
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
-                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing)
+                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing, inst.reason)
 
 
 class Actions(JobArchive):

@@ -111,7 +111,7 @@ class SimInstance:
                  "launch_time", "name", "tags", "node_name", "state", "transitions",
                  "billed_closed", "cost_closed", "state_since", "mark", "billing", "gpus", "whole",
                  "slices", "free", "ready", "listed", "replace", "interrupt_at", "gone_at", "mig_gpu",
-                 "mig_capacity", "managed")
+                 "mig_capacity", "managed", "reason")
 
     def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
                  market: Market, price: float, launch_time: float, name: str, tags: Tags,
@@ -146,6 +146,7 @@ class SimInstance:
         self.mig_gpu: int | None = None  # index of the MIG-partitioned GPU, if any
         self.mig_capacity: tuple[tuple[str, int], ...] = ()
         self.managed = True  # a node group's member: replaced after a spot interruption
+        self.reason = ""  # EC2's state reason, e.g. a spot interruption
 
     def set_state(self, state: InstanceState, ts: float) -> None:
         """Record a transition, closing the billed interval of the state being left."""

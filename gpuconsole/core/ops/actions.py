@@ -47,6 +47,10 @@ class ActionKind(str, enum.Enum):
     USER_ADD = "user-add"
     USER_SET_ROLE = "user-set-role"
     USER_REMOVE = "user-remove"
+    RULE_ADD = "rule-add"
+    RULE_REMOVE = "rule-remove"
+    RULE_PAUSE = "rule-pause"
+    RULE_RESUME = "rule-resume"
 
     @property
     def destructive(self) -> bool:

@@ -27,6 +27,9 @@ from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, M
 
 MAX_GAP_S = 300.0  # a longer gap between samples starts a condition's duration over
 ACTING = frozenset({"launch", "stop", "terminate", "relaunch"})
+# Tags of instances a group relaunches by itself (an EKS node group, an Auto Scaling group):
+# spot-recover leaves them to it, so an interruption is never replaced twice.
+GROUP_TAGS = ("eks:nodegroup-name", "aws:autoscaling:groupName")
 SPOT_INTERRUPTED = ("Server.SpotInstanceTermination", "instance-terminated", "marked-for-termination",
                     "marked-for-stop", "rebalance")
 
@@ -114,8 +117,6 @@ class Engine:
             decision = self._decide(rule, snapshot, index)
             if actuator is not None and decision.acts:
                 decision = self._carry_out(rule, decision, snapshot, actuator)
-            elif actuator is not None and (rule.name not in self.last or self.last[rule.name].verb != decision.verb):
-                self.state.decided(rule.name, f"{decision.verb}: {decision.reason}")
             self.last[rule.name] = decision
             out.append(decision)
         return out
@@ -132,7 +133,7 @@ class Engine:
         stale = not_live(snap, needed_sources(names))
         if rule.kind == "scale":
             pool = index.pool(rule.scope)
-            figures = pool_figures(rule.scope, pool, index)
+            figures = pool_figures(rule.scope, rule.jobs, pool, index)
             figures["instances"] = float(len(pool))
             self._observe(rule, figures, now, fresh=stale is None)
             plan = self._scale(rule, snap, pool, index, now) if stale is None else _Plan("wait", f"no action on stale data: {stale}")
@@ -174,6 +175,9 @@ class Engine:
         count = len(pool)
         series = self._series(rule)
         if count < rule.min or (rule.scale_out is not None and evaluate(rule.scale_out, series, now)):
+            starting = [i.instance_id for i in pool if i.state is InstanceState.PENDING]
+            if starting:  # what was launched has not joined yet: its capacity is not in the figures
+                return _Plan("wait", f"scale-out holds, but {', '.join(starting)} is still starting")
             if count >= rule.max:
                 return _Plan("none", f"scale-out holds but the pool is at max ({count}/{rule.max})")
             blocked = _budget_block(rule, snap)
@@ -217,7 +221,7 @@ class Engine:
     def _spot_recover(self, rule: Rule, snap: FleetSnapshot, index: GpuIndex) -> _Plan:
         replaced, candidates = index.interrupted_spot(interrupted)
         for inst in candidates:
-            if not rule.scope.has_instance(inst):
+            if not rule.scope.has_instance(inst) or any(inst.tag(t) for t in GROUP_TAGS):
                 continue
             failures, done = self.state.recovery(inst.instance_id)
             if done or inst.instance_id in replaced:

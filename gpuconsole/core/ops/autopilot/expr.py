@@ -179,6 +179,15 @@ def parse(text: str) -> Node:
     return _Parser(text).parse()
 
 
+def comparisons(node: Node) -> tuple[Comparison, ...]:
+    """Every comparison of ``node``, in order (what the console puts beside the live figures)."""
+    if isinstance(node, Comparison):
+        return (node,)
+    if isinstance(node, Not):
+        return comparisons(node.inner)
+    return tuple(c for p in node.parts for c in comparisons(p))
+
+
 def figures_of(node: Node) -> tuple[str, ...]:
     """The figures ``node`` reads, once each, in order."""
     out: dict[str, None] = {}

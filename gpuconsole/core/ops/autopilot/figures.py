@@ -62,7 +62,7 @@ class GpuIndex:
                 acc[3] += 1
         self._pools: dict[Scope, list[Instance]] = {}
         self._pending: dict[Scope, tuple[float, float]] = {}
-        self._figures: dict[Scope, dict[str, float]] = {}
+        self._figures: dict[tuple[Scope, Scope], dict[str, float]] = {}
         self._busy: dict[tuple[str, float], bool] = {}
         self._spot: tuple[set[str], list[Instance]] | None = None
         self.job_nodes = {j.node for j in snapshot.jobs if j.state is JobState.RUNNING and j.node}
@@ -122,19 +122,19 @@ class GpuIndex:
         return sum(g.utilization for g in gpus) / len(gpus) if gpus else 100.0
 
 
-def pool_figures(scope: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str, float]:
-    """``gpu_util``, ``gpu_mem`` (percent, means over the pool's GPUs), ``idle_gpus``,
-    ``pending_gpus`` and ``pending_jobs`` (jobs in scope pending with a GPU request). GPU
-    figures are left out when any GPU of the pool is unknown."""
-    cached = index._figures.get(scope)
+def pool_figures(scope: Scope, jobs: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str, float]:
+    """``gpu_util``, ``gpu_mem`` (percent, means over the pool's GPUs), ``idle_gpus``, and
+    ``pending_gpus`` and ``pending_jobs`` (jobs in the ``jobs`` scope pending with a GPU
+    request). GPU figures are left out when any GPU of the pool is unknown."""
+    cached = index._figures.get((scope, jobs))
     if cached is not None:
         return dict(cached)
-    out = index._figures[scope] = _figures(scope, pool, index)
+    out = index._figures[(scope, jobs)] = _figures(jobs, pool, index)
     return dict(out)
 
 
-def _figures(scope: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str, float]:
-    pending_gpus, pending_jobs = index.pending(scope)
+def _figures(jobs: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str, float]:
+    pending_gpus, pending_jobs = index.pending(jobs)
     out = {"pending_gpus": pending_gpus, "pending_jobs": pending_jobs}
     total = [0.0, 0.0, 0.0, 0.0]
     for inst in pool:

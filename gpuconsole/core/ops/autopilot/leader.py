@@ -90,3 +90,19 @@ def leadership_for(job_backend: object, namespace: str, lock_path: Path, *, iden
         lease: Leadership = KubeLease(job_backend, namespace, LEASE_NAME, identity or default_identity(), lease_s=lease_s)
         return lease
     return FileLeadership(lock_path, identity)
+
+
+class LocalLeadership:
+    """Leadership that is always this process's: the demo's (its world is its own)."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+
+    def acquire(self) -> bool:
+        return True
+
+    def holder(self) -> str:
+        return self.identity
+
+    def release(self) -> None:
+        pass

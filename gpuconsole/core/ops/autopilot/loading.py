@@ -33,6 +33,16 @@ def config_rules(config: Path | str | None) -> tuple[Rule, ...]:
     return rules_from_tables(data["rules"], where=f"{path}: ")
 
 
+def console_rules(config: Path | str | None, state: AutopilotState, *, demo: bool) -> tuple[Rule, ...]:
+    """What the console runs: the configured rules, or in a demo without any, the demo's."""
+    rules = all_rules(config, state)
+    if demo and not rules:
+        from gpuconsole.core.ops.autopilot.demo import DEMO_RULES
+
+        rules = tuple(rule_from_table(t, origin="demo", where="demo: ") for t in DEMO_RULES)
+    return rules
+
+
 def all_rules(config: Path | str | None, state: AutopilotState) -> tuple[Rule, ...]:
     """The file's rules, then the database's; a name used twice is an error."""
     rules = list(config_rules(config))

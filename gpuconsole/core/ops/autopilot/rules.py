@@ -100,8 +100,9 @@ class Rule:
 
     name: str
     kind: str
-    scope: Scope
-    origin: str = "config"  # "config" (the file) or "db" (rule add)
+    scope: Scope  # the instances it acts on (a scale rule's pool)
+    origin: str = "config"
+    jobs: Scope = Scope("all")  # the jobs whose figures it reads (a scale rule's scope; else its scope)  # "config" (the file) or "db" (rule add)
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)  # the table as written
     launch: LaunchSpec | None = None
     scale_out: Node | None = None
@@ -180,9 +181,8 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
 
     common: dict[str, Any] = {"name": raw_name, "kind": kind, "origin": origin, "source": dict(table)}
     if kind == "scale":
-        if "scope" in table and "pool" in table:
-            raise fail("scope", "a scale rule's scope is its pool: give pool only")
         pool = scope_of("pool" if "pool" in table else "scope")
+        jobs = scope_of("scope") if "pool" in table and "scope" in table else pool
         low, high = whole("min", 0, 0), whole("max", 1, 1)
         if low > high:
             raise fail("min", f"min {low} is above max {high}")
@@ -192,15 +192,15 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
         guard = text("budget_guard", "")
         return Rule(scope=pool, launch=_launch(table.get("launch"), pool, fail), scale_out=out, scale_in=inn,
                     min=low, max=high, step=whole("step", 1, 1), cooldown_s=seconds("cooldown", "15m"),
-                    budget_guard=guard, spot=spot_choice(), **common)
+                    budget_guard=guard, spot=spot_choice(), jobs=jobs, **common)
     scope = scope_of("scope", "all")
     if kind == "idle-stop":
         threshold = table.get("threshold", 5.0)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 100:
             raise fail("threshold", f"expected a utilization percent from 0 to 100, got {threshold!r}")
-        return Rule(scope=scope, idle_for_s=seconds("idle_for", "30m"), idle_threshold=float(threshold),
+        return Rule(scope=scope, jobs=scope, idle_for_s=seconds("idle_for", "30m"), idle_threshold=float(threshold),
                     spot=spot_choice(), cooldown_s=seconds("cooldown", "0s"), **common)
-    return Rule(scope=scope, fallback_after=whole("fallback_after", 2, 0), cooldown_s=seconds("cooldown", "0s"), **common)
+    return Rule(scope=scope, jobs=scope, fallback_after=whole("fallback_after", 2, 0), cooldown_s=seconds("cooldown", "0s"), **common)
 
 
 def _launch(value: Any, pool: Scope, fail: Any) -> LaunchSpec:
