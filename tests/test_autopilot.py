@@ -69,6 +69,8 @@ POOL = {"name": "train-pool", "kind": "scale", "pool": "tag:Pool=train",
     ({"launch": {**POOL["launch"], "market": "cheap"}}, "launch.market", "on-demand or spot"),
     ({"launch": {**POOL["launch"], "tags": {"Pool": "infer"}}}, "launch.tags", "the pool's"),
     ({"spot": "sometimes"}, "spot", "keep or terminate"),
+    ({"launch": {**POOL["launch"], "ami": "ami-xyz"}}, "launch.ami", "hex digits"),
+    ({"launch": {**POOL["launch"], "region": "mars-1"}}, "launch.region", "region name"),
 ])
 def test_every_bad_field_is_one_line_naming_the_rule_and_the_key(change: dict, key: str, words: str) -> None:
     with pytest.raises(RuleError) as err:
@@ -299,6 +301,11 @@ def test_spot_recover_relaunches_in_another_zone_then_on_demand() -> None:
     assert [c[2] for c in hands.calls] == ["on-demand"] and not first.ok and not second.ok and third.ok
     assert "spot in another zone" in first.reason and "on-demand" in third.reason
     assert engine.tick(snap(180.0, (gone,), ()), hands)[0].verb == "none"  # relaunched once only
+    grouped = inst("i-g", "n2", market=Market.SPOT, state=InstanceState.TERMINATED,
+                   reason="Server.SpotInstanceTermination: Spot instance termination")
+    grouped = Instance(**{**{f: getattr(grouped, f) for f in grouped.__struct_fields__},
+                          "tags": (("Pool", "train"), ("eks:nodegroup-name", "g5-spot"))})
+    assert engine.tick(snap(240.0, (grouped,), ()), hands)[0].verb == "none"  # its node group replaces it
     assert next_zone(("us-east-1a", "us-east-1b", "us-east-1c"), "us-east-1b") == "us-east-1c"
     assert next_zone(("us-east-1a", "us-east-1b"), "us-east-1b") == "us-east-1a"
 
@@ -316,3 +323,60 @@ def test_actions_go_through_the_action_path_audited_as_the_rule(tmp_path: Path) 
     assert record.actor == "autopilot:train-pool"
     params = json.loads(record.params)
     assert params["rule"] == "train-pool" and "gpu_util=95" in params["figures"] and params["tag:Pool"] == "train"
+
+
+# --------------------------------------------------------------------------- the simulated cloud
+
+def sim_snapshot(gpus_face, jobs_face, cloud_face) -> FleetSnapshot:
+    g, j, c = gpus_face.poll_gpus(), jobs_face.poll_jobs(), cloud_face.poll_instances()
+    return FleetSnapshot(c.taken_at, gpus=g.gpus, jobs=j.jobs, instances=c.instances, sources=LIVE)
+
+
+def test_spot_recover_on_the_simulator_relaunches_in_another_zone() -> None:
+    now = [1_800_000_000.0]
+    faces = make_sim(seed=7, clock=lambda: now[0], interrupt_spot_after=60)
+    ops = CloudOps(faces[2], lambda: None, clock=lambda: now[0])
+    engine = engine_for({**SPOT, "scope": "all"})
+    [d] = engine.tick(sim_snapshot(*faces), CloudActuator(ops))
+    assert d.verb == "none"  # nothing interrupted yet
+    now[0] += 200
+    snapshot = sim_snapshot(*faces)
+    [gone] = [i for i in snapshot.instances if "SpotInstanceTermination" in i.state_reason]
+    [d] = engine.tick(snapshot, CloudActuator(ops))
+    assert d.verb == "relaunch" and d.ok, d.outcome
+    [new] = [i for i in faces[2].poll_instances().instances if i.tag("gpuconsole:replaces") == gone.instance_id]
+    assert new.instance_type == gone.instance_type and new.market is Market.SPOT
+    assert new.availability_zone != gone.availability_zone
+    assert engine.tick(sim_snapshot(*faces), CloudActuator(ops))[0].verb == "none"  # once only
+
+
+def test_a_spot_storm_interrupts_every_spot_instance_at_once() -> None:
+    from gpuconsole.backends.sim import FaultPlan
+
+    with pytest.raises(ValueError, match="write cloud:spot-storm"):
+        FaultPlan.parse("gpus:spot-storm")
+    now = [1_800_000_000.0]
+    faces = make_sim(seed=7, clock=lambda: now[0], faults=FaultPlan.parse("cloud:spot-storm=120"))
+    spot = [i for i in faces[2].poll_instances().instances if i.market is Market.SPOT]
+    assert len(spot) >= 2 and all(i.state is InstanceState.RUNNING for i in spot)
+    now[0] += 119
+    assert all(i.state is InstanceState.RUNNING for i in faces[2].poll_instances().instances if i.market is Market.SPOT)
+    now[0] += 2
+    after = {i.instance_id: i for i in faces[2].poll_instances().instances}
+    assert all(after[i.instance_id].state is InstanceState.SHUTTING_DOWN and
+               "SpotInstanceTermination" in after[i.instance_id].state_reason for i in spot)
+
+
+def test_scale_out_on_the_simulator_waits_for_what_it_launched() -> None:
+    now = [1_800_000_000.0]
+    faces = make_sim(seed=7, clock=lambda: now[0])
+    ops = CloudOps(faces[2], lambda: None, clock=lambda: now[0])
+    table = {**POOL, "pool": "tag:Pool=burst", "launch": {**POOL["launch"], "tags": {"Pool": "burst"}},
+             "scale_out": "pending_gpus > 0", "cooldown": "0s", "max": 3}
+    engine = engine_for(table)
+    [d] = engine.tick(sim_snapshot(*faces), CloudActuator(ops))
+    assert d.verb == "launch" and d.ok
+    launched = [i for i in faces[2].poll_instances().instances if i.tag("Pool") == "burst"]
+    assert [(i.instance_type, i.state) for i in launched] == [("g5.xlarge", InstanceState.PENDING)]
+    [d] = engine.tick(sim_snapshot(*faces), CloudActuator(ops))
+    assert d.verb == "wait" and "still starting" in d.reason

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuconsole.core.ops.autopilot.expr import ExpressionError, Node, parse, parse_duration
+from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import Instance, Job, LaunchSpec, Market
 
 KINDS = ("scale", "idle-stop", "spot-recover")
@@ -233,8 +234,12 @@ def _launch(value: Any, pool: Scope, fail: Any) -> LaunchSpec:
         if merged.get(pool.key, pool.value) != pool.value:
             raise fail("launch.tags", f"tag {pool.key} must be {pool.value!r}, the pool's, or what it launches is not in the pool")
         merged[pool.key] = pool.value
-    return LaunchSpec(parts["region"], parts["type"], parts["ami"], market, availability_zone=zone,
+    spec = LaunchSpec(parts["region"], parts["type"], parts["ami"], market, availability_zone=zone,
                       tags=tuple(sorted(merged.items())))
+    keys = {"region": "launch.region", "instance_type": "launch.type", "image_id": "launch.ami"}
+    for field_name, problem in validate(spec).items():  # what a launch would refuse, refused when read
+        raise fail(keys.get(field_name, "launch"), problem)
+    return spec
 
 
 def rules_from_tables(tables: Any, *, origin: str = "config", where: str = "") -> tuple[Rule, ...]:
