@@ -134,3 +134,23 @@ def test_the_lease_is_taken_only_after_its_holder_stops_renewing_and_a_conflict_
     assert b.acquire()
     lease = kube.server.get("Lease", "gpuconsole-autopilot", "ml")
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+
+
+def test_cooldowns_travel_in_the_lease_to_the_replica_that_takes_over(kube: Any) -> None:
+    from gpuconsole.backends.kube import KubeLease
+    from gpuconsole.core.ops.autopilot.state import AutopilotState
+
+    ticks = [0.0]
+    a = KubeLease(kube.backend(watch=False), "ml", "gpuconsole-autopilot", "a", lease_s=10, clock=lambda: ticks[0])
+    b = KubeLease(kube.backend(watch=False), "ml", "gpuconsole-autopilot", "b", lease_s=10, clock=lambda: ticks[0])
+    assert a.acquire()
+    a.share("train-pool", 1_800_000_000.0)  # a launched, then renews once and dies
+    assert a.acquire()
+    assert not b.acquire()
+    ticks[0] = 30.0
+    assert b.acquire()
+    state = AutopilotState()  # b's own database knows nothing of it
+    state.adopt(b.shared())
+    assert state.get("train-pool").last_action_at == 1_800_000_000.0
+    lease = kube.server.get("Lease", "gpuconsole-autopilot", "ml")
+    assert lease["metadata"]["annotations"]["autopilot.gpuconsole.io/last-action.train-pool"] == "1800000000.000"

@@ -181,6 +181,7 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
             namespace = args.namespaces[0] if args.namespaces else "default"
             lock = Path(args.lock) if args.lock else state_path().with_suffix(".lock")
             leader = leadership_for(console.jobs.backend, namespace, lock, lease_s=args.lease_seconds)
+            engine.on_acted = leader.share
         console.start(open_store=False)
         console.wait_for_first_answers(FIRST_ANSWER_S)
         act = not (plan_only or args.read_only)
@@ -200,6 +201,8 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
                     _write(out, {"leader": False, "holder": leader.holder()}, f"standing by: {leader.holder()} leads", as_json)
             if leads:
                 state.forget()  # a rule paused or resumed from another terminal counts now
+                if leader is not None:
+                    state.adopt(leader.shared())  # cooldowns another replica started
                 decisions = engine.tick(console.snapshot, actuator)
                 for d in decisions:
                     _write(out, d.as_dict() if as_json else None, _line(d), as_json)

@@ -1,5 +1,5 @@
 """Leadership through a ``coordination.k8s.io/v1`` Lease, the way client-go's leader election
-takes it.
+takes it, and the autopilot's cooldowns kept in the Lease's annotations.
 
 Every :meth:`KubeLease.acquire` reads the Lease. Nobody holds it: create it (a 409 means
 another replica was faster). This replica holds it: renew ``renewTime`` with a replace that
@@ -20,6 +20,7 @@ from gpuconsole.backends.base import BackendError
 from gpuconsole.backends.kube.source import KubeJobs, _kubernetes
 
 LEASE_S = 15
+SHARED_PREFIX = "autopilot.gpuconsole.io/last-action."  # + rule name: when the rule last acted (POSIX seconds)
 
 
 def _now_micro() -> str:
@@ -47,12 +48,16 @@ class KubeLease:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._holder = ""
+        self._shared: dict[str, float] = {}  # rule -> last action, as the Lease's annotations say
+        self._to_share: dict[str, float] = {}  # written with the next renewal
 
     def _api(self) -> Any:
         return _kubernetes().client.CoordinationV1Api(self.jobs._client())
 
     def _body(self, spec: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        shared = {**self._shared, **self._to_share}
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
+                                "annotations": {f"{SHARED_PREFIX}{rule}": f"{at:.3f}" for rule, at in shared.items()}}
         if resource_version is not None:
             meta["resourceVersion"] = resource_version
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
@@ -74,6 +79,7 @@ class KubeLease:
             return self._write(lambda: api.create_namespaced_lease(
                 self.namespace, self._body({**mine, "acquireTime": now, "leaseTransitions": 0}),
                 _request_timeout=self.jobs.request_timeout), k8s, where)
+        self._read_shared(lease)
         spec = lease.spec
         holder = spec.holder_identity or ""
         renewed = str(spec.renew_time or "")
@@ -103,7 +109,26 @@ class KubeLease:
             raise
         self._holder = self.identity
         self._observed = None
+        self._shared.update(self._to_share)
+        self._to_share.clear()
         return True
+
+    def _read_shared(self, lease: Any) -> None:
+        for key, value in (lease.metadata.annotations or {}).items():
+            if key.startswith(SHARED_PREFIX):
+                try:
+                    self._shared[key[len(SHARED_PREFIX):]] = max(float(value), self._shared.get(key[len(SHARED_PREFIX):], 0.0))
+                except ValueError:
+                    continue  # an annotation someone else wrote: not ours to read
+
+    def shared(self) -> dict[str, float]:
+        """When each rule last acted, as the Lease says: a replica that takes over keeps the
+        cooldowns its predecessor started, though their databases differ."""
+        return dict(self._shared)
+
+    def share(self, rule: str, at: float) -> None:
+        """Record that ``rule`` acted at ``at``; written with the next renewal."""
+        self._to_share[rule] = at
 
     def holder(self) -> str:
         return self._holder

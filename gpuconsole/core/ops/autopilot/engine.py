@@ -94,14 +94,17 @@ class Engine:
         state: cooldowns, failures and pauses.
         clock: the snapshot's clock (a fixed one in tests).
         on_alert: called with a line when a rule pauses itself.
+        on_acted: called with a rule's name and the time when it acted.
     """
 
     def __init__(self, rules: Sequence[Rule], state: AutopilotState, *, clock: Callable[[], float] = time.time,
-                 on_alert: Callable[[str], None] | None = None) -> None:
+                 on_alert: Callable[[str], None] | None = None,
+                 on_acted: Callable[[str, float], None] | None = None) -> None:
         self.rules = tuple(rules)
         self.state = state
         self.clock = clock
         self.on_alert = on_alert
+        self.on_acted = on_acted  # shares each action's time with the other replicas (the Lease)
         self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         self.last: dict[str, Decision] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
@@ -262,6 +265,8 @@ class Engine:
         text = "; ".join(outcomes)
         if ok:
             self.state.acted(rule.name, snap.taken_at, f"{decision.verb}: {text}")
+            if self.on_acted is not None:
+                self.on_acted(rule.name, snap.taken_at)
         elif self.state.failed(rule.name, f"{decision.verb}: {text}") and self.on_alert is not None:
             self.on_alert(f"autopilot rule {rule.name} paused after 3 failures in a row: {text}")
         return Decision(decision.rule, decision.kind, decision.verb, decision.reason, decision.at, decision.figures,

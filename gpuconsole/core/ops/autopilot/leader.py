@@ -26,6 +26,13 @@ class Leadership(Protocol):
     def release(self) -> None:
         """Give it up (a clean stop), so another replica takes over at once."""
 
+    def shared(self) -> dict[str, float]:
+        """When each rule last acted, as every replica sees it (empty where the state file is
+        shared already: one host)."""
+
+    def share(self, rule: str, at: float) -> None:
+        """Record for every replica that ``rule`` acted at ``at``."""
+
 
 def default_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -76,6 +83,12 @@ class FileLeadership:
             os.close(self._fd)
             self._fd = None
 
+    def shared(self) -> dict[str, float]:
+        return {}  # one host: the autopilot database is the shared state
+
+    def share(self, rule: str, at: float) -> None:
+        pass
+
 
 LEASE_NAME = "gpuconsole-autopilot"
 
@@ -105,4 +118,10 @@ class LocalLeadership:
         return self.identity
 
     def release(self) -> None:
+        pass
+
+    def shared(self) -> dict[str, float]:
+        return {}
+
+    def share(self, rule: str, at: float) -> None:
         pass

@@ -74,11 +74,11 @@ class AutopilotService:
                  leadership: Leadership | None = None, act: bool = True,
                  on_change: Callable[[], None] | None = None) -> None:
         self.state = state
+        self.leadership = leadership
         self._load = rules
         self._cloud = cloud
         self.log = log
         self.clock = clock
-        self.leadership = leadership
         self.act = act and leadership is not None
         self.on_change = on_change
         self.error = ""
@@ -98,7 +98,8 @@ class AutopilotService:
         except RuleError as exc:
             rules, self.error = (), str(exc)
         old = self.engine
-        self.engine = Engine(rules, self.state, clock=self.clock, on_alert=self._pause_alert)
+        self.engine = Engine(rules, self.state, clock=self.clock, on_alert=self._pause_alert,
+                             on_acted=self.leadership.share if self.leadership is not None else None)
         self.engine.history, self.engine.last, self.engine.idle_since = old.history, old.last, old.idle_since
 
     @property
@@ -143,6 +144,8 @@ class AutopilotService:
             self.leads = False
         actuator = CloudActuator(self._cloud()) if self.act and self.leads else None
         self.state.forget()
+        if self.leads and self.leadership is not None:
+            self.state.adopt(self.leadership.shared())  # cooldowns another replica started
         decisions = self.engine.tick(snapshot, actuator)
         if any(d.ok is not None for d in decisions) and self.on_change is not None:
             self.on_change()

@@ -82,8 +82,13 @@ class AutopilotState:
         """A successful action: the cooldown starts, the failure count is cleared."""
         self._upsert(rule, last_action_at=at, last_decision=decision, failures=0)
 
-    def decided(self, rule: str, decision: str) -> None:
-        self._upsert(rule, last_decision=decision)
+    def adopt(self, shared: dict[str, float]) -> None:
+        """Take the last actions other replicas recorded (the Lease's), where they are later than
+        this database's: a cooldown started by another replica holds here too."""
+        for rule, at in shared.items():
+            last = self.get(rule).last_action_at
+            if last is None or at > last:
+                self._upsert(rule, last_action_at=at, last_decision="acted (recorded by another replica)")
 
     def failed(self, rule: str, decision: str) -> bool:
         """A failed action; True when this failure paused the rule (the third in a row)."""
