@@ -380,3 +380,15 @@ def test_scale_out_on_the_simulator_waits_for_what_it_launched() -> None:
     assert [(i.instance_type, i.state) for i in launched] == [("g5.xlarge", InstanceState.PENDING)]
     [d] = engine.tick(sim_snapshot(*faces), CloudActuator(ops))
     assert d.verb == "wait" and "still starting" in d.reason
+
+
+def test_idle_stop_waits_while_gpu_or_job_data_is_stale() -> None:
+    engine, hands = engine_for({**IDLE, "idle_for": "0s"}), Hands()
+    fleet, gpus = (inst("i-idle", "n2"),), (gpu("n2", 0.0),)
+    for kind in (SourceKind.GPUS, SourceKind.JOBS):
+        stale = tuple(SourceStatus(s.name, s.kind, SourceState.ERROR if s.kind is kind else s.state, 0.0, error="down")
+                      for s in LIVE)
+        [d] = engine.tick(snap(0.0, fleet, gpus, sources=stale), hands)
+        assert d.verb == "wait" and kind.value in d.reason and not hands.calls
+    [d] = engine.tick(snap(1.0, fleet, gpus), hands)
+    assert d.verb == "stop" and hands.calls == [("stop", "i-idle")]

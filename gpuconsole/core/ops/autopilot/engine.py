@@ -23,7 +23,7 @@ from gpuconsole.core.ops.autopilot.expr import evaluate, figures_of, longest_dur
 from gpuconsole.core.ops.autopilot.figures import GpuIndex, needed_sources, not_live, pool_figures
 from gpuconsole.core.ops.autopilot.rules import Rule
 from gpuconsole.core.ops.autopilot.state import AutopilotState
-from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, Market
+from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, Market, SourceKind, SourceState
 
 MAX_GAP_S = 300.0  # a longer gap between samples starts a condition's duration over
 ACTING = frozenset({"launch", "stop", "terminate", "relaunch"})
@@ -133,7 +133,7 @@ class Engine:
         now = snap.taken_at
         figures: dict[str, float] = {}
         names = {f for c in self._conditions[rule.name] for f in figures_of(c)}
-        stale = not_live(snap, needed_sources(names))
+        stale = not_live(snap, needed_sources(names) if rule.kind != "idle-stop" else idle_sources(snap))
         if rule.kind == "scale":
             pool = index.pool(rule.scope)
             figures = pool_figures(rule.scope, rule.jobs, pool, index)
@@ -271,6 +271,14 @@ class Engine:
             self.on_alert(f"autopilot rule {rule.name} paused after 3 failures in a row: {text}")
         return Decision(decision.rule, decision.kind, decision.verb, decision.reason, decision.at, decision.figures,
                         decision.targets, text, ok)
+
+
+def idle_sources(snap: FleetSnapshot) -> tuple[SourceKind, ...]:
+    """What idle-stop reads: the cloud, the GPUs, and the jobs where a cluster is configured (a
+    pod may hold a GPU that computes nothing right now)."""
+    jobs = snap.source(SourceKind.JOBS)
+    configured = jobs is not None and jobs.state is not SourceState.UNCONFIGURED
+    return (SourceKind.CLOUD, SourceKind.GPUS, *((SourceKind.JOBS,) if configured else ()))
 
 
 def interrupted(inst: Instance) -> bool:
