@@ -105,9 +105,9 @@ class Engine:
         self.clock = clock
         self.on_alert = on_alert
         self.on_acted = on_acted  # shares each action's time with the other replicas (the Lease)
-        self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        self.history: dict[str, dict[str, deque[tuple[float, float]]]] = {}  # rule -> figure -> samples
         self.last: dict[str, Decision] = {}
-        self.idle_since: dict[tuple[str, str], float] = {}
+        self.idle_since: dict[str, dict[str, float]] = {}  # rule -> instance id -> idle since
         self._plans: dict[str, _Plan] = {}
         self._conditions = {r.name: tuple(c for c in (r.scale_out, r.scale_in) if c is not None) for r in self.rules}
 
@@ -141,6 +141,7 @@ class Engine:
             self._observe(rule, figures, now, fresh=stale is None)
             plan = self._scale(rule, snap, pool, index, now) if stale is None else _Plan("wait", f"no action on stale data: {stale}")
         elif stale is not None:
+            self.idle_since.pop(rule.name, None)  # idle durations start over on live data
             plan = _Plan("wait", f"no action on stale data: {stale}")
         elif rule.kind == "idle-stop":
             plan = self._idle_stop(rule, snap, index, now)
@@ -160,8 +161,9 @@ class Engine:
 
     def _observe(self, rule: Rule, figures: dict[str, float], now: float, *, fresh: bool) -> None:
         keep = max((longest_duration(c) for c in self._conditions[rule.name]), default=0.0) + 60.0
+        history = self.history.setdefault(rule.name, {})
         for name in {f for c in self._conditions[rule.name] for f in figures_of(c)}:
-            series = self.history.setdefault((rule.name, name), deque())
+            series = history.setdefault(name, deque())
             value = figures.get(name)
             if not fresh or value is None or (series and now - series[-1][0] > MAX_GAP_S):
                 series.clear()  # unknown or stale: every duration starts over
@@ -172,7 +174,7 @@ class Engine:
                 series.popleft()
 
     def _series(self, rule: Rule) -> dict[str, deque[tuple[float, float]]]:
-        return {fig: s for (name, fig), s in self.history.items() if name == rule.name}
+        return self.history.get(rule.name, {})
 
     def _scale(self, rule: Rule, snap: FleetSnapshot, pool: list[Instance], index: GpuIndex, now: float) -> _Plan:
         count = len(pool)
@@ -202,19 +204,12 @@ class Engine:
         return _Plan("none", f"no condition holds ({count} instance(s), min {rule.min}, max {rule.max})")
 
     def _idle_stop(self, rule: Rule, snap: FleetSnapshot, index: GpuIndex, now: float) -> _Plan:
-        picked: list[Instance] = []
-        for inst in snap.instances:
-            if inst.state is not InstanceState.RUNNING or not rule.scope.has_instance(inst):
-                continue
-            if inst.market is Market.SPOT and rule.spot != "terminate":
-                continue
-            key = (rule.name, inst.instance_id)
-            if index.busy(inst, rule.idle_threshold):
-                self.idle_since.pop(key, None)  # busy or unknown: never idle
-                continue
-            since = self.idle_since.setdefault(key, now)
-            if now - since >= rule.idle_for_s:
-                picked.append(inst)
+        candidates = index.idle_candidates(rule.scope, rule.idle_threshold, rule.spot == "terminate")
+        before = self.idle_since.get(rule.name, {})
+        # Busy, unknown, gone or out of scope: forgotten, so it starts over when it idles again.
+        since = {i.instance_id: before.get(i.instance_id, now) for i in candidates}
+        self.idle_since[rule.name] = since
+        picked = [i for i in candidates if now - since[i.instance_id] >= rule.idle_for_s]
         if not picked:
             return _Plan("none", f"no instance idle for {rule.idle_for_s / 60:g} min")
         verb = "terminate" if all(i.market is Market.SPOT for i in picked) else "stop"

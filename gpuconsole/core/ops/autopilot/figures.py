@@ -57,7 +57,8 @@ class GpuIndex:
                 self.sums[gpu.node] = acc = [0.0, 0.0, 0.0, 0.0]
             acc[0] += 1
             acc[1] += gpu.utilization
-            acc[2] += gpu.memory_percent
+            total = gpu.memory_total_mib
+            acc[2] += 100.0 * gpu.memory_used_mib / total if total else 0.0
             if gpu.utilization < 5.0 and not gpu.processes:
                 acc[3] += 1
         self._pools: dict[Scope, list[Instance]] = {}
@@ -65,6 +66,7 @@ class GpuIndex:
         self._figures: dict[tuple[Scope, Scope], dict[str, float]] = {}
         self._busy: dict[tuple[str, float], bool] = {}
         self._spot: tuple[set[str], list[Instance]] | None = None
+        self._idle: dict[tuple[Scope, float, bool], list[Instance]] = {}
         self.job_nodes = {j.node for j in snapshot.jobs if j.state is JobState.RUNNING and j.node}
         self.gpus_live = not_live(snapshot, (SourceKind.GPUS,)) is None
 
@@ -101,6 +103,18 @@ class GpuIndex:
             replaced = {i.tag("gpuconsole:replaces") or "" for i in self.snapshot.instances if i.state in ACTIVE}
             self._spot = (replaced, [i for i in self.snapshot.instances if i.market is Market.SPOT and is_interrupted(i)])
         return self._spot
+
+    def idle_candidates(self, scope: Scope, threshold: float, spot: bool) -> list[Instance]:
+        """Running instances in ``scope`` whose GPUs are all known, below ``threshold`` and hold
+        no process or pod (spot ones only with ``spot``)."""
+        key = (scope, threshold, spot)
+        found = self._idle.get(key)
+        if found is None:
+            found = self._idle[key] = [
+                i for i in self.snapshot.instances
+                if i.state is InstanceState.RUNNING and (spot or i.market is not Market.SPOT)
+                and scope.has_instance(i) and not self.busy(i, threshold)]
+        return found
 
     def pool(self, scope: Scope) -> list[Instance]:
         """The pool's pending and running instances."""
