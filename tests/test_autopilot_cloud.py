@@ -41,12 +41,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run_once(home: Path) -> list[dict[str, Any]]:
+def run_once(home: Path, *extra: str) -> list[dict[str, Any]]:
     out = io.StringIO()
     with redirect_stdout(out):
         code = main(["autopilot", "run", "--once", "--json", "--config", str(home / "config.toml"), "--gpus", "off",
                      "--cloud", "aws", "--region", "us-east-1", "--jobs", "kube", "--namespace", "ml",
-                     "--lock", str(home / "leader.lock")])
+                     "--lock", str(home / "leader.lock"), *extra])
     assert code == 0, out.getvalue()
     # moto's server shares this process and prints its own notes: keep the JSON lines.
     return [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
@@ -74,3 +74,12 @@ def test_run_once_launches_the_pools_spec_then_the_cooldown_holds(home: Path, aw
     assert [r.actor for r in records] == ["autopilot:train-pool"]
     params = json.loads(records[0].params)
     assert params["rule"] == "train-pool" and "pending_gpus=4" in params["figures"]
+
+
+def test_read_only_turns_run_into_a_plan(home: Path, aws_peer: AwsPeer, kube: Any) -> None:
+    waiting = kube.server.add(ks.job("waiting", "ml", gpus=4, state="pending"))
+    kube.server.add(ks.pod_for(waiting, node=None, phase="Pending", unschedulable=ks.INSUFFICIENT_GPU))
+    [line] = run_once(home, "--read-only")
+    assert line["decision"] == "launch" and line["ok"] is None  # decided, not done
+    assert aws_peer.proxy.sent("RunInstances") == []
+    assert not [r for r in AuditLog(home / "audit.db").records() if r.action == "launch"]
