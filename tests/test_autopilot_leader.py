@@ -129,8 +129,11 @@ def test_the_lease_is_taken_only_after_its_holder_stops_renewing_and_a_conflict_
     ticks[0] = 26.0  # a stopped renewing more than 10 s (b's clock) ago
     assert b.acquire() and b.holder() == "b"
     assert not a.acquire() and a.holder() == "b"  # a lost it and knows
+    assert b.acquire()  # asked again within the retry period: the last answer stands, no request
     kube.server.fail(409, times=1, path_contains="leases/gpuconsole-autopilot", method="PUT")
+    ticks[0] = 29.0
     assert not b.acquire()  # the renewal raced another writer: not ours this time
+    ticks[0] = 32.0
     assert b.acquire()
     lease = kube.server.get("Lease", "gpuconsole-autopilot", "ml")
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
@@ -144,7 +147,7 @@ def test_cooldowns_travel_in_the_lease_to_the_replica_that_takes_over(kube: Any)
     a = KubeLease(kube.backend(watch=False), "ml", "gpuconsole-autopilot", "a", lease_s=10, clock=lambda: ticks[0])
     b = KubeLease(kube.backend(watch=False), "ml", "gpuconsole-autopilot", "b", lease_s=10, clock=lambda: ticks[0])
     assert a.acquire()
-    a.share("train-pool", 1_800_000_000.0)  # a launched, then renews once and dies
+    a.share("train-pool", 1_800_000_000.0)  # a launched, then renews once (at once: news to share) and dies
     assert a.acquire()
     assert not b.acquire()
     ticks[0] = 30.0

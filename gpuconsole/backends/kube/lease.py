@@ -20,6 +20,7 @@ from gpuconsole.backends.base import BackendError
 from gpuconsole.backends.kube.source import KubeJobs, _kubernetes
 
 LEASE_S = 15
+RETRY_S = 2.0  # client-go's retry period: the API server is asked at most this often
 SHARED_PREFIX = "autopilot.gpuconsole.io/last-action."  # + rule name: when the rule last acted (POSIX seconds)
 
 
@@ -34,17 +35,20 @@ class KubeLease:
         jobs: the job backend whose client (kubeconfig, context, credentials) is used.
         identity: this replica's name, written as ``holderIdentity``.
         lease_s: how long a record that stops changing keeps its holder.
+        retry_s: how often the API server is asked at most; in between the last answer stands.
         clock: a monotonic clock (tests may pass their own).
     """
 
     def __init__(self, jobs: KubeJobs, namespace: str, name: str, identity: str, *, lease_s: int = LEASE_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 retry_s: float = RETRY_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.jobs = jobs
         self.namespace = namespace
         self.name = name
         self.identity = identity
         self.lease_s = lease_s
+        self.retry_s = min(retry_s, lease_s / 3.0)  # renewed well inside the lease
         self.clock = clock
+        self._tried_at: float | None = None
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._holder = ""
@@ -65,6 +69,10 @@ class KubeLease:
     def acquire(self) -> bool:
         """Take or renew the Lease; True while this replica holds it. Raises :class:`BackendError`
         when the API server cannot be asked (the caller then acts on nothing)."""
+        now_s = self.clock()
+        if self._tried_at is not None and now_s - self._tried_at < self.retry_s and not self._to_share:
+            return self._holder == self.identity
+        self._tried_at = now_s
         api = self._api()
         k8s = _kubernetes()
         where = f"for the Lease {self.namespace}/{self.name}"
