@@ -77,3 +77,13 @@ def test_a_bad_rule_in_the_config_file_names_the_file_rule_and_key(home: Path, c
     assert main(["autopilot", "plan", "--demo"]) == 2
     err = capsys.readouterr().err
     assert f"{home / 'config.toml'}: rule 'pool' key scale_out:" in err and err.count("\n") == 1
+
+
+def test_a_demo_without_rules_plans_the_demos_own(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (home / "config.toml").write_text("")
+    assert main(["autopilot", "plan", "--json", "--demo"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(d["rule"], d["kind"]) for d in lines] == [("vision-pool", "scale"), ("autostop", "idle-stop"),
+                                                       ("spot-recover", "spot-recover")]
+    assert main(["autopilot", "plan"]) == 2  # outside the demo there is nothing to plan
+    assert "no autopilot rules" in capsys.readouterr().err

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, finish
@@ -63,24 +65,35 @@ def _dispatch(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     return _engine(args, make_console, out, plan_only=args.autopilot_command == "plan")
 
 
-def _open_state() -> Any:
+def _open_state(args: argparse.Namespace | None = None) -> Any:
+    """The autopilot database; a demo's is its own (in ``$GPUCONSOLE_DEMO_DIR`` when set, else
+    in memory), so nothing a demo's rules do reaches the real cooldowns."""
+    import sqlite3
+
+    from gpuconsole.core import paths
     from gpuconsole.core.ops.autopilot.loading import state_path
     from gpuconsole.core.ops.autopilot.state import AutopilotState
 
-    path = state_path()
+    if args is not None and args.demo:
+        kept = paths.demo_dir()
+        path: Path | str = paths.private_dir(kept) / "autopilot.db" if kept is not None else ":memory:"
+    else:
+        path = state_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(path, Path):
+            path.parent.mkdir(parents=True, exist_ok=True)
         return AutopilotState(path)
-    except (OSError, Exception) as exc:  # sqlite3.Error and OSError alike: one line
+    except (OSError, sqlite3.Error) as exc:
         raise BadInput(f"the autopilot database {path} cannot be opened: {exc}") from None
 
 
 def _rules(args: argparse.Namespace, state: Any) -> Any:
-    from gpuconsole.core.ops.autopilot.loading import all_rules
+    """The config file's and the database's rules (in a demo without any, the demo's)."""
+    from gpuconsole.core.ops.autopilot.loading import console_rules
     from gpuconsole.core.ops.autopilot.rules import RuleError
 
     try:
-        return all_rules(args.config, state)
+        return console_rules(args.config, state, demo=args.demo)
     except RuleError as exc:
         raise BadInput(str(exc)) from None
 
@@ -153,33 +166,44 @@ def _manifest(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_only: bool) -> int:
-    from pathlib import Path
+    if not plan_only and args.lease_seconds < 2:
+        raise BadInput(f"--lease-seconds must be 2 or more, not {args.lease_seconds}")
+    state = _open_state(args)  # a plan reads cooldowns and pauses; an engine without hands writes nothing
+    try:
+        rules = _rules(args, state)
+        if not rules:
+            raise BadInput("no autopilot rules: add [[rules]] to the config file, or use gpuconsole rule add")
+        return _loop(args, make_console, out, state, rules, plan_only=plan_only)
+    finally:
+        state.close()
 
+
+def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, rules: Any, *, plan_only: bool) -> int:
+    """Refresh after refresh (once for a plan or ``--once``) until SIGTERM: lead or stand by,
+    decide, act, and say so."""
+    import tempfile
+
+    from gpuconsole.backends.base import BackendError
     from gpuconsole.core.ops.autopilot.actuator import CloudActuator
     from gpuconsole.core.ops.autopilot.engine import Engine
-    from gpuconsole.backends.base import BackendError
     from gpuconsole.core.ops.autopilot.leader import leadership_for
     from gpuconsole.core.ops.autopilot.loading import state_path
 
-    state = _open_state()  # a plan reads cooldowns and pauses; an engine without hands writes nothing
-    rules = _rules(args, state)
-    if not rules:
-        raise BadInput("no autopilot rules: add [[rules]] to the config file, or use gpuconsole rule add")
     as_json = bool(getattr(args, "json", False))
     alerts: list[str] = []
     engine = Engine(rules, state, on_alert=alerts.append)
     stop = threading.Event()
+    console = make_console(args)
+    leader = None
     previous = None
     if not plan_only and threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if not plan_only and args.lease_seconds < 2:
-        raise BadInput(f"--lease-seconds must be 2 or more, not {args.lease_seconds}")
-    console = make_console(args)
-    leader = None
     try:
         if not plan_only:
             namespace = args.namespaces[0] if args.namespaces else "default"
-            lock = Path(args.lock) if args.lock else state_path().with_suffix(".lock")
+            default_lock = (Path(tempfile.gettempdir()) / f"gpuconsole-demo-{os.getpid()}.lock" if args.demo
+                            else state_path().with_suffix(".lock"))
+            lock = Path(args.lock) if args.lock else default_lock
             leader = leadership_for(console.jobs.backend, namespace, lock, lease_s=args.lease_seconds)
             engine.on_acted = leader.share
         console.start(open_store=False)
@@ -203,8 +227,7 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
                 state.forget()  # a rule paused or resumed from another terminal counts now
                 if leader is not None:
                     state.adopt(leader.shared())  # cooldowns another replica started
-                decisions = engine.tick(console.snapshot, actuator)
-                for d in decisions:
+                for d in engine.tick(console.snapshot, actuator):
                     _write(out, d.as_dict() if as_json else None, _line(d), as_json)
                 for line in alerts:
                     print(f"gpuconsole: alert: {line}", file=sys.stderr)
@@ -216,7 +239,6 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
         if leader is not None:
             leader.release()
         console.close()
-        state.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
