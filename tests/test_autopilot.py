@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuconsole.backends.sim import make_sim
+from gpuconsole.cli.showcase import FrozenClock
 from gpuconsole.core.access.access import UsersTable
 from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.access.guard import Guard
@@ -392,3 +393,78 @@ def test_idle_stop_waits_while_gpu_or_job_data_is_stale() -> None:
         assert d.verb == "wait" and kind.value in d.reason and not hands.calls
     [d] = engine.tick(snap(1.0, fleet, gpus), hands)
     assert d.verb == "stop" and hands.calls == [("stop", "i-idle")]
+
+
+def sim_console(tables: tuple[dict, ...], clock: FrozenClock, tmp_path: Path):  # noqa: ANN201 - a Console
+    """The seeded demo console on a fixed clock, running ``tables`` as its rules."""
+    import tomllib
+
+    from gpuconsole.cli.showcase import showcase_console
+
+    config = tmp_path / "config.toml"
+    config.write_text("".join(f"[[rules]]\n{_toml(t)}\n" for t in tables))
+    assert tomllib.loads(config.read_text())["rules"]
+    console = showcase_console(clock=clock)
+    console.options.config_path = config
+    console.autopilot.reload()
+    return console
+
+
+def _toml(table: dict) -> str:
+    def value(v: object) -> str:
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+        return json.dumps(v)
+
+    return "".join(f"{k} = {value(v)}\n" for k, v in table.items())
+
+
+def step(console, clock: FrozenClock, seconds: int) -> FleetSnapshot:  # noqa: ANN001 - a Console
+    clock.advance(seconds)
+    for runner in console.hub.runners.values():
+        runner.run_once(runner._poll_fn())
+    return console._compose()
+
+
+def test_on_the_simulator_idle_stop_never_touches_a_gpu_with_a_process(tmp_path: Path) -> None:
+    from gpuconsole.core.ops.autopilot.actuator import CloudActuator as Hands_
+
+    clock = FrozenClock()
+    rule = {"name": "sweep", "kind": "idle-stop", "scope": "all", "idle_for": "1m", "spot": "terminate",
+            "threshold": 100}  # any utilization counts as idle here: only processes, pods and jobs protect
+    console = sim_console((rule,), clock, tmp_path)
+    stopped: list[str] = []
+    try:
+        for _ in range(40):  # ten minutes, a refresh every 15 s
+            snapshot = step(console, clock, 15)
+            for d in console.autopilot.engine.tick(snapshot, Hands_(console.cloud)):
+                if d.verb in ("stop", "terminate") and d.ok:
+                    by_id = {i.instance_id: i for i in snapshot.instances}
+                    for target in d.targets:
+                        node = by_id[target].node
+                        on_node = [g for g in snapshot.gpus if g.node == node]
+                        assert on_node and not any(g.processes for g in on_node), target
+                        assert not any(j.node == node and j.state is JobState.RUNNING for j in snapshot.jobs)
+                        stopped.append(target)
+    finally:
+        console.close()
+    assert stopped  # it did act: on the instances that ran nothing
+
+
+def test_on_the_simulator_scale_out_comes_after_the_duration_not_before(tmp_path: Path) -> None:
+    from gpuconsole.core.ops.autopilot.actuator import CloudActuator as Hands_
+
+    clock = FrozenClock()
+    rule = {"name": "burst", "kind": "scale", "pool": "tag:Project=vision", "scope": "namespace:team-vision",
+            "launch": {"type": "g5.12xlarge", "region": "us-east-1", "ami": "ami-0a1b2c3d4e5f60718",
+                       "tags": {"Project": "vision"}},
+            "scale_out": "pending_gpus > 0 for 2m", "max": 9, "cooldown": "10m"}
+    console = sim_console((rule,), clock, tmp_path)
+    try:
+        first = step(console, clock, 0)
+        assert dict(console.autopilot.engine.tick(first, Hands_(console.cloud))[0].figures)["pending_gpus"] > 0
+        verbs = [console.autopilot.engine.tick(step(console, clock, 15), Hands_(console.cloud))[0].verb for _ in range(8)]
+    finally:
+        console.close()
+    assert verbs[:7] == ["none"] * 7  # 15 … 105 s: pending, but not for two minutes yet
+    assert verbs[7] == "launch"  # 120 s
