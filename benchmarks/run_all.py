@@ -146,6 +146,11 @@ def costs_rows(doc: dict[str, Any]) -> list[Row]:
     return [at_most(f"costs: compose, {int(r['gpus']):,} GPUs", r["compose ms"], "ms", None, "{:.1f}") for r in doc.values()]
 
 
+def autopilot_rows(doc: dict[str, Any]) -> list[Row]:
+    return [at_most(f"autopilot: {int(doc['rules'])} rules over {int(doc['gpus']):,} GPUs, CPU a refresh",
+                    doc["cpu median ms"], "ms", 5.0, "{:.2f}")]
+
+
 @dataclass(frozen=True)
 class Bench:
     script: str
@@ -166,6 +171,7 @@ BENCHES = (
           prometheus_rows, 900),
     Bench("nvml_poll.py", ("--runs", "300", "--real-runs", "30"), (), nvml_rows, 300),
     Bench("costs.py", ("--runs", "5"), (), costs_rows, 300),
+    Bench("autopilot_rules.py", ("--runs", "100"), (), autopilot_rows, 300),
 )
 
 

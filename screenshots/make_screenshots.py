@@ -3,7 +3,7 @@
     .venv/bin/python screenshots/make_screenshots.py
 
 Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
-steps, with the dark theme.
+steps, with the dark theme. The Autopilot pane is shot after four minutes of the demo's rules.
 The demo is frozen at a fixed moment (gpuconsole.cli.showcase), so the pictures change only when
 what the console shows changes.
 """
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuconsole.cli.showcase import FrozenClock, record_history, showcase_console
+from gpuconsole.cli.showcase import FrozenClock, record_history, run_autopilot, showcase_console
 from gpuconsole.model import SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 
@@ -33,13 +33,17 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "help": ("question_mark",),
     "launch-wizard": ("4", "n", WAIT),
     "launch-prices": ("4", "n", WAIT, "enter", WAIT),
+    "autopilot": ("7",),
 }
+AUTOPILOT_S = 240  # the autopilot shot: four minutes of the demo's rules deciding and acting
 
 
 async def shoot(name: str, keys: tuple[str, ...], db: Path) -> Path:
     clock = FrozenClock()
     console = showcase_console(db=db, clock=clock)
     record_history(console, clock, 300)
+    if name == "autopilot":
+        run_autopilot(console, clock, AUTOPILOT_S)
     app = GpuConsoleApp(console, theme_name="dark")
     try:
         async with app.run_test(size=SIZE) as pilot:

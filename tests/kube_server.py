@@ -72,6 +72,7 @@ RESOURCES: dict[str, Resource] = {
     "nodes": Resource("nodes", "v1", "Node", namespaced=False),
     "events": Resource("events", "v1", "Event"),
     "services": Resource("services", "v1", "Service"),  # a distributed job's headless Service
+    "leases": Resource("leases", "coordination.k8s.io/v1", "Lease"),  # the autopilot's leader election
 }
 BY_KIND = {r.kind: r for r in RESOURCES.values()}
 
@@ -545,6 +546,8 @@ class KubeApiServer:
             group_version, rest = "v1", parts[2:]
         elif parts[:3] == ["apis", "batch", "v1"]:
             group_version, rest = "batch/v1", parts[3:]
+        elif parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
+            group_version, rest = "coordination.k8s.io/v1", parts[3:]
         else:
             raise _Answer(404, f"the server could not find the requested resource ({request.path})")
         namespace = None
@@ -582,8 +585,34 @@ class KubeApiServer:
             self._delete(handler, request, resource, namespace, name)
         elif request.method == "PATCH":
             self._patch(handler, request, resource, namespace, name)
+        elif request.method == "PUT":
+            self._replace(handler, request, resource, namespace, name)
         else:
             raise _Answer(405, f"{request.method} is not supported here")
+
+    def _replace(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource,
+                 namespace: str | None, name: str) -> None:
+        """PUT: replace the object, refused with 409 Conflict when the body's resourceVersion is
+        not the stored one (optimistic concurrency, as leader election relies on)."""
+        body = request.body
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            raise _Answer(400, "the body of the request was in an unknown format")
+        with self._lock:
+            current = self.get(resource.kind, name, namespace or "")
+            if current is None:
+                raise _Answer(404, f'{resource.plural} "{name}" not found')
+            sent = body["metadata"].get("resourceVersion")
+            if sent and sent != current["metadata"]["resourceVersion"]:
+                raise _Answer(409, f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
+                                   "modified; please apply your changes to the latest version and try again", "Conflict")
+
+            def become(obj: dict[str, Any]) -> None:
+                meta = {**obj["metadata"], **{k: v for k, v in body["metadata"].items() if k != "resourceVersion"}}
+                obj.clear()
+                obj.update(body, metadata=meta)
+
+            stored = self.modify(resource.kind, name, namespace or "", become)
+        _send_json(handler, 200, stored)
 
     # ---------------------------------------------------------------- list and watch
 

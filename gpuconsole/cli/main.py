@@ -255,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.cli.access_parsers import add_access_parsers
 
     add_access_parsers(sub, common)
+    from gpuconsole.cli.autopilot import add_autopilot_parser
+
+    add_autopilot_parser(sub, common)
     return parser
 
 
@@ -416,6 +419,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             _setup_logging(tui=False)
             return run_access_command(args, make_console)
+        if args.command in ("autopilot", "rule"):
+            from gpuconsole.cli.autopilot import run_autopilot
+
+            _setup_logging(tui=False)
+            return run_autopilot(args, lambda a: make_console(a, act_on_budgets=False))
         if args.command == "sim-exporter":
             from gpuconsole.cli.exporter import run_exporter
 

@@ -63,3 +63,13 @@ def record_history(console: Console, clock: FrozenClock, seconds: int) -> None:
         clock.advance(1)
         reading = source.poll_gpus()
         console.store.record_gpus(reading.gpus, reading.taken_at)
+
+
+def run_autopilot(console: Console, clock: FrozenClock, seconds: int, step: int = 15) -> None:
+    """Run the world and the console's autopilot ``seconds`` seconds forward, one refresh every
+    ``step`` seconds, so the demo's rules have decided and acted before the first frame."""
+    for _ in range(0, seconds, step):
+        clock.advance(step)
+        for runner in console.hub.runners.values():
+            runner.run_once(runner._poll_fn())
+        console.autopilot.tick(console._compose())

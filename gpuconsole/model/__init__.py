@@ -23,6 +23,7 @@ Other layers import names from this package (``from gpuconsole.model import Gpu`
 from __future__ import annotations
 
 from gpuconsole.model.access import AuditFilter, AuditRecord, Principal, Role, User
+from gpuconsole.model.autopilot import AutopilotRuleStatus
 from gpuconsole.model.cloud import (
     BillingSpan,
     Instance,
@@ -76,7 +77,7 @@ from gpuconsole.model.snapshot import (
 from gpuconsole.model.value import Tags, Value, tag_of
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AuditRecord", "BillingSpan", "Budget", "BudgetAction",
+    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AutopilotRuleStatus", "AuditRecord", "BillingSpan", "Budget", "BudgetAction",
     "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot", "Gpu", "GpuProcess",
     "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType", "Job", "JobState",
     "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market", "MigMode", "MigSlice",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 
+from gpuconsole.model.autopilot import AutopilotRuleStatus
 from gpuconsole.model.cloud import Instance
 from gpuconsole.model.fleet import Gpu
 from gpuconsole.model.jobs import CronJob, Job, Node
@@ -118,6 +119,8 @@ class FleetSnapshot(Value):
     spend_basis: str = ""  # what the spend covers: "" (the backend's own history), "CloudTrail history", "since last start only"
     day_difference: str = ""  # the fleet's estimate vs Cost Explorer for the last full day, one line
     demo: bool = False
+    autopilot: tuple[AutopilotRuleStatus, ...] = ()  # the autopilot's rules, in the console that runs it
+    autopilot_leader: str = ""  # who holds the autopilot's lease or lock ("" when none runs)
 
     def source(self, kind: SourceKind) -> SourceStatus | None:
         for status in self.sources:

@@ -44,6 +44,7 @@ from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.audit import AuditPane
+from gpuconsole.ui.panes.autopilot import AutopilotPane
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.budgets import BudgetsPane
 from gpuconsole.ui.panes.gpus import GpusPane
@@ -81,6 +82,7 @@ PANE_CLASSES: dict[str, type[Pane]] = {
     "instances": InstancesPane,
     "budgets": BudgetsPane,
     "audit": AuditPane,
+    "autopilot": AutopilotPane,
 }
 
 
@@ -101,11 +103,12 @@ class GpuConsoleApp(App[int]):
     TITLE = "gpuconsole"
     CSS_PATH = [
         "app.tcss",
-        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit")),
+        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit", "autopilot")),
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
         "screens/confirm.tcss",
         "screens/budget_form.tcss",
+        "screens/rule_form.tcss",
         "screens/mfa_prompt.tcss",
     ]
     COMMANDS = App.COMMANDS | {
@@ -120,6 +123,7 @@ class GpuConsoleApp(App[int]):
         Binding("4", "show_pane('instances')", "Instances", show=False),
         Binding("5", "show_pane('budgets')", "Budgets", show=False),
         Binding("6", "show_pane('audit')", "Audit", show=False),
+        Binding("7", "show_pane('autopilot')", "Autopilot", show=False),
         Binding("tab", "cycle_pane(1)", "Next pane", show=False, priority=True),
         Binding("shift+tab", "cycle_pane(-1)", "Previous pane", show=False, priority=True),
         Binding("slash", "filter", "Filter"),

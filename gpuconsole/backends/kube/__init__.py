@@ -8,6 +8,7 @@ Modules (private to this folder unless named below):
     credentials: when the kubeconfig's client certificate or token expires.
     describe: a job described in words, as ``kubectl describe`` would.
     access_review: the SelfSubjectAccessReview that asks what the credentials may do.
+    lease: leadership through a coordination.k8s.io/v1 Lease (the autopilot's replicas).
 
 Other layers use only the names below, imported from this package; each is loaded on first use.
 """
@@ -18,6 +19,7 @@ from gpuconsole.backends import lazy_face
 
 __all__, __getattr__ = lazy_face(__name__, {
     "KubeJobs": "source",
+    "KubeLease": "lease",
     "contexts": "source",
     "credential_expiries": "credentials",
 })

@@ -23,9 +23,12 @@ from gpuconsole.backends.sim.sources import (
     SimGpuSource,
     SimJobBackend,
 )
+from gpuconsole.backends.sim.storms import DEMO_INTERRUPTION_S, STORM_AFTER_S, interrupt_spot
 from gpuconsole.backends.sim.world import SimWorld
+from gpuconsole.model import SourceKind
 
 __all__ = [
+    "DEMO_INTERRUPTION_S",
     "Fault",
     "FaultMode",
     "FaultPlan",
@@ -46,6 +49,7 @@ def make_sim(
     faults: FaultPlan | None = None,
     clock: Callable[[], float] | None = None,
     jobs: int | None = None,
+    interrupt_spot_after: float | None = None,
 ) -> tuple[SimGpuSource, SimJobBackend, SimCloudBackend]:
     """Build a simulated world and the three backend faces that share it.
 
@@ -57,8 +61,16 @@ def make_sim(
         clock: what each poll advances the world to; defaults to the wall clock. Tests pass
             a fake clock to step the world exactly.
         jobs: list about this many jobs, the live ones plus static history (``--demo-jobs``).
+        interrupt_spot_after: interrupt the oldest spot instance this many seconds after the
+            start (the demo's, so its spot recovery acts within minutes); None: only as drawn.
     """
     now = clock if clock is not None else time.time
     world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start, jobs=jobs)
+    begin = world._now
+    if interrupt_spot_after is not None:
+        interrupt_spot(world, begin + interrupt_spot_after, 1)
+    storm = faults.get(SourceKind.CLOUD) if faults is not None else None
+    if storm is not None and storm.mode is FaultMode.SPOT_STORM:
+        interrupt_spot(world, begin + (storm.seconds if storm.seconds is not None else STORM_AFTER_S))
     shared = SimCloud(world, now, faults)
     return SimGpuSource(shared), SimJobBackend(shared), SimCloudBackend(shared)

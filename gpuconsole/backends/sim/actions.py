@@ -35,7 +35,7 @@ def instance_model(inst: SimInstance, now: float) -> Instance:
         kind, behaviour = ("persistent", "stop") if inst.persistent else ("one-time", "terminate")
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
-                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing,
+                    round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing, inst.reason,
                     spot_type=kind, spot_interruption=behaviour)
 
 

@@ -20,7 +20,8 @@ from gpuconsole.model import SourceKind
 DEFAULT_SLOW_S = 3.0
 
 USAGE = ("expected SOURCE:MODE[=SECONDS] separated by commas, SOURCE one of gpus, jobs, cloud, "
-         "MODE one of error, flaky, slow[=SECONDS], hang[=SECONDS] (e.g. gpus:slow=3,cloud:flaky)")
+         "MODE one of error, flaky, slow[=SECONDS], hang[=SECONDS] (e.g. gpus:slow=3,cloud:flaky), "
+         "or cloud:spot-storm[=SECONDS] (every spot instance interrupted SECONDS after the start)")
 
 
 class FaultMode(str, enum.Enum):
@@ -28,6 +29,7 @@ class FaultMode(str, enum.Enum):
     HANG = "hang"
     SLOW = "slow"
     FLAKY = "flaky"
+    SPOT_STORM = "spot-storm"  # the world's, not a poll's: EC2 interrupts every spot instance at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ def _fault(mode: FaultMode | str, seconds: float | None) -> Fault:
     try:
         fmode = FaultMode(mode)
     except ValueError:
-        raise ValueError(f"unknown mode {mode!r}; one of error, flaky, slow, hang") from None
+        raise ValueError(f"unknown mode {mode!r}; one of error, flaky, slow, hang, spot-storm") from None
     if seconds is not None:
         if fmode in (FaultMode.ERROR, FaultMode.FLAKY):
             raise ValueError(f"{fmode.value} takes no SECONDS")
@@ -100,6 +102,8 @@ class FaultPlan:
                     except ValueError:
                         raise ValueError(f"SECONDS must be a number, got {secs!r}") from None
                 faults[kind] = _fault(mode.strip(), seconds)
+                if faults[kind].mode is FaultMode.SPOT_STORM and kind is not SourceKind.CLOUD:
+                    raise ValueError("spot-storm is a fault of the cloud: write cloud:spot-storm")
             except ValueError as exc:
                 raise ValueError(f"bad fault {part!r}: {exc}; {USAGE}") from None
         return cls(faults)
@@ -162,7 +166,7 @@ class FaultPlan:
             closed = kind in self._closed
         if closed:
             raise BackendError(f"simulated fault: {kind.value} source is closed")
-        if fault is None:
+        if fault is None or fault.mode is FaultMode.SPOT_STORM:
             return
         if fault.mode is FaultMode.ERROR:
             raise BackendError(f"simulated fault: {kind.value} source error")

@@ -34,6 +34,7 @@ TERMINATED_TTL_S = 600.0  # EC2 keeps listing terminated instances for a while
 SPOT_MEAN_LIFE_S = 12 * 3600.0
 EVICTED_FAIL_P = 0.3  # share of evicted pods whose Job has no retries left
 HISTORY_LEN = 120
+SPOT_INTERRUPTION = "Server.SpotInstanceTermination: Spot instance termination"
 
 
 # The macros a CronJob's schedule may use, as the CronJob controller reads them.
@@ -118,6 +119,7 @@ class Lifecycle:
                 self._stop(obj, ts)  # a persistent request with the stop behaviour: stopped, kept
             elif obj.state is InstanceState.RUNNING and obj.interrupt_at == ts:
                 obj.replace = obj.managed
+                obj.reason = SPOT_INTERRUPTION
                 self._shut_down(obj, ts)
         elif kind == "replace":
             self._replace(obj, ts)

@@ -111,7 +111,7 @@ class SimInstance:
                  "launch_time", "name", "tags", "node_name", "state", "transitions",
                  "billed_closed", "cost_closed", "state_since", "mark", "billing", "gpus", "whole",
                  "slices", "free", "ready", "listed", "replace", "interrupt_at", "gone_at", "mig_gpu",
-                 "mig_capacity", "managed", "persistent")
+                 "mig_capacity", "managed", "persistent", "reason")
 
     def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
                  market: Market, price: float, launch_time: float, name: str, tags: Tags,
@@ -147,6 +147,7 @@ class SimInstance:
         self.mig_capacity: tuple[tuple[str, int], ...] = ()
         self.managed = True  # a node group's member: replaced after a spot interruption
         self.persistent = False  # spot of a persistent request that stops when interrupted (else one-time)
+        self.reason = ""  # EC2's state reason, e.g. a spot interruption
 
     def set_state(self, state: InstanceState, ts: float) -> None:
         """Record a transition, closing the billed interval of the state being left."""

@@ -32,6 +32,7 @@ from gpuconsole.core.access.audit import AuditError, AuditLog, result_text
 from gpuconsole.core.access.mfa import MfaError, MfaStore
 from gpuconsole.core.ops.actions import (
     AUTOMATIC_PREFIX,
+    AUTOPILOT_PREFIX,
     ActionError,
     ActionKind,
     ActionRequest,
@@ -122,7 +123,7 @@ class Guard:
         reason = denial(principal, request, read_only=self.read_only)
         if reason is not None:
             raise ActionError(reason)
-        automatic = request.confirmation.startswith(AUTOMATIC_PREFIX)
+        automatic = request.confirmation.startswith((AUTOMATIC_PREFIX, AUTOPILOT_PREFIX))
         if self.mfa_required(request.kind, request.params) and not automatic:
             if not self.mfa.enrolled(self.user):
                 raise ActionError(f"{request.kind.value} needs MFA and {self.user} has none: "
@@ -141,15 +142,26 @@ class Guard:
         Raises:
             AuditError: the record cannot be written (the action must not run).
         """
-        self._append(self.principal, request.kind.value, request.target, _params(request), STARTED)
+        params = _params(request)
+        self._append(self._actor(request, params), request.kind.value, request.target, params, STARTED)
 
     def record(self, result: ActionResult) -> None:
         """Write ``result``. Raises :class:`AuditError` when it cannot be written."""
         params = _params(result.request)
         if result.ok and result.message:
             params.append(("outcome", result.message))  # what was done: the ids a launch created…
-        self._append(self.principal, result.request.kind.value, result.request.target, params,
+        principal = self._actor(result.request, params)
+        self._append(principal, result.request.kind.value, result.request.target, params,
                      result_text(result.ok, result.message))
+
+    def _actor(self, request: ActionRequest, params: list[tuple[str, str]]) -> Principal:
+        """Who the record names: the login, or the autopilot's rule (then ``params`` gains the
+        login it runs as, whose role admitted it)."""
+        principal = self.principal
+        if request.confirmation.startswith(AUTOPILOT_PREFIX):
+            params.append(("runs-as", principal.name))
+            principal = Principal(request.confirmation, principal.role, principal.namespaces, managed=principal.managed)
+        return principal
 
     def refuse_override(self, reason: str) -> None:
         """Audit a refused attempt to replace the site's settings (see :mod:`.site`)."""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -39,6 +39,8 @@ from gpuconsole.core.money.reconcile import last_day_line
 from gpuconsole.core.money.run_history import basis_text
 from gpuconsole.core.money.storage import storage_cost
 from gpuconsole.core.ops.actions import ActionError, ActionLog, one_line
+from gpuconsole.core.ops.autopilot.rules import RuleError
+from gpuconsole.core.ops.autopilot.service import AutopilotService
 from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.core.ops.cloud_ops import CloudOps
 from gpuconsole.core.ops.gpu_ops import GpuOps
@@ -149,6 +151,7 @@ class Console:
                            self.clock, self.actions, pod_namespace=self._pod_namespace)
         self.cost_explorer = self._make_cost_explorer()
         self.budget_ops = self._make_budget_ops(store, pending=open_store is not None and store is None)
+        self.autopilot = self._make_autopilot()
         self.snapshot = self._compose()
 
     # ------------------------------------------------------------------ set-up
@@ -216,6 +219,37 @@ class Console:
             act=self.options.act_on_budgets,
             on_change=self.refresh,
         )
+
+    def _make_autopilot(self) -> AutopilotService:
+        """The autopilot of this console: it runs where the console acts by itself (the
+        full-screen console), on the demo's rules in a demo; one-shot commands show no rules."""
+        from gpuconsole.core.ops.autopilot import leader
+        from gpuconsole.core.ops.autopilot.loading import console_rules, state_path
+        from gpuconsole.core.ops.autopilot.state import AutopilotState
+
+        demo = self.options.sources.demo
+        acts = self.options.act_on_budgets
+        state, lead, error = AutopilotState(), None, ""
+        if acts and demo:
+            lead = leader.LocalLeadership("this console (demo)")
+        elif acts:
+            try:
+                path = state_path()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                state = AutopilotState(path)
+                namespaces = self.options.sources.namespaces
+                lead = leader.leadership_for(self._job_backend(), namespaces[0] if namespaces else "default",
+                                             path.with_suffix(".lock"))
+            except Exception as exc:  # noqa: BLE001 - the autopilot is optional: say why it is off
+                error = f"the autopilot is off: its database cannot be opened: {exc}"
+
+        def rules(st: AutopilotState) -> tuple[Any, ...]:
+            if error:
+                raise RuleError(error)
+            return console_rules(self.options.config_path, st, demo=demo) if acts else ()
+
+        return AutopilotService(rules, state, cloud=lambda: self.cloud, log=self.actions, clock=self.clock,
+                                leadership=lead, act=acts and not self.options.read_only, on_change=self.refresh)
 
     def _pod_namespace(self, pod_uid: str) -> str | None:
         """The namespace of the job whose pod has ``pod_uid``, from the last jobs reading."""
@@ -295,6 +329,7 @@ class Console:
         if self.cost_explorer is not None:
             threading.Thread(target=self._watch_billing, name="cost-explorer", daemon=True).start()
         threading.Thread(target=self._watch_key_hygiene, name="key-hygiene", daemon=True).start()
+        self.subscribe(lambda snapshot: self.autopilot.observe(snapshot))  # the autopilot of the moment
 
     def _watch_key_hygiene(self) -> None:
         """Key age, credential expiry and insecure launches: at start, then hourly."""
@@ -325,6 +360,7 @@ class Console:
 
     def close(self) -> None:
         self.stop()
+        self.autopilot.close()
         self.budget_ops.close()
         if self.store is not None:
             self.store.close()
@@ -343,6 +379,8 @@ class Console:
         self.cost_explorer = None
         self.idle_tracker = IdleTracker()
         self.budget_ops.set_demo(self.clock())
+        self.autopilot.close()
+        self.autopilot = self._make_autopilot()
         if self.options.guard is None:  # the demo's own audit log and MFA state from here on
             self.guard = demo_guard(read_only=self.guard.read_only, user=self.guard.user)
             self.actions.guard = self.guard
@@ -529,9 +567,11 @@ class Console:
         budget_states, pending, budget_alerts = self.budget_ops.evaluate(snapshot)
         budgets = tuple(status.budget for status in budget_states)
         cron_lines, cron_warnings = self._cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
-        snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines)
+        snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines,
+                                           autopilot=self.autopilot.statuses(now), autopilot_leader=self.autopilot.holder)
         cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
-        return _with_alerts(snapshot, [*self._store_alerts, *self._hygiene_alerts], budget_alerts + cron_alerts)
+        return _with_alerts(snapshot, [*self._store_alerts, *self._hygiene_alerts, *self.autopilot.alerts(now)],
+                            budget_alerts + cron_alerts)
 
     def load_cloud_history(self) -> None:
         """Read CloudTrail for the instances polled and the EBS volumes now (blocking), then

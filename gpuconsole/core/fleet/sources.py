@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuconsole.backends.sim import FaultPlan, make_sim
+from gpuconsole.backends.sim import DEMO_INTERRUPTION_S, FaultPlan, make_sim
 from gpuconsole.backends.unconfigured import Unconfigured
 from gpuconsole.model import SourceKind
 
@@ -117,6 +117,8 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
             jobs=options.demo_jobs,
             faults=faults,
             clock=clock,
+            # The demo shows a spot interruption within minutes (and the autopilot recovering it).
+            interrupt_spot_after=DEMO_INTERRUPTION_S if options.demo else None,
         )
     sources: dict[SourceKind, Any] = {}
     if options.gpus == "off":

@@ -49,6 +49,10 @@ class ActionKind(str, enum.Enum):
     USER_ADD = "user-add"
     USER_SET_ROLE = "user-set-role"
     USER_REMOVE = "user-remove"
+    RULE_ADD = "rule-add"
+    RULE_REMOVE = "rule-remove"
+    RULE_PAUSE = "rule-pause"
+    RULE_RESUME = "rule-resume"
 
     @property
     def destructive(self) -> bool:
@@ -67,6 +71,18 @@ AUTOMATIC_PREFIX = "automatic:"
 # The budget action whose terminates (of one-time spot instances, which cannot be stopped) an
 # automatic budget may confirm itself: its threshold names it, so an admin asked for it.
 AUTOMATIC_TERMINATE_ACTION = "terminate-spot"
+
+
+# What the autopilot may do as ``autopilot:<rule>`` (the request names the rule in its ``rule``
+# param): launch and stop; terminate only a spot instance (params say ``market`` spot), which
+# a rule's ``spot = "terminate"`` asked for.
+AUTOPILOT_KINDS = frozenset({ActionKind.LAUNCH, ActionKind.STOP, ActionKind.TERMINATE})
+AUTOPILOT_PREFIX = "autopilot:"
+
+
+def autopilot_confirmation(rule: str) -> str:
+    """The confirmation (and the audit actor) of the autopilot rule ``rule``."""
+    return f"{AUTOPILOT_PREFIX}{rule}"
 
 
 def automatic_confirmation(budget: str) -> str:
@@ -137,6 +153,9 @@ def confirmation_prompt(kind: ActionKind, target: str) -> str:
 
 def check_confirmation(request: ActionRequest) -> None:
     """Raise :class:`ActionError` unless ``request`` carries the confirmation its kind needs."""
+    if request.confirmation.startswith(AUTOPILOT_PREFIX):
+        _check_autopilot(request)
+        return
     if request.confirmation.startswith(AUTOMATIC_PREFIX):
         action = dict(request.params).get("action")
         opted_in = request.kind is ActionKind.TERMINATE and action == AUTOMATIC_TERMINATE_ACTION
@@ -151,6 +170,16 @@ def check_confirmation(request: ActionRequest) -> None:
             raise ActionError(f"not confirmed: type {request.target} exactly to {request.kind.value} it")
     elif request.kind.destructive and request.confirmation != "yes":
         raise ActionError(f"not confirmed: {request.describe()} needs a yes")
+
+
+def _check_autopilot(request: ActionRequest) -> None:
+    params = dict(request.params)
+    if request.kind not in AUTOPILOT_KINDS:
+        raise ActionError(f"not confirmed: {request.kind.value} never runs from the autopilot")
+    if not params.get("rule") or request.confirmation != autopilot_confirmation(params["rule"]):
+        raise ActionError(f"not confirmed: {request.describe()} names no autopilot rule")
+    if request.kind is ActionKind.TERMINATE and params.get("market") != "spot":
+        raise ActionError(f"not confirmed: the autopilot terminates spot instances only, not {request.target}")
 
 
 class ActionLog:

@@ -151,9 +151,11 @@ class CloudOps:
         self._call(lambda: self.launcher().dry_run(spec))
 
     def launch(self, spec: LaunchSpec, on_attempt: Callable[[LaunchAttempt], None] | None = None,
-               *, try_alternatives: bool = True) -> LaunchResult:
+               *, try_alternatives: bool = True, confirmation: str = "",
+               extra: tuple[tuple[str, str], ...] = ()) -> LaunchResult:
         """Launch ``spec`` through the action path, trying other zones and similar types on
-        capacity errors.
+        capacity errors. ``confirmation`` and ``extra`` params name an automatic actor (the
+        autopilot's rule and the figures that triggered it).
 
         Raises:
             LaunchFailed: every attempt failed (the attempts are on the exception).
@@ -179,8 +181,8 @@ class CloudOps:
         params = (("market", spec.market.value), ("count", str(spec.count)),
                   ("zone", spec.availability_zone), *((f"tag:{k}", v) for k, v in spec.tags),
                   ("encrypted", "yes" if spec.encrypted else "no"),
-                  ("imds", "v2-required" if spec.imdsv2_required else "v1-allowed"))
-        request = ActionRequest(ActionKind.LAUNCH, spec.instance_type, spec.region, params=params)
+                  ("imds", "v2-required" if spec.imdsv2_required else "v1-allowed"), *extra)
+        request = ActionRequest(ActionKind.LAUNCH, spec.instance_type, spec.region, confirmation, params)
         try:
             run_action(request, do, self.log, self.clock)
         except ActionError as exc:

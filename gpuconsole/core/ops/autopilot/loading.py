@@ -1,0 +1,55 @@
+"""Where the autopilot's rules and state live: ``[[rules]]`` in the config file, rules added
+with ``rule add`` in the autopilot's database, and that database's path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
+from gpuconsole.core.ops.autopilot.rules import Rule, RuleError, rule_from_table, rules_from_tables
+from gpuconsole.core.ops.autopilot.state import AutopilotState
+from gpuconsole.core.paths import default_db_path
+
+STATE_ENV = "GPUCONSOLE_AUTOPILOT_DB"
+
+
+def state_path() -> Path:
+    """``$GPUCONSOLE_AUTOPILOT_DB``, else ``autopilot.db`` beside the cache database."""
+    override = os.environ.get(STATE_ENV)
+    return Path(override).expanduser() if override else default_db_path().parent / "autopilot.db"
+
+
+def config_rules(config: Path | str | None) -> tuple[Rule, ...]:
+    """The ``[[rules]]`` of the configuration file. Raises :class:`RuleError` (one line)."""
+    try:
+        path, text = read_config_text(config)
+        data: dict[str, Any] = parse_toml(text, path) if text is not None else {}
+    except ConfigError as exc:
+        raise RuleError(str(exc)) from None
+    if "rules" not in data:
+        return ()
+    return rules_from_tables(data["rules"], where=f"{path}: ")
+
+
+def console_rules(config: Path | str | None, state: AutopilotState, *, demo: bool) -> tuple[Rule, ...]:
+    """What the console runs: the configured rules, or in a demo without any, the demo's."""
+    rules = all_rules(config, state)
+    if demo and not rules:
+        from gpuconsole.core.ops.autopilot.demo import DEMO_RULES
+
+        rules = tuple(rule_from_table(t, origin="demo", where="demo: ") for t in DEMO_RULES)
+    return rules
+
+
+def all_rules(config: Path | str | None, state: AutopilotState) -> tuple[Rule, ...]:
+    """The file's rules, then the database's; a name used twice is an error."""
+    rules = list(config_rules(config))
+    names = {r.name for r in rules}
+    for table in state.added_rules():
+        rule = rule_from_table(table, origin="db", where="database: ")
+        if rule.name in names:
+            raise RuleError(f"database: rule {rule.name!r} key name: the config file declares it too")
+        rules.append(rule)
+    return tuple(rules)
