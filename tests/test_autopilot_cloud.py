@@ -70,7 +70,7 @@ def test_run_once_launches_the_pools_spec_then_the_cooldown_holds(home: Path, aw
     assert second["decision"] == "wait" and "cooldown" in second["reason"]
     assert len(aws_peer.proxy.sent("RunInstances")) == 1
 
-    records = [r for r in AuditLog(home / "audit.db").records() if r.action == "launch"]
+    records = [r for r in AuditLog(home / "audit.db").records() if r.action == "launch" and r.result != "started"]
     assert [r.actor for r in records] == ["autopilot:train-pool"]
     params = json.loads(records[0].params)
     assert params["rule"] == "train-pool" and "pending_gpus=4" in params["figures"]

@@ -83,7 +83,7 @@ async def test_p_pauses_and_resumes_the_selected_rule(autopilot_app) -> None:
         await wait_until(lambda: any(r.name == "vision-pool" and r.paused for r in app.snapshot.autopilot))
         await pilot.press("p")
         await wait_until(lambda: any(r.name == "vision-pool" and not r.paused for r in app.snapshot.autopilot))
-        actions = [r.action for r in app.core.guard.audit.records() if r.target == "vision-pool"]
+        actions = [r.action for r in app.core.guard.audit.records() if r.target == "vision-pool" and r.result != "started"]
         assert actions[-2:] == ["rule-pause", "rule-resume"]
 
 
