@@ -51,7 +51,7 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "") -> Non
     ``$GPUCONSOLE_MFA_CODE`` or a prompt). A refused code is audited; raises :class:`CommandFailed`."""
     from gpuconsole.core.access.mfa import MfaError, env_code
 
-    if not guard.mfa_pending(kind) or not guard.mfa.enrolled(guard.user):
+    if not guard.mfa_pending(kind) or not (guard.aws_checks_mfa(kind) or guard.mfa.enrolled(guard.user)):
         return  # not needed, or not enrolled (the guard denies and records it, with the way out)
     code = code or env_code()
     if code is None and interactive():
@@ -59,7 +59,7 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "") -> Non
     if not code:
         return  # the guard denies it, records the attempt and says a code is needed
     try:
-        guard.verify_mfa(code, f"{kind.value} {target}".strip())
+        guard.verify_mfa(code, f"{kind.value} {target}".strip(), kind)
     except MfaError as exc:
         raise CommandFailed(f"MFA: {exc}") from None
 

@@ -69,6 +69,8 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     target = args.instance_id
     console = make_console(args)
     try:
+        if console.guard.aws_checks_mfa(kind) and console.guard.why_not(kind, target) is None:
+            ensure_mfa(console.guard, kind, args.mfa_code, target)  # AWS's admin session, before the cloud is read
         region = _region(console, args, kind, target)
         confirmation = ""
         if kind is ActionKind.TERMINATE:

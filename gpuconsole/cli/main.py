@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpuconsole.cli.cost import run_cost
 
             return run_cost(args)
-        if args.command in ("users", "audit", "instance", "job", "process"):
+        if args.command in ("users", "audit", "instance", "job", "process", "access", "keys"):
             from gpuconsole.cli.access_parsers import run_access_command
 
             _setup_logging(tui=False)

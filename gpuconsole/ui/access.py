@@ -56,7 +56,7 @@ def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], obj
     """From a worker thread: when ``kind`` needs a fresh MFA code, ask for it on screen and call
     ``run`` (again) once a code is accepted. Returns True when it asked (the caller stops)."""
     guard = app.core.guard
-    if not guard.mfa_pending(kind) or not guard.mfa.enrolled(guard.user):
+    if not guard.mfa_pending(kind) or not (guard.aws_checks_mfa(kind) or guard.mfa.enrolled(guard.user)):
         return False  # no code needed, or none can be given: the core decides and says why
 
     def answered(ok: bool | None) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 # one_line lives beside the typed errors; the UI imports it from here too.
-from gpuconsole.backends.base import BackendError, one_line
+from gpuconsole.backends.base import BackendError, BackendPermissionDenied, one_line
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class ActionKind(str, enum.Enum):
     USER_ADD = "user-add"
     USER_SET_ROLE = "user-set-role"
     USER_REMOVE = "user-remove"
+    KEY_CREATE = "key-create"
+    KEY_DEACTIVATE = "key-deactivate"
+    KEY_DELETE = "key-delete"
 
     @property
     def destructive(self) -> bool:
@@ -187,6 +190,12 @@ def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
         raise
     try:
         message = do()
+    except BackendPermissionDenied as exc:
+        # The owner of the resource refused (IAM, a trust policy, RBAC): a denial in its own words.
+        line = one_line(exc)
+        record.add(ActionResult(request, False, f"denied: {line}", clock()))
+        log.info("%s denied by the backend: %s", request.describe(), line)
+        raise ActionDenied(f"denied: {line}") from exc
     except BackendError as exc:
         line = one_line(exc)
         record.add(ActionResult(request, False, f"failed: {line}", clock()))
