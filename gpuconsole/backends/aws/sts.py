@@ -7,6 +7,8 @@ session logic, its cache and the MFA code live in :mod:`gpuconsole.core.access.a
 
 from __future__ import annotations
 
+import logging
+import re
 import socket
 import ssl
 import threading
@@ -22,6 +24,29 @@ from gpuconsole.backends.aws.source import _new_session
 from gpuconsole.backends.base import BackendError
 
 STS_REGION = "us-east-1"  # any region answers; the regional endpoint is used when one is set
+
+# botocore logs whole answers at DEBUG (GPUCONSOLE_LOG=DEBUG): CreateAccessKey's and AssumeRole's
+# carry a secret key and a session token. They are cut out before any handler sees the record.
+_SECRET_FIELDS = re.compile(r"(<(SecretAccessKey|SessionToken)>)[^<]*(</)|"
+                            r"((['\"])(SecretAccessKey|SessionToken|X-Amz-Security-Token)\5\s*:\s*)(b?['\"])[^'\"]*(['\"])")
+
+
+class _CutSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "SecretAccessKey" in text or "SessionToken" in text or "Security-Token" in text:
+            record.msg, record.args = _SECRET_FIELDS.sub(_cut, text), ()
+        return True
+
+
+def _cut(match: re.Match[str]) -> str:
+    if match.group(1):
+        return f"{match.group(1)}***{match.group(3)}"
+    return f"{match.group(4)}{match.group(7)}***{match.group(8)}"
+
+
+for _name in ("botocore.parsers", "botocore.endpoint", "botocore.hooks", "botocore.retryhandler", "urllib3.connectionpool"):
+    logging.getLogger(_name).addFilter(_CutSecrets())
 
 
 def client_as(profile: str | None, service: str, config: Config, access_key: str = "", secret_key: str = "",
