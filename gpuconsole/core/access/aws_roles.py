@@ -187,8 +187,8 @@ class AwsRoleSessions:
                     return self._session
                 code = self._code
             if self.needs_mfa and not code:
-                raise MfaCodeNeeded("the AWS admin role needs a current MFA code "
-                                    "(--mfa-code, or the console's MFA dialog)")
+                raise MfaCodeNeeded("the AWS admin role needs a current MFA code (--mfa-code; in the console "
+                                    "ctrl+p, Open the AWS admin session)")
             session = self._assume(code)
             with self._lock:
                 if self._code == code:
