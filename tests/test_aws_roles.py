@@ -231,3 +231,21 @@ def test_a_wrong_role_table_stops_aws_calls_instead_of_using_the_login_keys(
 
 def test_iam_policy_roles_match_the_documented_names() -> None:
     assert [r.name for r in iam_policy.roles()] == ["gpuconsole-admin", "gpuconsole-developer", "gpuconsole-auditor"]
+
+
+def test_the_key_age_alert_sees_the_login_key_under_a_role_session(
+        iam_world: IamWorld, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
+    from gpuconsole.model import SourceKind
+
+    iam_world.use_profile(monkeypatch, "dev-user")
+    config = iam_world.config(tmp_path / "config.toml")
+    console = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(TEST_REGION,), gpus="off", jobs="off"),
+                                     config_path=config))
+    try:
+        assert console.aws_roles is not None
+        keys = console.hub.runners[SourceKind.CLOUD].source.access_keys()
+    finally:
+        console.close()
+    assert [(key_id, in_use) for key_id, _created, _active, in_use in keys] == [(iam_world.keys["dev-user"][0], True)]

@@ -547,14 +547,32 @@ class AwsCloud:
         """The IAM access keys of the identity in use: ``(key id, created, active, in use)``.
 
         For the key-age alert; an identity that is not an IAM user (an SSO role, an instance
-        profile) has none, and the answer is empty.
+        profile) has none, and the answer is empty. Under a role session (``use_credentials``)
+        the keys are the login's own, the ones ``keys rotate`` renews.
         """
+        if self._refresh is not None:
+            return self._login_access_keys()
         self._check_credentials()
         in_use = self._secrets[0] if self._secrets else ""
         if in_use.startswith("ASIA"):
             return ()  # temporary credentials of a role: no long-lived key to age
         region = self.regions[0] if self.regions else "us-east-1"
-        iam = self._client("iam", region)
+        return self._list_keys(self._client("iam", region), in_use)
+
+    def _login_access_keys(self) -> tuple[tuple[str, float, bool, bool], ...]:
+        with self._errors("IAM"):
+            session = _new_session(self._profile)
+            credentials = session.get_credentials()
+            in_use = credentials.get_frozen_credentials().access_key if credentials is not None else ""
+            if not in_use or in_use.startswith("ASIA"):
+                return ()
+            iam = session.client("iam", region_name=session.region_name or "us-east-1", config=self._config)
+        try:
+            return self._list_keys(iam, in_use)
+        finally:
+            iam.close()
+
+    def _list_keys(self, iam: Any, in_use: str) -> tuple[tuple[str, float, bool, bool], ...]:
         with self._errors():
             pages = iam.get_paginator("list_access_keys").paginate()
             keys = [k for page in pages for k in page.get("AccessKeyMetadata", ())]
