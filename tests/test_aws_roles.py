@@ -249,3 +249,51 @@ def test_the_key_age_alert_sees_the_login_key_under_a_role_session(
     finally:
         console.close()
     assert [(key_id, in_use) for key_id, _created, _active, in_use in keys] == [(iam_world.keys["dev-user"][0], True)]
+
+
+def test_a_trust_policy_that_does_not_name_the_user_is_a_denial_too(
+        iam_world: IamWorld, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.aws_peer_iam import _user_policy, free_actions
+
+    free_actions(iam_world.moto.url, 1)  # dev-user's own policy now allows the admin role: only its trust refuses
+    iam_world.client("iam", "admin-user").put_user_policy(
+        UserName="dev-user", PolicyName="gpuconsole-assume", PolicyDocument=_user_policy(list(iam_world.role_arns.values())))
+    free_actions(iam_world.moto.url, 0)
+    iam_world.use_profile(monkeypatch, "dev-user")
+    config = iam_world.config(tmp_path / "config.toml", mfa_serial=MFA_SERIAL)
+
+    assert main(_stop(config, iam_world.instance_id, "--mfa-code", "123456")) == 1
+
+    assert "AccessDenied" in capsys.readouterr().err
+    [record] = _records(home, "stop")
+    assert record.result.startswith("denied: ") and "sts:AssumeRole" in record.result
+
+
+def test_sessions_are_kept_until_shortly_before_they_expire(iam_world: IamWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuconsole.backends.aws import StsCalls
+    from gpuconsole.core.access.aws_roles import REFRESH_BEFORE_S, AwsRoleSessions, AwsRoleSettings, MfaCodeNeeded
+
+    iam_world.use_profile(monkeypatch, "admin-user")
+    now = [0.0]
+    role = [Role.DEVELOPER]
+    settings = AwsRoleSettings(tuple(sorted(iam_world.role_arns.items())), MFA_SERIAL, 900)
+    sessions = AwsRoleSessions(settings, lambda: role[0], StsCalls(), clock=lambda: now[0], login="ana")
+    first = sessions.credentials()
+    now[0] = first.expires_at - REFRESH_BEFORE_S - 1
+    assert sessions.credentials() is first
+    now[0] = first.expires_at - REFRESH_BEFORE_S + 1
+    assert sessions.credentials() is not first
+    assert len(_assume_calls(iam_world)) == 2
+
+    role[0], now[0] = Role.ADMIN, 0.0  # another role: its own session, and for an admin only with a code
+    assert sessions.needs_code()
+    with pytest.raises(MfaCodeNeeded):
+        sessions.credentials()
+    sessions.offer_code("135790")
+    admin = sessions.credentials()
+    assert ":assumed-role/gpuconsole-admin/ana" in admin.arn and not sessions.needs_code()
+    now[0] = admin.expires_at  # expired: a new code is needed again
+    assert sessions.needs_code()
+    assert [c.params.get("TokenCode") for c in _assume_calls(iam_world)] == [None, None, "135790"]
+    assert "135790" not in repr(sessions.describe()) and admin.secret_key not in repr(admin)
