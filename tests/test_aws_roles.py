@@ -297,3 +297,22 @@ def test_sessions_are_kept_until_shortly_before_they_expire(iam_world: IamWorld,
     assert sessions.needs_code()
     assert [c.params.get("TokenCode") for c in _assume_calls(iam_world)] == [None, None, "135790"]
     assert "135790" not in repr(sessions.describe()) and admin.secret_key not in repr(admin)
+
+
+@pytest.mark.parametrize(("user", "image"), [("dev-user", "ami-760aaa0f"), ("dev-user", ""), ("admin-user", "")])
+def test_a_launch_refused_by_aws_is_one_line(iam_world: IamWorld, home: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                             user: str, image: str) -> None:
+    iam_world.use_profile(monkeypatch, user)
+    config = iam_world.config(tmp_path / "config.toml", mfa_serial=MFA_SERIAL)
+    code = ["--mfa-code", "123456"] if user == "dev-user" else []
+    argv = ["instance", "launch", "--type", "g5.xlarge", "--region", TEST_REGION, "--yes", "--only-this-zone",
+            "--cloud", "aws", "--no-db", "--gpus", "off", "--jobs", "off", "--config", str(config), *code]
+    assert main([*argv, *(["--image", image] if image else [])]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert ("AccessDenied" in err) if user == "dev-user" else ("MFA code" in err)
+    assert not [r for r in iam_world.moto.proxy.requests if r.action == "RunInstances"]
+    if image:
+        [record] = _records(home, "launch")
+        assert record.result.startswith("denied: ") and "not authorized" in record.result

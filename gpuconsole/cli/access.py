@@ -76,6 +76,7 @@ def ask(prompt: str) -> str:
 
 def finish(run: Any, out: TextIO | None = None) -> int:
     """Run ``run(out)`` and map its failures to one line on stderr and an exit status."""
+    from gpuconsole.backends.base import BackendError
     from gpuconsole.core.access.access import AccessError
     from gpuconsole.core.access.audit import AuditError
     from gpuconsole.core.ops.actions import ActionError
@@ -86,7 +87,7 @@ def finish(run: Any, out: TextIO | None = None) -> int:
     except BadInput as exc:
         print(f"gpuconsole: error: {exc}", file=sys.stderr)
         return 2
-    except (CommandFailed, ActionError, AccessError, AuditError) as exc:
+    except (CommandFailed, ActionError, AccessError, AuditError, BackendError) as exc:  # a backend's read, too
         print(f"gpuconsole: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
