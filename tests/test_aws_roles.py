@@ -316,3 +316,22 @@ def test_a_launch_refused_by_aws_is_one_line(iam_world: IamWorld, home: Path, tm
     if image:
         [record] = _records(home, "launch")
         assert record.result.startswith("denied: ") and "not authorized" in record.result
+
+
+def test_whoami_of_an_admin_opens_the_admin_session_with_a_code(
+        iam_world: IamWorld, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    iam_world.use_profile(monkeypatch, "admin-user")
+    config = iam_world.config(tmp_path / "config.toml", mfa_serial=MFA_SERIAL)
+    argv = ["access", "whoami", "--json", "--cloud", "aws", "--no-db", "--gpus", "off", "--jobs", "off",
+            "--config", str(config)]
+
+    assert main(argv) == 0
+    closed = json.loads(capsys.readouterr().out)
+    assert "needs a current MFA code" in closed["aws"]["session_error"] and closed["mfa"]["aws_session_open"] is False
+
+    assert main([*argv, "--mfa-code", "975310"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert ":assumed-role/gpuconsole-admin/" in answer["aws"]["acts_as"]
+    assert answer["mfa"]["aws_serial"] == MFA_SERIAL and answer["mfa"]["aws_session_open"] is True
+    assert [c.params["TokenCode"] for c in _assume_calls(iam_world)] == ["975310"]

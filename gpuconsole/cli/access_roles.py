@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any, TextIO
 
-from gpuconsole.cli.access import finish
+from gpuconsole.cli.access import add_mfa_option, ensure_mfa, finish
 
 
 def _account(text: str) -> str:
@@ -35,6 +35,7 @@ def add_access_roles_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     who = verbs.add_parser("whoami", parents=[common], help="login, gpuconsole role, AWS identity and role, MFA, TLS",
                            description="Who the console acts as, in gpuconsole and in AWS, and what is not set up.")
     who.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    add_mfa_option(who)  # an admin's AWS session under [aws.roles] opens only with a code
 
 
 def run_access_roles(args: argparse.Namespace, make_console: Any, out: TextIO | None = None) -> int:
@@ -49,9 +50,12 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
                   else iam_policy.as_json(args.account or iam_policy.ACCOUNT_PLACEHOLDER))
         return 0
     from gpuconsole.core.access.whoami import context_for, whoami
+    from gpuconsole.core.ops.actions import ActionKind
 
     console = make_console(args)
     try:
+        if args.mfa_code and console.guard.aws_checks_mfa(ActionKind.START):
+            ensure_mfa(console.guard, ActionKind.START, args.mfa_code, "access whoami")
         answer = whoami(context_for(console))
     finally:
         console.close()

@@ -5,4 +5,8 @@
     mfa: TOTP codes for destructive admin actions.
     audit: the append-only, hash-chained audit log.
     key_hygiene: alerts on old access keys, expiring credentials and unencrypted launches.
+    aws_roles: [aws.roles]: every AWS call through the STS role session of the login's role.
+    iam_policy: the three IAM roles and their policies (JSON, Terraform).
+    whoami: who the console acts as, section by section.
+    key_rotation: renewing an IAM user's access key in the shared credentials file.
 """
