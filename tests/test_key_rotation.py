@@ -181,3 +181,10 @@ def test_an_auditor_may_not_rotate(iam_world: IamWorld, home: Path, capsys: pyte
 def test_replace_key_touches_only_the_profile() -> None:
     text = "[a]\naws_access_key_id = A\n[b]\n aws_access_key_id=B\naws_secret_access_key = b\n"
     assert replace_key(text, "b", "N", "S") == "[a]\naws_access_key_id = A\n[b]\naws_access_key_id = N\naws_secret_access_key = S\n"
+
+
+def test_the_demo_rotates_nothing(iam_world: IamWorld, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _profile_file(iam_world, "dev-user")
+    assert main(["keys", "rotate", "--profile", PROFILE, "--yes", "--demo"]) == 2
+    assert "drop --demo" in capsys.readouterr().err
+    assert not iam_world.moto.proxy.requests

@@ -50,6 +50,8 @@ def _rotate(args: argparse.Namespace, out: TextIO) -> int:
         short,
     )
 
+    if args.demo:
+        raise BadInput("keys rotate renews a real AWS key: the demo has none (drop --demo)")
     try:
         key = profile_key(args.profile)
     except KeyRotationError as exc:

@@ -103,12 +103,12 @@ class Guard:
         """Check an MFA code (audited either way, with the ``purpose`` it was asked for, e.g.
         ``"stop i-0abc"``). Raises :class:`MfaError` with why it failed. For a ``kind`` that
         :meth:`aws_checks_mfa`, the code goes to the AWS admin session instead, and AWS checks it."""
-        principal = self.principal
-        params = [("for", purpose)] if purpose else []
         if kind is not None and self.aws_checks_mfa(kind):
             # AWS checks it at sts:AssumeRole; the action's own record says what AWS answered.
             self.aws_roles.offer_code(code)
             return
+        principal = self.principal
+        params = [("for", purpose)] if purpose else []
         try:
             self.mfa.verify(self.user, code)
         except MfaError as exc:
