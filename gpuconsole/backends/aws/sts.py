@@ -159,10 +159,14 @@ class StsCalls:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "https":
             return f"none ({parts.scheme} endpoint)"
+        try:  # the CA bundle botocore verifies with: AWS_CA_BUNDLE or the profile's ca_bundle, else its own
+            bundle = _new_session(self._profile)._session.get_config_variable("ca_bundle") or get_cert_path(True)
+        except BotoCoreError as exc:
+            raise aws_mapping.backend_error(exc, "TLS") from exc
         context = create_urllib3_context()
         context.verify_mode = ssl.CERT_REQUIRED  # urllib3 checks the name itself; a bare socket needs this
         context.check_hostname = True
-        context.load_verify_locations(get_cert_path(True))
+        context.load_verify_locations(bundle)
         host, port = parts.hostname or "", parts.port or 443
         try:
             with socket.create_connection((host, port), timeout=timeout) as raw, \

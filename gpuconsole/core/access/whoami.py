@@ -70,6 +70,9 @@ def aws_section(ctx: WhoamiContext) -> dict[str, Any]:
                                   "(gpuconsole access iam-policy prints them)")
     else:
         section.update(role_arn=roles.role_arn or "none for this role")
+        if not roles.role_arn:
+            role = ctx.guard.principal.role_text
+            section["missing"].append(f"[aws.roles] names no IAM role for {role}: AWS calls are refused")
         try:
             session = roles.credentials()
             section.update(acts_as=ctx.sts.caller_identity(session).arn, session_expires=session.expires_at)
