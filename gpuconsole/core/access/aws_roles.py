@@ -135,6 +135,7 @@ class AwsRoleSessions:
         self._session_arn = ""
         self._code = ""  # an MFA code offered for the next AssumeRole (never logged)
         self._assume_lock = threading.Lock()
+        self._refused: tuple[str, BackendError] | None = None  # the code AWS refused last, and how
 
     @property
     def role(self) -> Role | None:
@@ -173,7 +174,7 @@ class AwsRoleSessions:
         with AWS's own words when AWS refuses the role (and is audited as denied).
         """
         with self._lock:
-            self._code = code.strip()
+            self._code, self._refused = code.strip(), None
 
     def credentials(self) -> Any:
         """The role session (cached, or assumed now; an admin's only with a code offered before).
@@ -189,7 +190,16 @@ class AwsRoleSessions:
             if self.needs_mfa and not code:
                 raise MfaCodeNeeded("the AWS admin role needs a current MFA code (--mfa-code; in the console "
                                     "ctrl+p, Open the AWS admin session)")
-            session = self._assume(code)
+            refused = self._refused
+            if code and refused is not None and refused[0] == code:
+                # A code AWS refused is not sent again (every poll would): the refusal is repeated.
+                raise type(refused[1])(str(refused[1]))
+            try:
+                session = self._assume(code)
+            except BackendError as exc:
+                if code:
+                    self._refused = (code, exc)
+                raise
             with self._lock:
                 if self._code == code:
                     self._code = ""
