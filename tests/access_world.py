@@ -20,6 +20,9 @@ from gpuconsole.model import Budget, LaunchSpec
 NAMES = {Role.ADMIN: "ada", Role.DEVELOPER: "dev", Role.AUDITOR: "aud"}
 OWN_NS, OTHER_NS = "team-nlp", "research"
 # (role, scope): the rows of the matrix. Scope only matters to a developer.
+# The kinds of the fleet matrix; rotating one's own IAM key (key-*) acts on no fleet target and
+# is covered by tests/test_key_rotation.py.
+FLEET_KINDS = [k for k in ActionKind if not k.value.startswith("key-")]
 CASES = [(Role.ADMIN, "own"), (Role.DEVELOPER, "own"), (Role.DEVELOPER, "other"), (Role.AUDITOR, "own")]
 # Jobs and CronJobs of the seeded demo world (seed 7) in each namespace.
 JOBS = {OWN_NS: "mistral-lora-rdlb2", OTHER_NS: "grpo-exp-swb7d"}

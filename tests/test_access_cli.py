@@ -17,6 +17,7 @@ from gpuconsole.core.access.mfa import code_at
 from gpuconsole.core.ops.actions import ActionKind
 from tests.access_world import (
     CASES,
+    FLEET_KINDS,
     CRONJOBS,
     INSTANCE,
     JOBS,
@@ -56,7 +57,7 @@ def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
     }[kind]
 
 
-CLI_KINDS = [k for k in ActionKind if k is not ActionKind.NOTIFY]
+CLI_KINDS = [k for k in FLEET_KINDS if k is not ActionKind.NOTIFY]
 
 
 def pid_of_job(ns: str) -> int:

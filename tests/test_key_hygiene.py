@@ -26,7 +26,7 @@ def test_keys_older_than_90_days_are_named_without_their_full_id() -> None:
             ("AKIAINACTIVE00009999", NOW - 400 * DAY, False, False)]
     [alert] = aws_key_alerts(keys, NOW)
     assert alert.severity is Severity.WARNING and alert.source == "security"
-    assert alert.message == "AWS access key AKIA…1234 in use is 120 days old (rotate keys every 90 days)"
+    assert alert.message == "AWS access key AKIA…1234 in use is 120 days old (rotate keys every 90 days: gpuconsole keys rotate)"
 
 
 def test_the_aws_key_in_use_is_aged_through_iam(aws_peer, monkeypatch) -> None:

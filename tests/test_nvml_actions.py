@@ -62,10 +62,10 @@ def test_the_os_refusing_is_one_clean_line(monkeypatch, child):
     ops, log = ops_for(source)
     with pytest.raises(ActionError) as err:
         ops.kill("GPU-x", child.pid, "SIGKILL", "yes")
-    assert str(err.value).startswith(f"the operating system refused to send SIGKILL to pid {child.pid}")
+    assert str(err.value).startswith(f"denied: the operating system refused to send SIGKILL to pid {child.pid}")
     assert "\n" not in str(err.value)
     assert child.poll() is None
-    assert log.recent()[-1].message.startswith("failed: the operating system refused")
+    assert log.recent()[-1].message.startswith("denied: the operating system refused")  # the owner refused
     source.close()
 
 

@@ -66,7 +66,8 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "",
     """
     from gpuconsole.core.access.mfa import MfaError, env_code
 
-    if not guard.mfa_required(kind, params) or not guard.mfa.enrolled(guard.user):
+    aws = guard.aws_checks_mfa(kind)
+    if not (aws or guard.mfa_required(kind, params)) or not (aws or guard.mfa.enrolled(guard.user)):
         return  # not needed, or not enrolled (the guard denies and records it, with the way out)
     code = code or env_code()
     if code is None and not guard.mfa_pending(kind, params):
@@ -76,7 +77,7 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "",
     if not code:
         return  # the guard denies it, records the attempt and says a code is needed
     try:
-        guard.verify_mfa(code, f"{kind.value} {target}".strip())
+        guard.verify_mfa(code, f"{kind.value} {target}".strip(), kind)
     except MfaError as exc:
         raise CommandFailed(f"MFA: {exc}") from None
 
@@ -99,6 +100,7 @@ def ask(prompt: str) -> str:
 
 def finish(run: Any, out: TextIO | None = None) -> int:
     """Run ``run(out)`` and map its failures to one line on stderr and an exit status."""
+    from gpuconsole.backends.base import BackendError
     from gpuconsole.core.access.access import AccessError
     from gpuconsole.core.access.audit import AuditError
     from gpuconsole.core.ops.actions import ActionError
@@ -109,7 +111,7 @@ def finish(run: Any, out: TextIO | None = None) -> int:
     except BadInput as exc:
         print(f"gpuconsole: error: {exc}", file=sys.stderr)
         return 2
-    except (CommandFailed, ActionError, AccessError, AuditError) as exc:
+    except (CommandFailed, ActionError, AccessError, AuditError, BackendError) as exc:  # a backend's read, too
         print(f"gpuconsole: error: {exc}", file=sys.stderr)
         return 1
     except PermissionError as exc:

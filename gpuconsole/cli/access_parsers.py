@@ -19,6 +19,11 @@ def add_access_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_instance_parser(sub, common)
     add_job_parser(sub, common)
     add_process_parser(sub, common)
+    from gpuconsole.cli.access_roles import add_access_roles_parser
+    from gpuconsole.cli.keys import add_keys_parser
+
+    add_access_roles_parser(sub, common)
+    add_keys_parser(sub, common)
 
 
 def run_access_command(args: argparse.Namespace, make_console: Any) -> int:
@@ -35,6 +40,14 @@ def run_access_command(args: argparse.Namespace, make_console: Any) -> int:
         from gpuconsole.cli.instance import run_instance
 
         return run_instance(args, make_console)
+    if args.command == "access":
+        from gpuconsole.cli.access_roles import run_access_roles
+
+        return run_access_roles(args, make_console)
+    if args.command == "keys":
+        from gpuconsole.cli.keys import run_keys
+
+        return run_keys(args)
     if args.command == "process":
         from gpuconsole.cli.process import run_process
 

@@ -69,6 +69,8 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     target = args.instance_id
     console = make_console(args)
     try:
+        if console.guard.aws_checks_mfa(kind) and console.guard.why_not(kind, target) is None:
+            ensure_mfa(console.guard, kind, args.mfa_code, target)  # AWS's admin session, before the cloud is read
         region = _region(console, args, kind, target)
         confirmation = ""
         if kind is ActionKind.TERMINATE:
@@ -119,6 +121,8 @@ def _launch(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             raise BadInput("no region: pass --region R (or set one in the AWS profile)")
         target = args.instance_type
         allowed = console.guard.why_not(ActionKind.LAUNCH, target) is None
+        if allowed and console.guard.aws_checks_mfa(ActionKind.LAUNCH):
+            ensure_mfa(console.guard, ActionKind.LAUNCH, args.mfa_code, target)  # AWS's admin session, before AWS is read
         image = args.image
         if not image and allowed:
             image = console.cloud.default_image(region, Workload(args.workload)).image_id

@@ -6,7 +6,8 @@ default place means no configuration; a missing file that was named explicitly i
 
 Each table is read where it is used: ``[[budgets]]`` by :mod:`gpuconsole.core.money.budget_config`
 (which gives the :class:`ConfigFile`), ``[prometheus]`` by
-:mod:`gpuconsole.core.fleet.prometheus_config`. Every problem is one :class:`ConfigError` line
+:mod:`gpuconsole.core.fleet.prometheus_config`, ``[aws]`` and ``[aws.roles]`` by
+:mod:`gpuconsole.core.access.aws_roles`. Every problem is one :class:`ConfigError` line
 naming the file and the key.
 """
 

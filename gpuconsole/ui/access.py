@@ -65,7 +65,7 @@ def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], obj
     code, ask for it on screen and call ``run`` (again) once a code is accepted. Returns True
     when it asked (the caller stops)."""
     guard = app.core.guard
-    if not guard.mfa_pending(kind, params) or not guard.mfa.enrolled(guard.user):
+    if not guard.mfa_pending(kind, params) or not (guard.aws_checks_mfa(kind) or guard.mfa.enrolled(guard.user)):
         return False  # no code needed, or none can be given: the core decides and says why
 
     def answered(ok: bool | None) -> None:
@@ -78,3 +78,21 @@ def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], obj
 
     app.call_from_thread(app.push_screen, MfaPrompt(kind, purpose), answered)
     return True
+
+
+def aws_session_needed(app: Any) -> bool:
+    """Whether the AWS admin session waits for an MFA code (``[aws.roles]``, an admin login)."""
+    roles = getattr(app.core, "aws_roles", None)
+    return roles is not None and bool(roles.needs_code())
+
+
+def open_aws_session(app: Any) -> None:
+    """Ask for the code that opens the AWS admin session (from the palette); AWS checks it on
+    the next call, and the sources are polled again at once."""
+    from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
+
+    def answered(ok: bool | None) -> None:
+        if ok:
+            app.core.refresh()
+
+    app.push_screen(MfaPrompt(ActionKind.START, "Opening the AWS admin session"), answered)

@@ -135,13 +135,21 @@ class InstanceCommands(_SearchedProvider):
 
         return "Launch a GPU instance…", partial(open_provision_wizard, self.console_app), "key n in the Instances pane"
 
+    def session_commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        from gpuconsole.ui.access import aws_session_needed, open_aws_session
+
+        if aws_session_needed(self.console_app):
+            yield ("Open the AWS admin session (MFA code)…", partial(open_aws_session, self.console_app),
+                   "AWS checks the code; [aws.roles] in the configuration")
+
     async def discover(self) -> Hits:
-        name, callback, help_text = self.launch_command()
-        yield DiscoveryHit(name, callback, help=help_text)
+        for name, callback, help_text in (self.launch_command(), *self.session_commands()):
+            yield DiscoveryHit(name, callback, help=help_text)
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.console_app
         yield self.launch_command()
+        yield from self.session_commands()
         for inst in app.snapshot.instances:
             label = f"Instance {inst.instance_id} {inst.instance_type} {inst.name}".rstrip()
             yield label, partial(app.find_in_pane, "instances", inst.instance_id), f"{inst.market.value}, {inst.state.value}"

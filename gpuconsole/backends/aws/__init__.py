@@ -5,6 +5,8 @@ Modules (private to this folder unless named below):
     mapping: EC2 and pricing answers translated into the model.
     ec2_request: the RunInstances request a launch sends, and its Terraform twin.
     audit_logs: :class:`CloudWatchAuditStore`, the audit log's remote copy in CloudWatch Logs.
+    sts: STS and IAM calls as the login (assume a role, caller identity, MFA devices, TLS).
+    keys: the IAM access keys of a user, for key rotation.
 
 Other layers use only the names below, imported from this package; each is loaded on first use, so
 importing the package costs nothing until an AWS account is actually configured.
@@ -19,4 +21,8 @@ __all__, __getattr__ = lazy_face(__name__, {
     "CloudWatchAuditStore": "audit_logs",
     "request_json": "ec2_request",
     "terraform_block": "ec2_request",
+    "StsCalls": "sts",
+    "RoleCredentials": "sts",
+    "IamKeys": "keys",
+    "NewKey": "keys",
 })

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -26,6 +26,7 @@ from typing import Any
 import boto3
 import botocore.session
 from botocore.config import Config
+from botocore.credentials import DeferredRefreshableCredentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -111,6 +112,16 @@ def _new_session(profile: str | None) -> boto3.session.Session:
     return session
 
 
+class _RefreshReported(logging.Filter):
+    """Drops botocore's traceback of a failed credential refresh when the refresh is ours: the
+    error is re-raised to the caller, which reports it in one line (and audits it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], BackendError))
+
+
+logging.getLogger("botocore.credentials").addFilter(_RefreshReported())
+
 LAUNCH_BACKOFF_S = 0.5  # first wait after a throttled RunInstances; doubles up to 8 s
 
 
@@ -171,8 +182,28 @@ class AwsCloud:
         self._clients: dict[tuple[str, str, str], Any] = {}
         self._secrets: tuple[str, ...] = ()  # credential values, cut out of any message
         self._credentials_checked = False
+        self._refresh: Callable[[], dict[str, str]] | None = None
 
     # ----------------------------------------------------------------- session and clients
+
+    def use_credentials(self, refresh: Callable[[], dict[str, str]] | None) -> None:
+        """Make every later call with the credentials ``refresh`` gives instead of the login's own.
+
+        ``refresh`` has botocore's refresh shape (``access_key``, ``secret_key``, ``token``,
+        ``expiry_time``): botocore calls it on first use and again shortly before they expire.
+        It is how a role session of ``[aws.roles]`` reaches every client; ``None`` goes back to
+        the login's credential chain.
+        """
+        self.close()
+        with self._lock:
+            self._refresh = refresh
+            self._session = None
+            self._credentials_checked = False
+
+    @property
+    def profile(self) -> str | None:
+        """The named profile in use (``None``: the default chain)."""
+        return self._profile
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -186,10 +217,15 @@ class AwsCloud:
         with self._lock:
             if self._session is None:
                 try:
-                    self._session = _new_session(self._profile)
+                    session = _new_session(self._profile)
                 except ProfileNotFound as exc:
                     raise BackendUnavailable(f"AWS profile {exc.kwargs.get('profile')!r} not found",
                                              hint="`aws configure list-profiles` shows the profiles there are") from exc
+                if self._refresh is not None:
+                    # boto3 has no public setter for refreshable credentials: this is what its
+                    # own assume-role provider leaves on the botocore session.
+                    session._session._credentials = DeferredRefreshableCredentials(self._refresh, "assume-role")
+                self._session = session
             return self._session
 
     def _configured_regions(self) -> tuple[str, ...]:
@@ -540,14 +576,32 @@ class AwsCloud:
         """The IAM access keys of the identity in use: ``(key id, created, active, in use)``.
 
         For the key-age alert; an identity that is not an IAM user (an SSO role, an instance
-        profile) has none, and the answer is empty.
+        profile) has none, and the answer is empty. Under a role session (``use_credentials``)
+        the keys are the login's own, the ones ``keys rotate`` renews.
         """
+        if self._refresh is not None:
+            return self._login_access_keys()
         self._check_credentials()
         in_use = self._secrets[0] if self._secrets else ""
         if in_use.startswith("ASIA"):
             return ()  # temporary credentials of a role: no long-lived key to age
         region = self.regions[0] if self.regions else "us-east-1"
-        iam = self._client("iam", region)
+        return self._list_keys(self._client("iam", region), in_use)
+
+    def _login_access_keys(self) -> tuple[tuple[str, float, bool, bool], ...]:
+        with self._errors("IAM"):
+            session = _new_session(self._profile)
+            credentials = session.get_credentials()
+            in_use = credentials.get_frozen_credentials().access_key if credentials is not None else ""
+            if not in_use or in_use.startswith("ASIA"):
+                return ()
+            iam = session.client("iam", region_name=session.region_name or "us-east-1", config=self._config)
+        try:
+            return self._list_keys(iam, in_use)
+        finally:
+            iam.close()
+
+    def _list_keys(self, iam: Any, in_use: str) -> tuple[tuple[str, float, bool, bool], ...]:
         with self._errors():
             pages = iam.get_paginator("list_access_keys").paginate()
             keys = [k for page in pages for k in page.get("AccessKeyMetadata", ())]

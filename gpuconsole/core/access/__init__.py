@@ -8,4 +8,8 @@
     audit_remote: the CloudWatch copy read back: verify against it, the shared log for auditors.
     key_hygiene: alerts on old access keys, expiring credentials and unencrypted launches.
     rbac: what the cluster lets this login do to jobs (SelfSubjectAccessReview, kept a minute).
+    aws_roles: [aws.roles]: every AWS call through the STS role session of the login's role.
+    iam_policy: the three IAM roles and their policies (JSON, Terraform).
+    whoami: who the console acts as, section by section.
+    key_rotation: renewing an IAM user's access key in the shared credentials file.
 """

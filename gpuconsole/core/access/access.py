@@ -46,6 +46,8 @@ JOB_KINDS = frozenset({ActionKind.SUBMIT_JOB, ActionKind.DELETE_JOB, ActionKind.
                        ActionKind.RESUME_JOB, ActionKind.TRIGGER_CRONJOB, ActionKind.SUSPEND_CRONJOB})
 # What changes nothing in the fleet: anyone's console may send a budget's notification.
 HARMLESS_KINDS = frozenset({ActionKind.NOTIFY})
+# Rotating the IAM keys of one's own AWS profile: any login that may change something may.
+OWN_KEY_KINDS = frozenset({ActionKind.KEY_CREATE, ActionKind.KEY_DEACTIVATE, ActionKind.KEY_DELETE})
 # Admin actions that need a fresh MFA code besides the destructive ones (budgets and users).
 MFA_EXTRA_VALUES = frozenset({"budget-remove", "user-add", "user-set-role", "user-remove"})
 
@@ -110,6 +112,8 @@ def denial(principal: Principal, request: ActionRequest, *, read_only: bool = Fa
         return None
     if role is Role.AUDITOR:
         return f"{principal.name} is an auditor: auditors may change nothing"
+    if kind in OWN_KEY_KINDS:
+        return None
     namespace = target_namespace(request)
     user = principal.user
     assert user is not None

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gpuconsole.core import paths
 from gpuconsole.core.access import audit_sink
@@ -62,6 +63,9 @@ class Guard:
         self.audit = audit
         self.user = user or current_user()
         self.read_only = read_only
+        # The AWS role sessions (core.access.aws_roles) when [aws.roles] is set: AWS then checks
+        # the MFA codes of an admin's cloud actions, through sts:AssumeRole.
+        self.aws_roles: Any = None
 
     @property
     def principal(self) -> Principal:
@@ -86,15 +90,27 @@ class Guard:
         """Whether ``kind`` (with the request's ``params``: an automatic budget's add) needs a
         fresh MFA code from this user (an admin of a users table)."""
         principal = self.principal
-        return principal.managed and principal.role is Role.ADMIN and needs_mfa(kind, params)
+        return (principal.managed and principal.role is Role.ADMIN and needs_mfa(kind, params)
+                and not self.aws_checks_mfa(kind))
+
+    def aws_checks_mfa(self, kind: ActionKind) -> bool:
+        """Whether AWS checks the MFA code of ``kind`` (an admin's cloud action under [aws.roles])."""
+        return self.aws_roles is not None and self.aws_roles.checks_mfa(kind)
 
     def mfa_pending(self, kind: ActionKind, params: tuple[tuple[str, str], ...] = ()) -> bool:
         """Whether a code must be entered before ``kind`` (with ``params``) runs now."""
+        if self.aws_checks_mfa(kind):
+            return bool(self.aws_roles.needs_code())
         return self.mfa_required(kind, params) and not self.mfa.fresh(self.user, self.users.mfa_window_s())
 
-    def verify_mfa(self, code: str, purpose: str = "") -> None:
+    def verify_mfa(self, code: str, purpose: str = "", kind: ActionKind | None = None) -> None:
         """Check an MFA code (audited either way, with the ``purpose`` it was asked for, e.g.
-        ``"stop i-0abc"``). Raises :class:`MfaError` with why it failed."""
+        ``"stop i-0abc"``). Raises :class:`MfaError` with why it failed. For a ``kind`` that
+        :meth:`aws_checks_mfa`, the code goes to the AWS admin session instead, and AWS checks it."""
+        if kind is not None and self.aws_checks_mfa(kind):
+            # AWS checks it at sts:AssumeRole; the action's own record says what AWS answered.
+            self.aws_roles.offer_code(code)
+            return
         principal = self.principal
         params = [("for", purpose)] if purpose else []
         try:
@@ -131,6 +147,9 @@ class Guard:
             if not self.mfa.fresh(self.user, self.users.mfa_window_s()):
                 raise ActionError(f"{request.kind.value} needs a current MFA code (--mfa-code in a command; "
                                   f"a code stays valid {self.users.mfa_window_s():.0f} s)")
+        if self.aws_checks_mfa(request.kind) and not automatic and self.aws_roles.needs_code():
+            raise ActionError(f"{request.kind.value} needs a current MFA code for the AWS admin role "
+                              "(--mfa-code in a command; AWS checks it)")
         try:
             self.audit.check_writable()
         except AuditError as exc:

@@ -24,6 +24,7 @@ from gpuconsole.model import Alert, Instance, InstanceState, Severity
 log = logging.getLogger(__name__)
 
 KEY_MAX_AGE_DAYS = 90
+ROTATE_COMMAND = "gpuconsole keys rotate"  # what the key-age alert offers (core.access.key_rotation)
 EXPIRY_WARN_DAYS = 7
 CHECK_EVERY_S = 3600.0  # IAM and the kubeconfig
 LAUNCH_CHECK_S = 60.0  # the audit log's launches against the instances there are
@@ -40,7 +41,7 @@ def aws_key_alerts(keys: Iterable[tuple[str, float, bool, bool]], now: float) ->
             which = "in use" if in_use else "of this IAM user"
             alerts.append(Alert(Severity.WARNING, "security",
                                 f"AWS access key {key_id[:4]}…{key_id[-4:]} {which} is {age:.0f} days old "
-                                f"(rotate keys every {KEY_MAX_AGE_DAYS} days)", now))
+                                f"(rotate keys every {KEY_MAX_AGE_DAYS} days: {ROTATE_COMMAND})", now))
     return alerts
 
 

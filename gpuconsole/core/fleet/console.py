@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gpuconsole.backends.base import BackendError, Capability
+from gpuconsole.core.access.aws_roles import attach_aws_roles
 from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.access.rbac import ClusterPermissions
 from gpuconsole.core.config import ConfigError, ConfigFile
@@ -144,6 +145,7 @@ class Console:
         self._cron_memo: tuple[object, tuple[CostLine, ...], tuple[str, ...]] = (None, (), ())
         self._stopping = threading.Event()
         self.hub = self._make_hub(options.sources)
+        self.aws_roles = attach_aws_roles(self._runner_source(SourceKind.CLOUD), self.guard, options.config_path)
         self.cloud = self._make_cloud()
         self.jobs = JobOps(self._job_backend(), self.clock, self.actions)
         self.rbac = ClusterPermissions(lambda: self.jobs.control, self.clock)  # asked per namespace, kept a minute

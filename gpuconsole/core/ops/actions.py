@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 # one_line lives beside the typed errors; the UI imports it from here too.
-from gpuconsole.backends.base import AuthorizationDenied, one_line
+from gpuconsole.backends.base import BackendPermissionDenied, one_line
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,9 @@ class ActionKind(str, enum.Enum):
     RULE_REMOVE = "rule-remove"
     RULE_PAUSE = "rule-pause"
     RULE_RESUME = "rule-resume"
+    KEY_CREATE = "key-create"
+    KEY_DEACTIVATE = "key-deactivate"
+    KEY_DELETE = "key-delete"
 
     @property
     def destructive(self) -> bool:
@@ -237,12 +240,13 @@ def run_action(request: ActionRequest, do: Callable[[], str], record: ActionLog,
             raise ActionError(f"nothing runs unrecorded: {one_line(exc)}") from exc
     try:
         message = do()
-    except AuthorizationDenied as exc:
-        # The system that owns the resource refused (RBAC's 403): audited as denied, in its words.
+    except BackendPermissionDenied as exc:
+        # The owner of the resource refused (IAM, a trust policy, RBAC's 403, the OS): audited as
+        # denied, in its own words ("denied by the cluster: …" keeps its wording).
         line = one_line(exc)
         _settle(record, ActionResult(request, False, f"denied: {line.removeprefix('denied ')}", clock()))
         log.info("%s denied: %s", request.describe(), line)
-        raise ActionDenied(line) from exc
+        raise ActionDenied(line if line.startswith("denied") else f"denied: {line}") from exc
     except BaseException as exc:
         line = one_line(exc)
         _settle(record, ActionResult(request, False, f"failed: {line}", clock()))

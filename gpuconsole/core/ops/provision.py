@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from msgspec.structs import replace
 
-from gpuconsole.backends.base import BackendError, CapacityError, Provisioner
+from gpuconsole.backends.base import BackendError, BackendPermissionDenied, CapacityError, Provisioner
 from gpuconsole.core.money.catalog import Catalog
 from gpuconsole.core.ops.actions import one_line
 from gpuconsole.model import (
@@ -426,6 +426,8 @@ class _LaunchRun:
         except CapacityError as exc:
             self._record(spec, zone, False, one_line(exc))
             return None
+        except BackendPermissionDenied:
+            raise  # the caller is refused (IAM): no other zone helps, and the action path says denied
         except BackendError as exc:
             self._record(spec, zone, False, one_line(exc))
             self.stopped = True

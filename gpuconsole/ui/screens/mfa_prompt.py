@@ -63,7 +63,7 @@ class MfaPrompt(ModalScreen[bool]):
 
         guard = self.app.core.guard  # type: ignore[attr-defined]
         try:
-            guard.verify_mfa(code, self.purpose)
+            guard.verify_mfa(code, self.purpose, self.kind)
         except MfaError as exc:
             self.app.call_from_thread(self.query_one("#mfa-error", Static).update, str(exc))
             return

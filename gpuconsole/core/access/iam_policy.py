@@ -1,0 +1,138 @@
+"""The three IAM roles gpuconsole acts through, and their policies, for ``access iam-policy``.
+
+What IAM holds here is the real guard (the console's own checks only explain and dim keys):
+
+- ``gpuconsole-admin``: launches, starts, stops, reboots and terminates instances tagged
+  ``ManagedBy = gpuconsole``; its trust policy requires MFA (``aws:MultiFactorAuthPresent``).
+- ``gpuconsole-developer``: reads and describes EC2, prices and the DLAMI parameter; launching,
+  starting, stopping, rebooting and terminating are denied outright.
+- ``gpuconsole-auditor``: read only, plus Cost Explorer and CloudTrail lookups.
+
+Every trust policy lets the session set its source identity (the OS login, for CloudTrail).
+Conditions on the tag limit the changes where EC2 supports resource tags; reads cannot be
+limited by tag in IAM, so they are not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+TAG_KEY = "ManagedBy"
+TAG_VALUE = "gpuconsole"
+ACCOUNT_PLACEHOLDER = "ACCOUNT_ID"
+TERRAFORM_ACCOUNT = "${data.aws_caller_identity.current.account_id}"
+MFA_MAX_AGE_S = 3600
+
+EC2_READ = ["ec2:Describe*", "ec2:GetConsoleOutput"]
+CATALOG_READ = ["pricing:GetProducts", "ssm:GetParameter"]
+INSTANCE_CHANGES = ["ec2:StartInstances", "ec2:StopInstances", "ec2:RebootInstances", "ec2:TerminateInstances"]
+COST_READ = ["ce:GetCostAndUsage", "ce:GetCostForecast", "ce:GetDimensionValues", "ce:GetTags"]
+TRAIL_READ = ["cloudtrail:LookupEvents", "cloudtrail:GetTrailStatus", "cloudtrail:DescribeTrails"]
+
+
+@dataclass(frozen=True, slots=True)
+class IamRole:
+    """One IAM role: its name, the gpuconsole role it serves, its trust and permissions."""
+
+    name: str
+    gpuconsole_role: str
+    description: str
+    trust: dict[str, Any]
+    policy: dict[str, Any]
+
+
+def _tagged() -> dict[str, Any]:
+    return {"StringEquals": {f"aws:ResourceTag/{TAG_KEY}": TAG_VALUE}}
+
+
+def _trust(account: str, *, mfa: bool) -> dict[str, Any]:
+    statement: dict[str, Any] = {
+        "Sid": "AccountUsersWithAnAllowPolicy",
+        "Effect": "Allow",
+        "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+        "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"],
+    }
+    if mfa:
+        statement["Condition"] = {"Bool": {"aws:MultiFactorAuthPresent": "true"},
+                                  "NumericLessThan": {"aws:MultiFactorAuthAge": str(MFA_MAX_AGE_S)}}
+    return {"Version": "2012-10-17", "Statement": [statement]}
+
+
+def _policy(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def _read(sid: str, actions: list[str]) -> dict[str, Any]:
+    return {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": "*"}
+
+
+def roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
+    """The three roles for ``account`` (a 12-digit id, a placeholder or a Terraform reference)."""
+    admin = _policy(
+        _read("ReadFleet", EC2_READ + CATALOG_READ + COST_READ),
+        {"Sid": "ChangeTaggedInstances", "Effect": "Allow", "Action": INSTANCE_CHANGES, "Resource": "*",
+         "Condition": _tagged()},
+        {"Sid": "LaunchTagged", "Effect": "Allow", "Action": ["ec2:RunInstances"],
+         "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*"],
+         "Condition": {"StringEquals": {f"aws:RequestTag/{TAG_KEY}": TAG_VALUE}}},
+        {"Sid": "LaunchFrom", "Effect": "Allow", "Action": ["ec2:RunInstances"],
+         "Resource": ["arn:aws:ec2:*::image/*", "arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:*:*:security-group/*",
+                      "arn:aws:ec2:*:*:network-interface/*", "arn:aws:ec2:*:*:key-pair/*"]},
+        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": ["ec2:CreateTags"], "Resource": "*",
+         "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}}},
+    )
+    developer = _policy(
+        _read("ReadFleet", EC2_READ + CATALOG_READ),
+        {"Sid": "NoInstanceChanges", "Effect": "Deny", "Action": ["ec2:RunInstances", *INSTANCE_CHANGES],
+         "Resource": "*"},
+    )
+    auditor = _policy(
+        _read("ReadFleet", EC2_READ),
+        _read("ReadCostsAndTrail", COST_READ + TRAIL_READ),
+        {"Sid": "ChangeNothing", "Effect": "Deny", "Action": ["ec2:RunInstances", "ec2:CreateTags", *INSTANCE_CHANGES],
+         "Resource": "*"},
+    )
+    return (
+        IamRole("gpuconsole-admin", "admin", "gpuconsole admins: instance changes, with MFA",
+                _trust(account, mfa=True), admin),
+        IamRole("gpuconsole-developer", "developer", "gpuconsole developers: read the fleet, change nothing in EC2",
+                _trust(account, mfa=False), developer),
+        IamRole("gpuconsole-auditor", "auditor", "gpuconsole auditors: read, costs and CloudTrail",
+                _trust(account, mfa=False), auditor),
+    )
+
+
+def as_json(account: str = ACCOUNT_PLACEHOLDER) -> str:
+    """The roles as one JSON document: ``{"roles": [{name, gpuconsole_role, trust_policy, policy}]}``."""
+    return json.dumps({"tag": {TAG_KEY: TAG_VALUE}, "roles": [
+        {"name": r.name, "gpuconsole_role": r.gpuconsole_role, "description": r.description,
+         "trust_policy": r.trust, "policy": r.policy} for r in roles(account)]}, indent=2) + "\n"
+
+
+def _hcl(value: dict[str, Any], indent: str) -> str:
+    """A JSON value as an HCL expression (HCL object syntax accepts JSON's ``"key": value``)."""
+    return json.dumps(value, indent=2).replace("\n", "\n" + indent)
+
+
+def as_terraform() -> str:
+    """The roles as Terraform: one ``aws_iam_role`` and one inline ``aws_iam_role_policy`` each."""
+    lines = ['data "aws_caller_identity" "current" {}', ""]
+    for role in roles(TERRAFORM_ACCOUNT):
+        ident = role.name.replace("-", "_")
+        lines += [
+            f'resource "aws_iam_role" "{ident}" {{',
+            f"  name        = {json.dumps(role.name)}",
+            f"  description = {json.dumps(role.description)}",
+            f"  assume_role_policy = jsonencode({_hcl(role.trust, '  ')})",
+            "}",
+            "",
+            f'resource "aws_iam_role_policy" "{ident}" {{',
+            f"  name   = {json.dumps(role.name)}",
+            f"  role   = aws_iam_role.{ident}.id",
+            f"  policy = jsonencode({_hcl(role.policy, '  ')})",
+            "}",
+            "",
+        ]
+    return "\n".join(lines)
