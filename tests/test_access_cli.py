@@ -54,6 +54,10 @@ def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
         ActionKind.USER_ADD: ["users", "add", "newbie", "--role", "auditor"],
         ActionKind.USER_SET_ROLE: ["users", "set-role", "aud", "--role", "auditor"],
         ActionKind.USER_REMOVE: ["users", "remove", "aud"],
+        ActionKind.RULE_ADD: ["rule", "add", '{ name = "matrix", kind = "idle-stop", idle_for = "2h" }'],
+        ActionKind.RULE_REMOVE: ["rule", "remove", "kept"],
+        ActionKind.RULE_PAUSE: ["rule", "pause", "kept"],
+        ActionKind.RULE_RESUME: ["rule", "resume", "kept"],
     }[kind]
 
 
@@ -108,6 +112,14 @@ def test_every_action_for_every_role_through_the_cli(home, tmp_path, monkeypatch
         store = Store(db)
         store.save_budget(Budget(name="kept", amount=5.0, origin="store"))
         store.close()
+    if kind in (ActionKind.RULE_REMOVE, ActionKind.RULE_PAUSE, ActionKind.RULE_RESUME):
+        from gpuconsole.core.ops.autopilot.state import AutopilotState
+
+        monkeypatch.setenv("GPUCONSOLE_AUTOPILOT_DB", str(tmp_path / "autopilot.db"))
+        state = AutopilotState(tmp_path / "autopilot.db")
+        state.add_rule("kept", {"name": "kept", "kind": "idle-stop", "idle_for": "2h"})
+        state.set_paused("kept", kind is ActionKind.RULE_RESUME)
+        state.close()
     act_as(monkeypatch, role)
     argv = argv_for(kind, scope, db)
     if role is Role.ADMIN and needs_mfa_kind(kind):
