@@ -43,7 +43,7 @@ def _stop(config: Path, instance_id: str, *extra: str) -> list[str]:
 
 
 def _records(home: Path, action: str) -> list:
-    return [r for r in AuditLog(home / "audit.db").records() if r.action == action]
+    return [r for r in AuditLog(home / "audit.db").records() if r.action == action and r.result != "started"]
 
 
 def _assume_calls(world: IamWorld) -> list:

@@ -78,7 +78,7 @@ def test_rotation_installs_a_new_key_and_deactivates_the_old_one(
     assert "AWS accepts the new key: arn:aws:iam::123456789012:user/dev-user" in out.out
     assert out.err == ""
     records = AuditLog(home / "audit.db").records()
-    assert [(r.action, r.result) for r in records] == [("key-create", "ok"), ("key-deactivate", "ok")]
+    assert [(r.action, r.result) for r in records if r.result != "started"] == [("key-create", "ok"), ("key-deactivate", "ok")]
     logged = "\n".join(r.getMessage() for r in caplog.records)
     _secrets_nowhere([new.secret, old_secret], out.out, out.err, json.dumps([(r.target, r.params, r.result)
                                                                              for r in records]), logged)

@@ -66,8 +66,10 @@ def ensure_mfa(guard: Any, kind: Any, code: str | None, target: str = "",
     """
     from gpuconsole.core.access.mfa import MfaError, env_code
 
-    aws = guard.aws_checks_mfa(kind)
-    if not (aws or guard.mfa_required(kind, params)) or not (aws or guard.mfa.enrolled(guard.user)):
+    if guard.aws_checks_mfa(kind):
+        if not guard.mfa_pending(kind, params):
+            return  # AWS checks the code: its session is open, or a code already waits for it
+    elif not guard.mfa_required(kind, params) or not guard.mfa.enrolled(guard.user):
         return  # not needed, or not enrolled (the guard denies and records it, with the way out)
     code = code or env_code()
     if code is None and not guard.mfa_pending(kind, params):
