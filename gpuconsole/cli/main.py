@@ -38,6 +38,7 @@ examples:
                                            alert, and stop instances at $1,000 spent from now on
   gpuconsole budget check --enforce        for cron: exit 1 past a threshold, run automatic actions
   gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
+  gpuconsole experiment run exp.toml       one workload on several instance types: $ per epoch
   gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
   gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
   gpuconsole --prometheus https://prom.example.com --prometheus-token-file ~/.prom-token
@@ -255,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.cli.access_parsers import add_access_parsers
 
     add_access_parsers(sub, common)
+    from gpuconsole.cli.experiment import add_experiment_parser
+
+    add_experiment_parser(sub, common)
     return parser
 
 
@@ -398,6 +402,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             _setup_logging(tui=False)
             return run_access_command(args, make_console)
+        if args.command == "experiment":
+            from gpuconsole.cli.experiment import run_experiment
+
+            _setup_logging(tui=False)
+            return run_experiment(args, make_console)
         if args.command == "sim-exporter":
             from gpuconsole.cli.exporter import run_exporter
 

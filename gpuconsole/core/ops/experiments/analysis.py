@@ -108,7 +108,8 @@ class Verdict:
         if not self.runner_up:
             return f"{self.criterion}: {self.winner or 'no result yet'}"
         if self.significant:
-            return f"{self.criterion}: {self.winner} (significant over {self.runner_up}, p={self.p_value:.3f})"
+            p = "p<0.001" if self.p_value < 0.001 else f"p={self.p_value:.3f}"
+            return f"{self.criterion}: {self.winner} (significant over {self.runner_up}, {p})"
         more = f"about {self.more_runs} more runs per arm would likely settle it" if self.more_runs else \
             "no difference seen"
         return f"{self.criterion}: {self.winner} (not significant over {self.runner_up}; {more})"

@@ -68,11 +68,13 @@ class ExperimentBook:
     def start(self, spec: ExperimentSpec, source: str) -> ExperimentRunner:
         """A runner for a new experiment (or one stopped, to go on); refused while it runs."""
         row = self.store.experiment(spec.name)
-        if row is not None and row.state in ("running", "stopping") and self.store.runs(spec.name):
-            raise ActionError(f"experiment {spec.name} is running already: stop it first")
         if row is not None:
-            self.store.set_state(spec.name, "running")
-            self.store.put_experiment(replace(self.store.experiment(spec.name) or row, source=source))
+            if row.source.strip() != source.strip():
+                raise ActionError(f"experiment {spec.name} exists with another file: give this one another name")
+            if row.state in ("running", "stopping") and self.store.runs(spec.name):
+                raise ActionError(f"experiment {spec.name} is running already: stop it first")
+            if row.state in ("stopped", "budget"):
+                self.store.set_state(spec.name, "running")
         return self._runner(spec, source)
 
     def _runner(self, spec: ExperimentSpec, source: str) -> ExperimentRunner:

@@ -22,7 +22,7 @@ image = "nvcr.io/nvidia/pytorch:24.05-py3"
 command = ["python", "bench.py", "--epochs", "1"]
 gpus = 1
 metric = { regex = "samples/s: ([0-9.]+)", unit = "samples/s", better = "higher" }
-work = { amount = 1281167, unit = "samples" }     # one ImageNet epoch
+work = { amount = 1281167, unit = "samples", per = "epoch" }     # one ImageNet epoch
 repeats = 3
 max_cost = 200
 
@@ -59,7 +59,7 @@ command = ["python", "infer_bench.py", "--batch", "64"]
 env = { BENCH_WORK = "1000000", BENCH_SPEEDUP = "3.2", BENCH_LABEL = "images/s" }
 gpus = 1
 metric = { regex = "images/s: ([0-9.]+)", unit = "images/s", better = "higher" }
-work = { amount = 1000000, unit = "inferences" }
+work = { amount = 1000000, unit = "inferences", per = "1M inferences" }
 repeats = 4
 max_cost = 50
 

@@ -81,6 +81,12 @@ class Work:
 
     amount: float = 1.0
     unit: str = "run"
+    per: str = ""  # what one run's work is called (``epoch``); empty: the amount and unit
+
+    @property
+    def label(self) -> str:
+        """``epoch``, or ``1,281,167 samples``."""
+        return self.per or f"{self.amount:,.0f} {self.unit}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +295,13 @@ def _work(value: Any) -> Work:
     unit = value.get("unit", "run")
     if not isinstance(unit, str) or not unit.strip():
         raise SpecError("work.unit", "must be a word (samples, inferences)")
-    return Work(float(amount), unit.strip())
+    per = value.get("per", "")
+    if not isinstance(per, str):
+        raise SpecError("work.per", "must be a word (epoch, million inferences)")
+    extra = sorted(set(value) - {"amount", "unit", "per"})
+    if extra:
+        raise SpecError(f"work.{extra[0]}", "unknown key: amount, unit or per")
+    return Work(float(amount), unit.strip(), per.strip())
 
 
 def _arms(value: Any, known: Callable[[str], bool]) -> tuple[Arm, ...]:
