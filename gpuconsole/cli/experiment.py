@@ -10,13 +10,13 @@ the store recorded.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, finish
+from gpuconsole.core.ops.experiments.export import analysis_json, write_csv
 
 VERBS = ("run", "list", "show", "stop")
 
@@ -160,50 +160,3 @@ def duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 6)
-    if isinstance(value, tuple | list):
-        return [_clean(v) for v in value]
-    return value
-
-
-ARM_FIELDS = ("runs", "failed", "running", "pending", "spent", "median", "mean", "median_ci", "mean_ci",
-              "seconds_per_work", "cost_per_work", "cost_ci", "on_demand_per_work", "spot_per_work",
-              "price_per_hour", "to_fastest", "to_cheapest")
-
-
-def arm_json(a: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"arm": a.arm.key, "instance_type": a.arm.instance_type, "market": a.arm.market,
-                           "gpus": a.arm.gpus or None, "mig_profile": a.arm.mig_profile or None}
-    out.update({f: _clean(getattr(a, f)) for f in ARM_FIELDS})
-    return out
-
-
-def analysis_json(analysis: Any, progress: Any) -> dict[str, Any]:
-    spec = analysis.spec
-    return {
-        "name": spec.name, "state": progress.state, "namespace": spec.namespace,
-        "results": progress.done, "planned": progress.planned, "spent": _clean(analysis.spent),
-        "max_cost": spec.max_cost,
-        "metric": {"unit": spec.metric.unit, "better": spec.metric.better, "wall_time": spec.metric.wall_time},
-        "work": {"amount": spec.work.amount, "unit": spec.work.unit, "per": spec.work.label},
-        "arms": [arm_json(a) for a in analysis.arms],
-        "winners": [{"criterion": v.criterion, "winner": v.winner, "runner_up": v.runner_up,
-                     "p_value": _clean(v.p_value), "significant": v.significant, "more_runs": v.more_runs}
-                    for v in analysis.verdicts],
-        "prices": analysis.price_source,
-    }
-
-
-def write_csv(analysis: Any, out: TextIO) -> None:
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["arm", "instance_type", "market", *[f for f in ARM_FIELDS if not f.endswith("_ci")],
-                     "median_ci_low", "median_ci_high", "cost_ci_low", "cost_ci_high"])
-    for a in analysis.arms:
-        row = arm_json(a)
-        writer.writerow([row["arm"], row["instance_type"], row["market"],
-                         *[row[f] for f in ARM_FIELDS if not f.endswith("_ci")],
-                         *(row["median_ci"] or [None, None]), *(row["cost_ci"] or [None, None])])

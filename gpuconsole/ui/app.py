@@ -46,6 +46,7 @@ from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.audit import AuditPane
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.budgets import BudgetsPane
+from gpuconsole.ui.panes.experiments import ExperimentsPane
 from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
 from gpuconsole.ui.panes.jobs import JobsPane
@@ -81,6 +82,7 @@ PANE_CLASSES: dict[str, type[Pane]] = {
     "instances": InstancesPane,
     "budgets": BudgetsPane,
     "audit": AuditPane,
+    "experiments": ExperimentsPane,
 }
 
 
@@ -101,7 +103,7 @@ class GpuConsoleApp(App[int]):
     TITLE = "gpuconsole"
     CSS_PATH = [
         "app.tcss",
-        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit")),
+        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit", "experiments")),
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
         "screens/confirm.tcss",
@@ -120,6 +122,7 @@ class GpuConsoleApp(App[int]):
         Binding("4", "show_pane('instances')", "Instances", show=False),
         Binding("5", "show_pane('budgets')", "Budgets", show=False),
         Binding("6", "show_pane('audit')", "Audit", show=False),
+        Binding("7", "show_pane('experiments')", "Experiments", show=False),
         Binding("tab", "cycle_pane(1)", "Next pane", show=False, priority=True),
         Binding("shift+tab", "cycle_pane(-1)", "Previous pane", show=False, priority=True),
         Binding("slash", "filter", "Filter"),

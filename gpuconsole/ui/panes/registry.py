@@ -9,4 +9,5 @@ PANES: dict[str, tuple[str, str]] = {
     "instances": ("Instances", "4"),
     "budgets": ("Budgets", "5"),
     "audit": ("Audit", "6"),
+    "experiments": ("Exps", "7"),
 }
