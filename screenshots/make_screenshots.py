@@ -2,7 +2,7 @@
 
     .venv/bin/python screenshots/make_screenshots.py
 
-Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
+Every pane at 120×36 (the Experiments pane too), plus the GPU detail view, the key help and the launch wizard's first two
 steps, with the dark theme.
 The demo is frozen at a fixed moment (gpuconsole.cli.showcase), so the pictures change only when
 what the console shows changes.
@@ -33,6 +33,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "help": ("question_mark",),
     "launch-wizard": ("4", "n", WAIT),
     "launch-prices": ("4", "n", WAIT, "enter", WAIT),
+    "experiments": ("7", WAIT, WAIT, WAIT, WAIT),  # the demo's experiments are seeded in a worker
 }
 
 
