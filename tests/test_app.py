@@ -109,12 +109,12 @@ async def test_every_pane_by_number_key():
 async def test_tab_cycles_panes_and_q_quits():
     async with running() as (app, pilot):
         seen = []
-        for _ in range(6):
+        for _ in range(7):
             await pilot.press("tab")
             seen.append(app.active_pane)
-        assert seen == ["gpus", "jobs", "instances", "budgets", "audit", "overview"]
+        assert seen == ["gpus", "jobs", "instances", "budgets", "audit", "experiments", "overview"]
         await pilot.press("shift+tab")
-        assert app.active_pane == "audit"
+        assert app.active_pane == "experiments"
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
