@@ -86,3 +86,30 @@ def test_stop_deletes_the_running_jobs(capsys) -> None:
 def test_an_unknown_experiment_is_one_line_and_exit_1(capsys) -> None:
     assert main(["experiment", "show", "nope", *DEMO]) == 1
     assert capsys.readouterr().err.strip() == "gpuconsole: error: no experiment named nope"
+
+
+@pytest.mark.parametrize(("namespace", "allowed"), [("team-nlp", True), ("research", False)])
+def test_a_developer_runs_experiments_in_their_namespaces_only(tmp_path, monkeypatch, capsys, namespace,
+                                                               allowed) -> None:
+    import time
+
+    from gpuconsole.core.access.audit import AuditLog
+    from tests.access_world import make_home
+
+    users, _mfa, _audit, _secret = make_home(tmp_path, time.time)  # dev works in team-nlp
+    monkeypatch.setenv("GPUCONSOLE_USERS", str(users.path))
+    monkeypatch.setenv("GPUCONSOLE_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("LOGNAME", "dev")
+    path = tmp_path / "exp.toml"
+    text = EXAMPLE.replace('"ml-vision"', f'"{namespace}"').replace('"resnet50-epoch"', '"dev-epoch"')
+    path.write_text(text.replace("repeats = 3", "repeats = 1"), encoding="utf-8")
+    rc = main(["experiment", "run", str(path), *DEMO])
+    err = capsys.readouterr().err
+    records = [r for r in AuditLog(tmp_path / "demo" / "audit.db").records() if r.action == "submit-job"]
+    assert records and all(r.actor == "dev" for r in records)
+    if allowed:
+        assert rc == 0, err
+        assert len(records) >= 3 and all(r.result.startswith("created") or r.result == "ok" for r in records)
+    else:
+        assert rc == 1 and "denied: " in err and err.count("\n") == 2  # the start line, then the one error
+        assert records[-1].result.startswith("denied: ")

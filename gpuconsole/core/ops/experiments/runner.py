@@ -20,13 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from gpuconsole.core.ops.actions import ActionDenied, ActionError
-from gpuconsole.core.ops.experiments.analysis import Analysis, analyse, seconds_for_work
+from gpuconsole.core.ops.experiments.analysis import Analysis, analyse
 from gpuconsole.core.ops.experiments.pricing import ArmPrices
 from gpuconsole.core.ops.experiments.runs import (
     EVICTED,
     FAILED,
     LIVE_STATES,
-    LOST_STATES,
     PENDING,
     RUNNING,
     STOPPED,
@@ -238,9 +237,3 @@ def complete(analysis: Analysis) -> bool:
     """Every arm has a result for every repeat."""
     return all(a.runs >= analysis.spec.repeats for a in analysis.arms)
 
-
-def lost_runs(runs: Sequence[RunRecord]) -> int:
-    return sum(1 for r in runs if r.state in LOST_STATES)
-
-
-__all__ = ["ATTEMPTS", "ExperimentRunner", "complete", "lost_runs", "seconds_for_work"]
