@@ -151,3 +151,33 @@ def test_a_denied_role_submits_nothing_and_is_audited(kube) -> None:
         runner.tick()
     assert submitted(kube.server, NS) == []
     assert guard.recorded and not guard.recorded[0].ok
+
+
+def test_two_consoles_on_one_experiment_submit_each_run_once(kube) -> None:
+    first, _a, store = runner_on(kube)
+    backend = kube.backend(watch=False)
+    second = ExperimentRunner(first.spec, JobOps(backend, first.clock, ActionLog()), ExperimentStore(),
+                              lambda: backend.poll_jobs().jobs, source=EXAMPLE, owner="bo", clock=first.clock)
+    first.tick()
+    second.tick()  # the same round: the cluster says the Jobs exist, so they are followed, not failed
+    assert len(submitted(kube.server, NS)) == 6 and len(kube.server.objects("Job")) == 3
+    assert all(r.state == "pending" for r in second.store.runs(first.spec.name))
+    finish_all(kube, [j["metadata"]["name"] for j in kube.server.objects("Job")])
+    second.tick()  # round 1 read from the logs; round 2 submitted
+    assert all(r.counts for r in second.store.runs(first.spec.name) if r.repeat == 1)
+    assert len(store.runs(first.spec.name)) == 3
+
+
+def test_runs_are_followed_through_the_watch(kube) -> None:
+    from tests.kube_server import wait_until
+
+    backend = kube.backend(watch=True)
+    clock = Clock()
+    runner = ExperimentRunner(parse_text(EXAMPLE.replace("repeats = 3", "repeats = 1")), JobOps(backend, clock),
+                              ExperimentStore(), lambda: backend.poll_jobs().jobs, source=EXAMPLE, clock=clock)
+    runner.tick()
+    names = [j["metadata"]["name"] for j in submitted(kube.server, NS)]
+    wait_until(lambda: len(backend.poll_jobs().jobs) == 3)
+    finish_all(kube, names)
+    wait_until(lambda: not runner.tick())
+    assert all(r.counts for r in runner.store.runs(runner.spec.name))

@@ -175,6 +175,12 @@ class ExperimentsPane(Pane):
         if self.loaded is None:
             return "experiments · loading…"
         words = f"experiments · {len(self.loaded.progress)}"
+        analysis = self.loaded.analysis
+        cost = next((v for v in analysis.verdicts if v.criterion == "cost"), None) if analysis else None
+        if cost is not None and cost.winner:
+            arm = analysis.arm(cost.winner) if analysis else None
+            sure = "significant" if cost.significant else "not significant yet"
+            words += f" · cheapest: {arm.arm.title if arm else cost.winner} ({sure})"
         if self._followed:
             words += f" · following {', '.join(sorted(self._followed))}"
         return words + (f" · {self.note}" if self.note else "")

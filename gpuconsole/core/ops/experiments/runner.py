@@ -41,6 +41,7 @@ from gpuconsole.model import Job, JobState
 ATTEMPTS = 2  # a run and its one retry
 LOG_LINES = 500
 NOT_LISTED_GRACE_S = 120.0  # a submitted Job the source has not listed yet is still pending
+POD_GRACE_S = 60.0  # a finished Job whose pod is not listed yet: wait this long for it
 
 
 class ExperimentRunner:
@@ -151,6 +152,9 @@ class ExperimentRunner:
             reason = job.pending_reason or "the Job failed"
             state = EVICTED if "evict" in reason.lower() or "interrupt" in reason.lower() else FAILED
             return replace(run, state=state, node=node, start=start, end=end, cost=cost, message=reason)
+        if not job.pod and not self.spec.metric.wall_time and now - end < POD_GRACE_S:
+            # The Job's and the pods' watches are separate streams: the pod may come a moment later.
+            return replace(run, state=RUNNING, node=node, start=start, cost=cost)
         metric, problem = self._metric(job, start, end)
         if metric is None:
             return replace(run, state=FAILED, node=node, start=start, end=end, cost=cost, message=problem)
@@ -223,7 +227,9 @@ class ExperimentRunner:
         except ActionDenied:
             raise
         except ActionError as exc:
-            record = replace(record, state=FAILED, end=record.submitted, message=f"not submitted: {exc}")
+            if "already exists" not in str(exc):
+                record = replace(record, state=FAILED, end=record.submitted, message=f"not submitted: {exc}")
+            # else another console (the pane, a second `experiment run`) submitted it: follow it
         self.store.put_run(record)
 
 
