@@ -113,3 +113,21 @@ def test_a_developer_runs_experiments_in_their_namespaces_only(tmp_path, monkeyp
     else:
         assert rc == 1 and "denied: " in err and err.count("\n") == 2  # the start line, then the one error
         assert records[-1].result.startswith("denied: ")
+
+
+def test_an_unwritable_experiments_database_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    blocker = tmp_path / "cache"
+    blocker.mkdir()
+    (blocker / "experiments.db").mkdir()  # a folder where the database file should be
+    monkeypatch.setenv("GPUCONSOLE_DB", str(blocker / "gpuconsole.db"))
+    assert main(["experiment", "list", "--no-db"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gpuconsole: error: cannot open the experiments database") and err.count("\n") == 1
+
+
+def test_without_a_cluster_nothing_runs_and_one_line_says_why(tmp_path, capsys) -> None:
+    path = tmp_path / "exp.toml"
+    path.write_text(EXAMPLE, encoding="utf-8")
+    assert main(["experiment", "run", str(path), "--no-db"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot run resnet50-epoch: this job source cannot change jobs" in err and err.count("\n") == 1

@@ -7,11 +7,13 @@ same job path, with the console's guard and audit.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import weakref
 from pathlib import Path
 
 from gpuconsole.core.fleet.console import Console
+from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.experiments.book import ExperimentBook
 from gpuconsole.core.ops.experiments.store import ExperimentStore
 from gpuconsole.core.paths import default_db_path
@@ -51,5 +53,9 @@ def _make(console: Console) -> ExperimentBook:
         backend = console.jobs.backend
         return backend.poll_jobs().jobs if backend is not None else ()
 
-    return ExperimentBook(ExperimentStore(experiment_store_path(console)), console.jobs, read_jobs, owner=user,
-                          clock=console.clock)
+    path = experiment_store_path(console)
+    try:
+        store = ExperimentStore(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise ActionError(f"cannot open the experiments database at {path}: {exc}") from None
+    return ExperimentBook(store, console.jobs, read_jobs, owner=user, clock=console.clock)

@@ -18,7 +18,7 @@ from gpuconsole.core.ops.experiments.runs import LIVE_STATES, PENDING, RUNNING, 
 from gpuconsole.core.ops.experiments.runner import ExperimentRunner
 from gpuconsole.core.ops.experiments.spec import ExperimentSpec, SpecError, parse_text
 from gpuconsole.core.ops.experiments.store import ExperimentRow, ExperimentStore
-from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.core.ops.job_ops import NOT_A_CLUSTER, JobOps
 from gpuconsole.model import Job
 
 
@@ -67,6 +67,8 @@ class ExperimentBook:
 
     def start(self, spec: ExperimentSpec, source: str) -> ExperimentRunner:
         """A runner for a new experiment (or one stopped, to go on); refused while it runs."""
+        if not self.jobs.available:
+            raise ActionError(f"cannot run {spec.name}: {NOT_A_CLUSTER}")
         row = self.store.experiment(spec.name)
         if row is not None:
             if row.source.strip() != source.strip():
