@@ -96,3 +96,9 @@ def test_no_arms_and_the_same_arm_twice() -> None:
     twice = EXAMPLE.replace('instance_type = "g6.xlarge"\nmarket = "spot"', 'instance_type = "g5.xlarge"')
     with pytest.raises(SpecError, match=r"^arms\[2\]: the same arm"):
         parse_text(twice)
+
+
+def test_the_smallest_file_needs_a_name_an_image_and_an_arm() -> None:
+    spec = parse_text('name = "tiny"\nimage = "busybox"\n[[arms]]\ninstance_type = "g5.xlarge"\n')
+    assert spec.command == () and spec.namespace == "default" and spec.repeats == 3
+    assert spec.metric.wall_time and spec.metric.better == "lower" and spec.max_cost is None

@@ -126,3 +126,34 @@ async def test_export_writes_csv_and_json(frozen_app, tmp_path) -> None:
         data = json.loads((folder / "experiment-resnet50-epoch.json").read_text())
         assert data["name"] == "resnet50-epoch" and len(data["arms"]) == 6
         assert (folder / "experiment-resnet50-epoch.csv").read_text().startswith("arm,instance_type")
+
+
+async def test_n_starts_an_experiment_from_a_file_and_the_pane_follows_it(frozen_app, tmp_path) -> None:
+    path = tmp_path / "p4d.toml"
+    path.write_text('name = "pane-epoch"\nnamespace = "team-vision"\nimage = "nvcr.io/nvidia/pytorch:24.05-py3"\n'
+                    'metric = { regex = "samples/s: ([0-9.]+)", unit = "samples/s" }\n'
+                    'work = { amount = 1281167, unit = "samples", per = "epoch" }\nrepeats = 1\n'
+                    '[[arms]]\ninstance_type = "p4d.24xlarge"\ngpus = 8\n', encoding="utf-8")
+    app = frozen_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = await open_pane(pilot, "n")
+        await pilot.press(*str(path), "enter")
+        await wait_until(lambda: pane.book.store.experiment("pane-epoch") is not None, timeout=20)
+        await wait_until(lambda: pane.book.store.experiment("pane-epoch").state == "done", timeout=60)
+        runs = pane.book.runs("pane-epoch")
+        assert len(runs) == 1 and runs[0].counts and runs[0].node.endswith("p4d.24xlarge")
+        assert any(r.request.kind.value == "submit-job" and r.ok for r in app.core.actions.recent())
+
+
+async def test_a_bad_file_in_the_pane_is_one_line_and_starts_nothing(frozen_app, tmp_path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "x"\nimage = "busybox"\nrepeats = 0\n[[arms]]\ninstance_type = "g5.xlarge"\n',
+                    encoding="utf-8")
+    app = frozen_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = await open_pane(pilot, "n")
+        await pilot.press(*str(path), "enter")
+        await wait_until(lambda: "repeats:" in pane.note)
+        assert pane.book.store.experiment("x") is None
+        await pilot.press("escape")
+        assert not pane.query_one("#exp-file").display

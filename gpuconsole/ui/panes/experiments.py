@@ -59,7 +59,8 @@ ARM_COLUMNS = [
     ("×FAST", "fast", 6),
 ]
 RELOAD_S = 2.0
-FOLLOW_S = 1.0  # between two passes over the followed experiments
+FOLLOW_S = 0.5  # between two passes over a followed experiment in the demo
+DEMO_STEP_S = 120.0  # simulated seconds per pass: an hour of benchmarks in 15 s
 BAR = "█"
 
 
@@ -303,7 +304,7 @@ class ExperimentsPane(Pane):
                 if not runner.tick():
                     break
                 if demo:
-                    book.sleep(book.interval)  # the simulated bench's clock moves on
+                    book.sleep(DEMO_STEP_S)  # the simulated bench's clock moves on, sped up
                     self._follow_stop.wait(FOLLOW_S)
                 else:
                     self._follow_stop.wait(book.interval)
@@ -323,8 +324,9 @@ class ExperimentsPane(Pane):
             focus_now(self.query_one("#exp-arms", LiveTable))
 
     def leave_view(self) -> None:
-        if self.app.focused is not self.query_one("#exp-table", LiveTable):
-            self.focus_body()
+        """Esc: close the file field, or go back from the arms to the experiments."""
+        self.query_one("#exp-file", Input).display = False
+        self.focus_body()
 
     def action_new(self) -> None:
         field = self.query_one("#exp-file", Input)
@@ -337,13 +339,6 @@ class ExperimentsPane(Pane):
             return
         event.stop()
         self._start_file(event.value.strip())
-
-    def on_key(self, event: Any) -> None:
-        field = self.query_one("#exp-file", Input)
-        if event.key == "escape" and field.display and self.app.focused is field:
-            event.stop()
-            field.display = False
-            self.focus_body()
 
     @work(thread=True, group="experiments-start", exit_on_error=False, description="start an experiment")
     def _start_file(self, path: str) -> None:

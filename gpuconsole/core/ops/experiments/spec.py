@@ -189,7 +189,7 @@ def from_mapping(data: Mapping[str, Any], known_type: Callable[[str], bool] | No
     if (problem := namespace_problem(namespace)) is not None:
         raise SpecError("namespace", problem)
     image = _text(data, "image", required=True)
-    command = _command(data.get("command", ()))
+    command = _command(data.get("command", []))
     env = _env(data.get("env", {}))
     gpus = _whole(data, "gpus", 1, low=0, high=MAX_GPUS)
     repeats = _whole(data, "repeats", 3, low=1, high=MAX_REPEATS)
