@@ -3,7 +3,7 @@
 Key bindings (also listed by ``?`` and reachable from the command palette, ``ctrl+p``):
 
 ==============  ==================================================
-``1`` … ``6``   Overview, GPUs, Jobs, Instances, Budgets, Audit
+``1`` … ``7``   Overview, GPUs, Jobs, Instances, Budgets, Audit, Experiments
 ``tab``         next pane (``shift+tab`` previous)
 ``/``           filter the current table (``esc`` clears)
 ``enter``       details of the selected GPU
