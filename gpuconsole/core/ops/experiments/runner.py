@@ -191,7 +191,7 @@ class ExperimentRunner:
                 if any(r.state in LIVE_STATES for r in slot):
                     unfinished = True
                     continue
-                if len(slot) < ATTEMPTS:
+                if sum(1 for r in slot if r.state != STOPPED) < ATTEMPTS:  # a stop costs no try
                     due.append((arm, repeat, named.get((arm.key, repeat), 0) + 1))
             if due or unfinished:
                 return due
