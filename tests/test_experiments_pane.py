@@ -8,7 +8,8 @@ import json
 import pytest
 
 from gpuconsole.ui.app import GpuConsoleApp
-from gpuconsole.ui.panes.experiments import ExperimentsPane, chart_text
+from gpuconsole.ui.panes.experiment_chart import chart_text
+from gpuconsole.ui.panes.experiments import ExperimentsPane
 from tests.helpers import all_live, demo_console, wait_until
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}

@@ -16,7 +16,6 @@ scale. Everything that reads the cluster or the store runs in a worker; the pane
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -32,12 +31,13 @@ from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.model import FleetSnapshot
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
+from gpuconsole.ui.panes.experiment_chart import chart_text, dollars, number, progress_bar
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
 from gpuconsole.ui.widgets.text_view import TextView
 
 if TYPE_CHECKING:  # SciPy loads with the first analysis, not with the app
-    from gpuconsole.core.ops.experiments.analysis import Analysis, ArmResult
+    from gpuconsole.core.ops.experiments.analysis import Analysis
     from gpuconsole.core.ops.experiments.book import ExperimentBook, Progress
 
 EXPERIMENT_COLUMNS = [
@@ -61,7 +61,6 @@ ARM_COLUMNS = [
 RELOAD_S = 2.0
 FOLLOW_S = 0.5  # between two passes over a followed experiment in the demo
 DEMO_STEP_S = 120.0  # simulated seconds per pass: an hour of benchmarks in 15 s
-BAR = "█"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,61 +71,6 @@ class Loaded:
     selected: str
     analysis: Analysis | None
     demo: bool
-
-
-def progress_bar(p: Progress, width: int = 8) -> str:
-    filled = round(p.fraction * width)
-    return f"{BAR * filled}{'░' * (width - filled)} {p.done}/{p.planned}"
-
-
-def dollars(value: float) -> str:
-    if math.isnan(value):
-        return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.3f}"
-
-
-def chart_text(analysis: Analysis, width: int, palette: Palette) -> Text:
-    """One bar per arm: $ per unit of work, the interval drawn over the same scale."""
-    out = Text()
-    per = analysis.spec.work.label
-    out.append(f"$ per {per} (bar: median, ├─┤: 95% interval)\n", palette.strong)
-    measured = [a for a in analysis.arms if a.has_results]
-    if not measured:
-        out.append("no results yet", palette.dim)
-        return out
-    top = max(max(a.cost_ci[1], a.cost_per_work) for a in measured) or 1.0
-    label_w = min(max(len(a.arm.title) for a in analysis.arms), 22)
-    scale_w = min(max(width - label_w - 12, 10), 72)
-    cheapest = min(a.cost_per_work for a in measured)
-    for a in analysis.arms:
-        out.append(f"{a.arm.title[:label_w]:<{label_w}} ")
-        if not a.has_results:
-            out.append("-".ljust(scale_w) + "\n", palette.dim)
-            continue
-        out.append_text(_bar(a, top, scale_w, palette, best=a.cost_per_work == cheapest))
-        out.append(f" {dollars(a.cost_per_work):>8}\n")
-    return out
-
-
-def _bar(a: ArmResult, top: float, width: int, palette: Palette, *, best: bool) -> Text:
-    def at(value: float) -> int:
-        return min(max(round(value / top * (width - 1)), 0), width - 1)
-
-    cells = [" "] * width
-    end = at(a.cost_per_work)
-    for i in range(end + 1):
-        cells[i] = BAR
-    low, high = at(a.cost_ci[0]), at(a.cost_ci[1])
-    for i in range(low, high + 1):
-        if cells[i] == " ":
-            cells[i] = "─"
-    if high > low:
-        cells[low] = "├" if cells[low] != BAR or low > end else cells[low]
-        cells[high] = "┤" if high > end else cells[high]
-    line = Text("".join(cells))
-    line.stylize(palette.ok if best else palette.accent, 0, end + 1)
-    line.stylize(palette.warn, end + 1, width)
-    return line
 
 
 class ExperimentsPane(Pane):
@@ -217,9 +161,9 @@ class ExperimentsPane(Pane):
                          "median": analysis.spec.metric.unit[:9].upper()})
         arms.sync([
             (a.arm.key, (text(a.arm.title), right(f"{a.runs}" + (f"+{a.failed}✗" if a.failed else "")),
-                         right(_num(a.median)), right(f"{_num(a.median_ci[0])}–{_num(a.median_ci[1])}"
+                         right(number(a.median)), right(f"{number(a.median_ci[0])}–{number(a.median_ci[1])}"
                                                       if a.has_results else "-"),
-                         right(dollars(a.cost_per_work)), right(_num(a.to_cheapest, 2)), right(_num(a.to_fastest, 2))))
+                         right(dollars(a.cost_per_work)), right(number(a.to_cheapest, 2)), right(number(a.to_fastest, 2))))
             for a in analysis.arms
         ])
         chart.show(chart_text(analysis, max(self.size.width - 2, 40), palette))
@@ -457,6 +401,3 @@ class ExperimentsPane(Pane):
             return
         self.app.push_screen(CostCalculatorScreen(DEFAULT_PRESET, measured=inputs))
 
-
-def _num(value: float, digits: int = 1) -> str:
-    return "-" if math.isnan(value) else f"{value:,.{digits}f}"
