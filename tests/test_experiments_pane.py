@@ -158,3 +158,25 @@ async def test_a_bad_file_in_the_pane_is_one_line_and_starts_nothing(frozen_app,
         assert pane.book.store.experiment("x") is None
         await pilot.press("escape")
         assert not pane.query_one("#exp-file").display
+
+
+async def test_f_builds_an_experiment_in_a_form_checked_before_it_starts(frozen_app) -> None:
+    from textual.widgets import TextArea
+
+    from gpuconsole.ui.screens.experiment_form import TEMPLATE, ExperimentFormScreen
+
+    app = frozen_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = await open_pane(pilot, "f")
+        await wait_until(lambda: isinstance(app.screen, ExperimentFormScreen))
+        area = app.screen.query_one(TextArea)
+        area.text = TEMPLATE.replace("repeats = 3", "repeats = 0")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, ExperimentFormScreen)  # refused: the key is named, nothing starts
+        assert str(app.screen.query_one("#exp-form-error").render()).startswith("repeats: ")
+        area.text = TEMPLATE.replace('"default"', '"team-vision"').replace("repeats = 3", "repeats = 1")
+        await pilot.press("ctrl+s")
+        await wait_until(lambda: pane.book.store.experiment("my-experiment") is not None, timeout=20)
+        assert not isinstance(app.screen, ExperimentFormScreen)
+        await wait_until(lambda: any(r.job.startswith("my-experiment-") for r in pane.book.runs("my-experiment")))

@@ -4,6 +4,7 @@
 |---|---|
 | enter | from the experiments to the selected one's arms (esc back) |
 | n | start a new experiment from a file (TOML): type its path, enter |
+| f | build a new experiment in a form (the file's keys, an example to change); ctrl+s starts it |
 | s | start: follow the selected experiment's runs (a stopped one goes on) |
 | x | stop the selected experiment and delete its live Jobs (asks first) |
 | R | re-run the selected arm (its runs so far are set aside, still paid for) |
@@ -79,9 +80,10 @@ class ExperimentsPane(Pane):
     kind = None
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "new", "New", tooltip="start a new experiment from a file (TOML): type its path, enter"),
+        Binding("f", "form", "Form", show=False, tooltip="build a new experiment in a form (the file's keys), ctrl+s starts it"),
         Binding("s", "start", "Start", tooltip="follow the selected experiment's runs (a stopped one goes on)"),
         Binding("x", "stop", "Stop", tooltip="stop the selected experiment and delete its live Jobs"),
-        Binding("R", "rerun", "Re-run arm", tooltip="run the selected arm's repeats again"),
+        Binding("R", "rerun", "Re-run", tooltip="run the selected arm's repeats again"),
         Binding("e", "export", "Export", tooltip="export the selected experiment to CSV and JSON"),
         Binding("c", "calculator", "Use in calculator",
                 tooltip="fill the cost calculator's speed and price from the selected arm"),
@@ -294,6 +296,27 @@ class ExperimentsPane(Pane):
                 source = handle.read()
             self.book.start(spec, source)
         except (SpecError, ActionError, OSError) as exc:
+            self.app.call_from_thread(self._say, str(exc))
+            return
+        self.app.call_from_thread(self._started, spec.name)
+
+    def action_form(self) -> None:
+        from gpuconsole.ui.screens.experiment_form import ExperimentFormScreen
+
+        def built(text: str | None) -> None:
+            if text is not None:
+                self._start_text(text)
+
+        self.app.push_screen(ExperimentFormScreen(), built)
+
+    @work(thread=True, group="experiments-start", exit_on_error=False, description="start an experiment")
+    def _start_text(self, text: str) -> None:
+        from gpuconsole.core.ops.experiments.spec import SpecError, parse_text
+
+        try:
+            spec = parse_text(text)
+            self.book.start(spec, text)
+        except (SpecError, ActionError) as exc:
             self.app.call_from_thread(self._say, str(exc))
             return
         self.app.call_from_thread(self._started, spec.name)
