@@ -34,6 +34,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "launch-wizard": ("4", "n", WAIT),
     "launch-prices": ("4", "n", WAIT, "enter", WAIT),
     "autopilot": ("7",),
+    "experiments": ("8", WAIT, WAIT, WAIT, WAIT),  # the demo's experiments are seeded in a worker
 }
 AUTOPILOT_S = 240  # the autopilot shot: four minutes of the demo's rules deciding and acting
 

@@ -112,9 +112,11 @@ async def test_tab_cycles_panes_and_q_quits():
         for _ in range(7):
             await pilot.press("tab")
             seen.append(app.active_pane)
-        assert seen == ["gpus", "jobs", "instances", "budgets", "audit", "autopilot", "overview"]
+        assert seen == ["gpus", "jobs", "instances", "budgets", "audit", "autopilot", "experiments"]
+        await pilot.press("tab")
+        assert app.active_pane == "overview"
         await pilot.press("shift+tab")
-        assert app.active_pane == "autopilot"
+        assert app.active_pane == "experiments"
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0

@@ -24,7 +24,7 @@ from gpuconsole.core.fleet.sources import (
 
 EPILOG = """\
 keys in the console:
-  1-6 / tab   switch panes (overview, GPUs, jobs, instances, budgets, audit)
+  1-8 / tab   switch panes (overview, GPUs, jobs, instances, budgets, audit, autopilot, experiments)
   /           filter the current table        enter  details of the selected row
   ctrl+p      command palette (every action)  ?      all key bindings
   d           open the demo (when no backend is configured)      q  quit
@@ -34,10 +34,11 @@ examples:
   gpuconsole --demo --demo-nodes 139       a simulated fleet of about 1,000 GPUs
   gpuconsole snapshot --demo --json        the same state as JSON, for scripts
   gpuconsole gpus --once --json            this host's GPUs, MIG slices and processes once (NVML)
-  gpuconsole budget add pause-at-1000 --amount 1000 --threshold 100:notify+stop-all --automatic
+  gpuconsole budget add pause-at-1000 --amount 1000 --threshold 100:notify+stop-all+terminate-spot --automatic
                                            alert, and stop instances at $1,000 spent from now on
   gpuconsole budget check --enforce        for cron: exit 1 past a threshold, run automatic actions
   gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
+  gpuconsole experiment run exp.toml       one workload on several instance types: $ per epoch
   gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
   gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
   gpuconsole --prometheus https://prom.example.com --prometheus-token-file ~/.prom-token
@@ -258,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.cli.autopilot import add_autopilot_parser
 
     add_autopilot_parser(sub, common)
+    from gpuconsole.cli.experiment import add_experiment_parser
+
+    add_experiment_parser(sub, common)
     return parser
 
 
@@ -424,6 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             _setup_logging(tui=False)
             return run_autopilot(args, lambda a: make_console(a, act_on_budgets=False))
+        if args.command == "experiment":
+            from gpuconsole.cli.experiment import run_experiment
+
+            _setup_logging(tui=False)
+            return run_experiment(args, make_console)
         if args.command == "sim-exporter":
             from gpuconsole.cli.exporter import run_exporter
 

@@ -3,7 +3,7 @@
 Key bindings (also listed by ``?`` and reachable from the command palette, ``ctrl+p``):
 
 ==============  ==================================================
-``1`` … ``6``   Overview, GPUs, Jobs, Instances, Budgets, Audit
+``1`` … ``7``   Overview, GPUs, Jobs, Instances, Budgets, Audit, Experiments
 ``tab``         next pane (``shift+tab`` previous)
 ``/``           filter the current table (``esc`` clears)
 ``enter``       details of the selected GPU
@@ -47,6 +47,7 @@ from gpuconsole.ui.panes.audit import AuditPane
 from gpuconsole.ui.panes.autopilot import AutopilotPane
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.budgets import BudgetsPane
+from gpuconsole.ui.panes.experiments import ExperimentsPane
 from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
 from gpuconsole.ui.panes.jobs import JobsPane
@@ -83,6 +84,7 @@ PANE_CLASSES: dict[str, type[Pane]] = {
     "budgets": BudgetsPane,
     "audit": AuditPane,
     "autopilot": AutopilotPane,
+    "experiments": ExperimentsPane,
 }
 
 
@@ -103,7 +105,8 @@ class GpuConsoleApp(App[int]):
     TITLE = "gpuconsole"
     CSS_PATH = [
         "app.tcss",
-        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit", "autopilot")),
+        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit", "autopilot",
+                                            "experiments")),
         "screens/help.tcss",
         "screens/gpu_detail.tcss",
         "screens/confirm.tcss",
@@ -124,6 +127,7 @@ class GpuConsoleApp(App[int]):
         Binding("5", "show_pane('budgets')", "Budgets", show=False),
         Binding("6", "show_pane('audit')", "Audit", show=False),
         Binding("7", "show_pane('autopilot')", "Autopilot", show=False),
+        Binding("8", "show_pane('experiments')", "Experiments", show=False),
         Binding("tab", "cycle_pane(1)", "Next pane", show=False, priority=True),
         Binding("shift+tab", "cycle_pane(-1)", "Previous pane", show=False, priority=True),
         Binding("slash", "filter", "Filter"),

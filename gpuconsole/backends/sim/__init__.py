@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable
 
+from gpuconsole.backends.sim.bench import SimBench
 from gpuconsole.backends.sim.exporter import render
 from gpuconsole.backends.sim.faults import Fault, FaultMode, FaultPlan
 from gpuconsole.backends.sim.sources import (
@@ -33,6 +34,7 @@ __all__ = [
     "FaultMode",
     "FaultPlan",
     "SimCloud",
+    "SimBench",
     "SimCloudBackend",
     "SimGpuSource",
     "SimJobBackend",

@@ -5,4 +5,5 @@
     job_ops, manifests: Kubernetes jobs submitted, deleted, suspended; their manifests checked.
     gpu_ops: GPU processes signalled and each GPU's recent minutes.
     budget_ops, budget_actions, budget_notify: budgets that act (stop, suspend, notify).
+    experiments: one workload on several instance types, compared on cost per result.
 """

@@ -121,6 +121,8 @@ class JobRequest:
         workers: pods of a distributed run (an Indexed Job); 1 for a plain Job.
         schedule: a cron schedule; non-empty makes the request a CronJob.
         owner: the ``owner`` label on every object and pod.
+        node_selector: ``(label, value)`` pairs the pods' nodes must carry (an instance type).
+        labels: more ``(label, value)`` pairs on every object and pod (an experiment's run).
     """
 
     name: str
@@ -140,6 +142,8 @@ class JobRequest:
     schedule: str = ""
     concurrency_policy: str = "Forbid"
     owner: str = ""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -299,6 +303,9 @@ def validate(req: JobRequest) -> dict[str, str]:
                 check("memory", f"{req.memory} bytes is too little: did you mean {req.memory}Gi?")
     if req.owner and (len(req.owner) > 63 or not _LABEL_VALUE.match(req.owner)):
         check("owner", "a label value: letters, digits, '-', '_' and '.', at most 63")
+    for label, value in req.labels + req.node_selector:
+        if len(value) > 63 or not _LABEL_VALUE.match(value):
+            check("labels", f"{label}={value!r} is not a label value")
     if req.schedule.strip():
         try:
             cron_expression(req.schedule)
@@ -433,6 +440,7 @@ def _labels(req: JobRequest) -> dict[str, str]:
     labels = {MANAGED_BY[0]: MANAGED_BY[1]}
     if req.owner:
         labels["owner"] = req.owner
+    labels.update(req.labels)
     return labels
 
 
@@ -499,6 +507,8 @@ def pod_template(req: JobRequest) -> dict[str, Any]:
     spec: dict[str, Any] = {"restartPolicy": "Never"}
     if req.distributed:
         spec["subdomain"] = req.name
+    if req.node_selector:
+        spec["nodeSelector"] = dict(req.node_selector)
     spec["containers"] = [container]
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     labels = _labels(req)

@@ -10,4 +10,5 @@ PANES: dict[str, tuple[str, str]] = {
     "budgets": ("Budgets", "5"),
     "audit": ("Audit", "6"),
     "autopilot": ("Autopilot", "7"),
+    "experiments": ("Exps", "8"),
 }

@@ -118,9 +118,10 @@ class CostCalculatorScreen(Screen[None]):
         Binding("ctrl+r", "reset", "Reset to preset"),
     ]
 
-    def __init__(self, preset: str = DEFAULT_PRESET) -> None:
+    def __init__(self, preset: str = DEFAULT_PRESET, measured: CostInputs | None = None) -> None:
         super().__init__()
         self.preset_name = preset if preset in PRESETS else DEFAULT_PRESET
+        self.measured = measured  # inputs filled from an experiment, shown with their source
         self.catalog: Catalog | None = None
         self.cloud_label = ""
         self.inputs: CostInputs | None = None
@@ -165,6 +166,9 @@ class CostCalculatorScreen(Screen[None]):
         for key, name in SHORT_NAMES.items():
             table.add_row(name, "-", "-", "-", key=key)
         self.load_preset(self.preset_name)
+        if self.measured is not None:
+            self.load_inputs(self.measured)
+            self.say(f"Cloud speed and prices {self.measured.cloud_label}; ctrl+r resets to the preset.")
         # Now, with the preset in it (the focus selects it all): digits typed with $ replace it.
         focus_now(self.query_one("#in-gpu_hours", Input))
         self.load_catalog()
@@ -229,7 +233,10 @@ class CostCalculatorScreen(Screen[None]):
     def load_preset(self, name: str) -> None:
         """Fill every field from preset ``name`` and clear the catalog choice."""
         self.preset_name = name
-        inputs = PRESETS[name].inputs
+        self.load_inputs(PRESETS[name].inputs)
+
+    def load_inputs(self, inputs: CostInputs) -> None:
+        """Fill every field from ``inputs`` and clear the catalog choice."""
         with self.prevent(Input.Changed, Select.Changed):
             for _, field, _ in FIELDS:
                 self.query_one(f"#in-{field}", Input).value = shown(getattr(inputs, field))
@@ -240,8 +247,11 @@ class CostCalculatorScreen(Screen[None]):
 
     @on(Select.Changed, "#calc-preset")
     def _preset_chosen(self, event: Select.Changed) -> None:
-        if event.value is not Select.BLANK:
-            self.load_preset(str(event.value))
+        if event.value is Select.BLANK:
+            return
+        if self.measured is not None and str(event.value) == self.preset_name:
+            return  # the selector announcing its first value: keep the measured inputs
+        self.load_preset(str(event.value))
 
     @on(Input.Changed)
     def _typed(self, event: Input.Changed) -> None:
