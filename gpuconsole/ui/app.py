@@ -52,7 +52,7 @@ from gpuconsole.ui.panes.gpus import GpusPane
 from gpuconsole.ui.panes.instances import InstancesPane
 from gpuconsole.ui.panes.jobs import JobsPane
 from gpuconsole.ui.panes.overview import OverviewPane
-from gpuconsole.ui.panes.registry import PANES
+from gpuconsole.ui.panes.registry import PANES, SHORT_TITLES
 from gpuconsole.ui.themes import (
     DEFAULT_THEME,
     PLAIN_THEME,
@@ -181,7 +181,7 @@ class GpuConsoleApp(App[int]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield TopBar(id="top-bar")
-        yield PaneTabs(PANES, id="pane-tabs")
+        yield PaneTabs(PANES, SHORT_TITLES, id="pane-tabs")
         with ContentSwitcher(initial="overview", id="panes"):
             for pane_id in PANES:
                 with Container(id=pane_id, classes="pane-box"):

@@ -1,4 +1,7 @@
-"""The panes: id → (title, number key). The order is the tab order."""
+"""The panes: id → (title, number key). The order is the tab order.
+
+``SHORT_TITLES``: the names the tab strip uses when the full ones do not fit (80 columns).
+"""
 
 from __future__ import annotations
 
@@ -12,3 +15,5 @@ PANES: dict[str, tuple[str, str]] = {
     "autopilot": ("Autopilot", "7"),
     "experiments": ("Exps", "8"),
 }
+
+SHORT_TITLES: dict[str, str] = {"autopilot": "Auto"}

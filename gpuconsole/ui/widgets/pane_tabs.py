@@ -24,26 +24,48 @@ class PaneTabs(TextView):
             super().__init__()
             self.pane_id = pane_id
 
-    def __init__(self, panes: dict[str, tuple[str, str]], **kwargs: object) -> None:
-        """``panes``: id → (title, number key), in tab order (:data:`gpuconsole.ui.panes.registry.PANES`)."""
+    def __init__(self, panes: dict[str, tuple[str, str]], short: dict[str, str] | None = None,
+                 **kwargs: object) -> None:
+        """``panes``: id → (title, number key), in tab order (:data:`gpuconsole.ui.panes.registry.PANES`);
+        ``short``: id → a shorter title, used when the full strip does not fit the width."""
         super().__init__(**kwargs)
         self.panes = panes
+        self.short = short or {}
         self._ranges: list[tuple[int, int, str]] = []
+        self._last: tuple[str, Style, Style] | None = None
 
     def draw(self, active: str, active_style: Style, key_style: Style) -> None:
+        """Draw the strip: spaced out when it fits, else packed with the short titles, so every
+        pane's key stays in sight at 80 columns."""
+        self._last = (active, active_style, key_style)
+        width = self.size.width or 80
+        for packed in (False, True):
+            line, ranges = self._strip(active, active_style, key_style, packed)
+            if line.cell_len <= width:
+                break
+        self._ranges = ranges
+        self.show(line)
+
+    def _strip(self, active: str, active_style: Style, key_style: Style,
+               packed: bool) -> tuple[Text, list[tuple[int, int, str]]]:
         line = Text(" ", no_wrap=True, overflow="ellipsis")
-        self._ranges = []
+        ranges: list[tuple[int, int, str]] = []
         for pane_id, (title, key) in self.panes.items():
             start = len(line)
-            label = Text(f" {key} {title} ")
+            label = Text(f" {key} {self.short.get(pane_id, title) if packed else title} ")
             if pane_id == active:
                 label.stylize(active_style)
             else:
                 label.stylize(key_style, 1, 2)
             line.append_text(label)
-            self._ranges.append((start, len(line), pane_id))
-            line.append(" ")
-        self.show(line)
+            ranges.append((start, len(line), pane_id))
+            if not packed:
+                line.append(" ")
+        return line, ranges
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._last is not None:
+            self.draw(*self._last)
 
     def on_click(self, event: events.Click) -> None:
         for start, end, pane_id in self._ranges:
