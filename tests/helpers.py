@@ -8,7 +8,7 @@ import time
 from gpuconsole.cli.showcase import START, FrozenClock, record_history, showcase_console
 from gpuconsole.model import SourceState
 
-__all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live"]
+__all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live", "settle"]
 
 demo_console = showcase_console
 
@@ -34,3 +34,16 @@ def wait_for(predicate, timeout: float = 10.0) -> None:
 def all_live(app) -> bool:
     sources = app.snapshot.sources
     return bool(sources) and all(s.state is SourceState.LIVE for s in sources)
+
+
+def settle(*keys: str):
+    """A snapshot test's ``run_before``: every source live, then ``keys`` pressed one by one."""
+    async def run_before(pilot) -> None:
+        await wait_until(lambda: all_live(pilot.app))
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        await pilot.pause(0.1)
+
+    return run_before

@@ -13,7 +13,7 @@ from gpuconsole.cli.showcase import run_autopilot
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.screens.rule_form import RuleForm
 from gpuconsole.ui.widgets.live_table import LiveTable
-from tests.helpers import FrozenClock, all_live, demo_console, wait_until
+from tests.helpers import FrozenClock, all_live, demo_console, settle, wait_until
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 
@@ -32,18 +32,6 @@ def autopilot_app():
     yield make
     for console in consoles:
         console.close()
-
-
-def settle(*keys: str):
-    async def run_before(pilot) -> None:
-        await wait_until(lambda: all_live(pilot.app))
-        await pilot.pause()
-        for key in keys:
-            await pilot.press(key)
-            await pilot.pause()
-        await pilot.pause(0.1)
-
-    return run_before
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -8,6 +8,7 @@ AWS, not the table, decides.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import hcl2
@@ -336,3 +337,21 @@ def test_whoami_of_an_admin_opens_the_admin_session_with_a_code(
     assert ":assumed-role/gpuconsole-admin/" in answer["aws"]["acts_as"]
     assert answer["mfa"]["aws_serial"] == MFA_SERIAL and answer["mfa"]["aws_session_open"] is True
     assert [c.params["TokenCode"] for c in _assume_calls(iam_world)] == ["975310"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can make a folder that GPUCONSOLE_SITE_DIR may name")
+def test_the_site_roles_bind_every_login_and_its_own_config_cannot_replace_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir(mode=0o755)
+    (site / "config.toml").write_text(
+        '[aws.roles]\ndeveloper = "arn:aws:iam::123456789012:role/gpuconsole-developer"\n', encoding="utf-8")
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[aws.roles]\ndeveloper = "arn:aws:iam::123456789012:role/anything-i-like"\n', encoding="utf-8")
+    assert load_aws_roles(mine).arn(Role.DEVELOPER).endswith(":role/anything-i-like")  # no site settings yet
+    monkeypatch.setenv("GPUCONSOLE_SITE_DIR", str(site))  # a root-owned folder: honoured
+    assert load_aws_roles(mine).arn(Role.DEVELOPER).endswith(":role/gpuconsole-developer")
+
+
+def test_a_named_config_file_that_is_missing_sets_no_roles(tmp_path: Path) -> None:
+    assert load_aws_roles(tmp_path / "none.toml") is None

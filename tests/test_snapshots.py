@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconsole.ui.app import GpuConsoleApp
-from tests.helpers import FrozenClock, all_live, demo_console, record_history, wait_until
+from tests.helpers import FrozenClock, all_live, demo_console, record_history, settle, wait_until
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 PANES = {"overview": "1", "gpus": "2", "jobs": "3", "instances": "4", "budgets": "5"}
@@ -26,18 +26,6 @@ def frozen_app():
     yield make
     for console in consoles:
         console.close()
-
-
-def settle(*keys: str):
-    async def run_before(pilot) -> None:
-        await wait_until(lambda: all_live(pilot.app))
-        await pilot.pause()
-        for key in keys:
-            await pilot.press(key)
-            await pilot.pause()
-        await pilot.pause(0.1)
-
-    return run_before
 
 
 @pytest.mark.parametrize("size", SIZES)

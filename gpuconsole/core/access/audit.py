@@ -126,11 +126,13 @@ class AuditLog:
         self._ready = False
         self.sinks: list[RecordSink] = []
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, write: bool = True) -> sqlite3.Connection:
+        """A connection; one that will ``write`` refuses a log another login owns."""
         try:
             if not self._ready:
                 private_dir(self.path.parent)
                 private_file(self.path)
+            if write:
                 self._check_owner()
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
             if not self._ready:
@@ -141,10 +143,10 @@ class AuditLog:
         return conn
 
     def _check_owner(self) -> None:
-        """Refuse a log another login owns: it could rewrite every record added to it (root, who
-        could anyway, may open any login's log to read it)."""
+        """Refuse to write to a log another login owns: it could rewrite every record added to it
+        (reading one is fine: root may read any login's log)."""
         owner = self.path.stat().st_uid
-        if owner != os.geteuid() and os.geteuid() != 0:
+        if owner != os.geteuid():
             raise AuditError(f"the audit log {self.path} belongs to another login (uid {owner}): each login keeps "
                              "its own, and the shared copy is the audit sink ([audit] in the configuration)")
 
@@ -187,7 +189,7 @@ class AuditLog:
         with ``action`` only that action's (selected by SQLite)."""
         if not self.path.exists():
             return []
-        conn = self._connect()
+        conn = self._connect(write=False)
         where, args = (" WHERE action = ?", (action,)) if action else ("", ())
         try:
             rows = conn.execute(f"SELECT {', '.join(FIELDS)} FROM records{where} ORDER BY seq", args).fetchall()

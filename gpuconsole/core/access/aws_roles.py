@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, BackendPermissionDenied, BackendUnavailable
+from gpuconsole.core.access.site import site_table
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import Role
@@ -65,15 +66,23 @@ class AwsRoleSettings:
 
 
 def load_aws_roles(config_path: Path | str | None = None, env: Mapping[str, str] = os.environ) -> AwsRoleSettings | None:
-    """The AWS role settings of the configuration file; None when it sets no ``[aws.roles]``.
+    """The AWS role settings: the site config's ``[aws.roles]`` when it has one (a login cannot
+    replace them), else the login's configuration file's; None when neither sets the table.
 
     Raises:
         ConfigError: the table is there but wrong (one line naming the file and key).
     """
-    path, text = read_config_text(config_path, env)
-    if text is None:
-        return None
-    aws = parse_toml(text, path).get("aws")
+    declared = site_table("aws")
+    if declared is not None and "roles" in declared[1]:
+        path, aws = declared  # the site's roles bind every login: its own config cannot replace them
+    else:
+        try:
+            path, text = read_config_text(config_path, env)
+        except ConfigError:
+            return None  # a missing or unreadable file: the budgets' reading of it reports that
+        if text is None:
+            return None
+        aws = parse_toml(text, path).get("aws")
     if aws is None:
         return None
     if not isinstance(aws, dict):

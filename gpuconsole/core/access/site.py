@@ -134,6 +134,22 @@ def _config_overrides(site: SiteSettings, explicit: Path | str | None, env: Mapp
     return [f"{mine} declares {tables}, which the site's {site.config} sets: only root or its owner may replace them"]
 
 
+def site_table(name: str, folder: Path | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """The site config's ``[name]`` table and the file's path, or None when it has none.
+
+    Raises:
+        ConfigError: the site's config cannot be read or parsed (it binds all the same).
+    """
+    config = (folder or paths.site_dir()) / paths.SITE_CONFIG_NAME
+    if not _present(config):
+        return None
+    try:
+        table = _tables(config).get(name)
+    except OSError as exc:
+        raise ConfigError(f"{config}: cannot read it: {exc.strerror or exc}") from None
+    return None if table is None else (config, table)
+
+
 def _tables(path: Path) -> dict[str, Any]:
     text = path.read_bytes().decode("utf-8", errors="replace")
     return {k: v for k, v in parse_toml(text, path).items() if isinstance(v, dict)}
