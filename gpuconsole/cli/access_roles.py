@@ -2,9 +2,10 @@
 
 ``access iam-policy [--terraform] [--account ID]`` prints the three roles and their policies as
 JSON (or Terraform) for an administrator to create; ``access whoami [--json]`` shows the login
-and its gpuconsole role, the AWS identity and the role it acts through, the MFA state, the TLS
-version of AWS, and what is missing to set each of these up. Both exit 0; whoami exits 1 only
-when it cannot run at all.
+and its gpuconsole role, the AWS identity and the role it acts through, the MFA state, the
+Kubernetes user and what RBAC lets it do to jobs in each watched namespace (``--namespace``),
+the TLS floor and the version each source negotiated, and what is missing to set each of these
+up; the text answer fits 80 columns. Both exit 0; whoami exits 1 only when it cannot run at all.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import textwrap
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import add_mfa_option, ensure_mfa, finish
+
+WIDTH = 80  # the text answer fits a terminal of this many columns
 
 
 def _account(text: str) -> str:
@@ -32,8 +36,11 @@ def add_access_roles_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     policy.add_argument("--terraform", action="store_true", help="print Terraform (HCL) instead of JSON")
     policy.add_argument("--account", type=_account, default=None, metavar="ID",
                         help="the AWS account id to trust (default a placeholder, ACCOUNT_ID)")
-    who = verbs.add_parser("whoami", parents=[common], help="login, gpuconsole role, AWS identity and role, MFA, TLS",
-                           description="Who the console acts as, in gpuconsole and in AWS, and what is not set up.")
+    who = verbs.add_parser("whoami", parents=[common],
+                           help="login, role, AWS identity and role, MFA, Kubernetes user and RBAC, TLS",
+                           description="Who the console acts as, in gpuconsole, AWS and Kubernetes (with what RBAC "
+                                       "allows on jobs in each watched namespace), the TLS in use, "
+                                       "and what is not set up.")
     who.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     add_mfa_option(who)  # an admin's AWS session under [aws.roles] opens only with a code
 
@@ -49,7 +56,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         out.write(iam_policy.as_terraform() if args.terraform
                   else iam_policy.as_json(args.account or iam_policy.ACCOUNT_PLACEHOLDER))
         return 0
-    from gpuconsole.core.access.whoami import context_for, whoami
+    from gpuconsole.core.access.whoami import EVERY_NAMESPACE, context_for, whoami
     from gpuconsole.core.ops.actions import ActionKind
 
     console = make_console(args)
@@ -65,10 +72,39 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     for name, section in answer.items():
         out.write(f"{name}\n")
         for key, value in section.items():
-            if key == "missing":
-                continue
-            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
-            out.write(f"  {key.replace('_', ' ')}: {shown}\n")
+            if key == "jobs" and isinstance(value, dict):
+                for namespace, verbs in value.items():
+                    where = "every namespace" if namespace == EVERY_NAMESPACE else namespace
+                    out.write(_line(f"jobs in {where}", _verbs_text(verbs)))
+            elif key != "missing":
+                out.write(_line(key.replace("_", " "), _shown(value)))
         for step in section.get("missing", ()):
-            out.write(f"  missing: {step}\n")
+            out.write(_line("missing", step))
     return 0
+
+
+def _line(label: str, value: Any) -> str:
+    """``  label: value``, wrapped to :data:`WIDTH` columns under its label."""
+    return textwrap.fill(f"{label}: {value}", WIDTH, initial_indent="  ", subsequent_indent="      ",
+                         break_on_hyphens=False) + "\n"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items()) or "none yet"
+    return str(value)
+
+
+def _verbs_text(verbs: dict[str, dict[str, Any]]) -> str:
+    """``may list; may not create, delete, patch`` (RBAC's answers for one namespace), with the
+    reason when the cluster could not be asked."""
+    allowed = [v for v, a in verbs.items() if a.get("allowed") is True]
+    refused = [v for v, a in verbs.items() if a.get("allowed") is False]
+    unknown = [v for v, a in verbs.items() if a.get("allowed") is None]
+    parts = [f"may {', '.join(allowed)}"] if allowed else []
+    parts += [f"may not {', '.join(refused)}"] if refused else []
+    if unknown:
+        parts.append(f"unknown {', '.join(unknown)} ({verbs[unknown[0]].get('reason', '')})")
+    return "; ".join(parts)

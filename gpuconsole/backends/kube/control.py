@@ -36,7 +36,7 @@ from gpuconsole.backends.base import (
     BackendPermissionDenied,
     BackendTimeout,
 )
-from gpuconsole.backends.kube import access_review
+from gpuconsole.backends.kube import access_review, identity
 from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.kube.describe import EventLine, describe_text
 
@@ -66,7 +66,12 @@ def status_message(body: Any) -> str:
 
 def api_error(status: int, body: Any, where: str) -> BackendError:
     """The error for an HTTP status the API server answered while doing ``where``."""
-    message = status_message(body)
+    error = _api_error(status, status_message(body), where)
+    error.status = status  # type: ignore[attr-defined]  # as the source's errors carry it
+    return error
+
+
+def _api_error(status: int, message: str, where: str) -> BackendError:
     if status == 401:
         return BackendPermissionDenied(f"{where}: the API server refused the credentials (401 Unauthorized)")
     if status == 403:  # RBAC refused: the server's message names the user, verb and namespace
@@ -342,6 +347,18 @@ class KubeJobControl:
         answer = self._json("POST", access_review.REVIEWS, where, namespace=namespace,
                             body=access_review.review_body(verb, namespace, resource, group))
         return access_review.review_answer(answer, where)
+
+    def identity(self) -> tuple[str, tuple[str, ...]] | None:
+        """The user and groups the API server authenticates these credentials as, asked with a
+        ``SelfSubjectReview``; None when the server has no such API (404, before 1.28)."""
+        where = "asking the cluster who these credentials are"
+        try:
+            answer = self._json("POST", identity.REVIEWS, where, namespace="", body=dict(identity.REVIEW))
+        except BackendError as exc:
+            if getattr(exc, "status", None) == 404:
+                return None
+            raise
+        return identity.review_user(answer, where)
 
     def close(self) -> None:
         """Nothing to release: the client belongs to whoever made it."""

@@ -151,12 +151,46 @@ def contexts(kubeconfig: str | None = None) -> tuple[tuple[str, ...], str | None
     paths = config_paths(kubeconfig)
     if not paths:
         raise BackendUnavailable("no kubeconfig found", hint=SETUP_HINT)
-    try:
-        found, current = _kubernetes().config.list_kube_config_contexts(os.pathsep.join(paths))
-    except Exception as exc:  # noqa: BLE001 - YAML or config errors: one line for the user
-        raise BackendUnavailable(f"the kubeconfig cannot be read: {one_line(str(exc))}", hint=SETUP_HINT) from exc
+    found, current = _read_contexts(paths)
     names = tuple(str(c.get("name")) for c in found or () if c.get("name"))
     return names, (str(current.get("name")) if current and current.get("name") else None)
+
+
+def _read_contexts(paths: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The contexts of the kubeconfig files and the current one, as the client reads them."""
+    try:
+        return _kubernetes().config.list_kube_config_contexts(os.pathsep.join(paths))
+    except Exception as exc:  # noqa: BLE001 - YAML or config errors: one line for the user
+        raise BackendUnavailable(f"the kubeconfig cannot be read: {one_line(str(exc))}", hint=SETUP_HINT) from exc
+
+
+def kubeconfig_user(kubeconfig: str | None = None, context: str | None = None) -> dict[str, str]:
+    """``{"context", "user", "cluster", "namespace"}`` of the context in use, as the kubeconfig
+    names them (``context`` None: its current context), or the pod's service account in a
+    cluster. Reads files only: the name the API server knows may differ (``SelfSubjectReview``,
+    :meth:`~gpuconsole.backends.kube.control.KubeJobControl.identity`).
+
+    Raises:
+        BackendUnavailable: no kubeconfig (nor a cluster to run in), one that cannot be read, or
+            a context it does not hold; the hint says how to set one up.
+    """
+    paths = config_paths(kubeconfig)
+    if not paths:
+        if kubeconfig:
+            raise BackendUnavailable(f"kubeconfig {kubeconfig} not found", hint=SETUP_HINT)
+        if os.environ.get(IN_CLUSTER_ENV):
+            return {"context": "in-cluster", "user": "the pod's service account", "cluster": "this cluster",
+                    "namespace": ""}
+        raise BackendUnavailable("no Kubernetes cluster configured", hint=SETUP_HINT)
+    found, current = _read_contexts(paths)
+    wanted = context or (current or {}).get("name")
+    spec = next((c.get("context") or {} for c in found or () if c.get("name") == wanted), None)
+    if spec is None:
+        raise BackendUnavailable(f"context {wanted!r} is not in the kubeconfig" if wanted
+                                 else "the kubeconfig names no current context",
+                                 hint="kubectl config get-contexts; kubectl config use-context NAME")
+    return {"context": str(wanted), "user": str(spec.get("user") or ""), "cluster": str(spec.get("cluster") or ""),
+            "namespace": str(spec.get("namespace") or "")}
 
 
 def _http_status(error: BackendError) -> int | None:

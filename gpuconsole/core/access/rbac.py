@@ -143,5 +143,5 @@ def job_permissions(namespace: str, kubeconfig: str | None = None,
 def refusal(verb: str, namespace: str, reason: str) -> str:
     """``denied by the cluster: RBAC does not let this login delete jobs in team-b`` (with the
     authorizer's own reason when it gave one)."""
-    text = f"denied by the cluster: RBAC does not let this login {verb} jobs in {namespace}"
+    text = f"denied by the cluster: RBAC does not let this login {verb} jobs in {namespace or 'every namespace'}"
     return f"{text} ({reason})" if reason else text

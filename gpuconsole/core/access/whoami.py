@@ -2,9 +2,16 @@
 
 The answer is a list of sections, each made by one provider in :data:`SECTIONS`; a provider is a
 function of a :class:`WhoamiContext` that returns its fields plus ``missing``, the steps that
-would set it up. A new system (a Kubernetes user and its RBAC-allowed job actions, the TLS
-version of each source) is one more provider appended to the list. A provider that fails
+would set it up. A new system is one more provider appended to the list. A provider that fails
 gives a section with its error: one system down never hides the others.
+
+The Kubernetes section asks the cluster, not the kubeconfig alone: the user is the one the API
+server authenticates (``SelfSubjectReview``; the kubeconfig's user name where the server is
+older), and what it may do to jobs in each watched namespace is RBAC's answer
+(``SelfSubjectAccessReview``, :mod:`gpuconsole.core.access.rbac`). The TLS section reads the
+floor in force and the versions the sources negotiated from :mod:`gpuconsole.backends.tls`: the
+console sets that floor from ``[tls] min_version`` when it starts, so this module needs nothing
+of the fleet's configuration (the fleet is above access).
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, one_line
+from gpuconsole.backends import tls
+from gpuconsole.backends.base import BackendError, BackendTimeout, BackendUnavailable, one_line
 from gpuconsole.core.access.aws_roles import AwsRoleSessions, os_login
+from gpuconsole.core.access.rbac import ClusterPermissions, job_permissions
 from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import SourceKind
 
@@ -28,7 +37,10 @@ class WhoamiContext:
         cloud: the cloud backend (an AWS one has ``profile``), or None.
         aws_roles: the role sessions when ``[aws.roles]`` is set, else None.
         sts: STS as the login (``StsCalls``), or None when AWS is not configured.
-        jobs: the job backend, for a Kubernetes section.
+        jobs: the job backend, for the Kubernetes section (a Kubernetes one has ``kubeconfig``,
+            ``context``, ``namespaces`` and ``job_control``; an unconfigured one ``reason``
+            and ``hint``).
+        rbac: the console's kept RBAC answers; None asks over a connection of its own.
     """
 
     guard: Any
@@ -36,6 +48,7 @@ class WhoamiContext:
     aws_roles: AwsRoleSessions | None = None
     sts: Any = None
     jobs: Any = None
+    rbac: ClusterPermissions | None = None
 
 
 Section = Callable[[WhoamiContext], dict[str, Any]]
@@ -103,11 +116,100 @@ def mfa_section(ctx: WhoamiContext) -> dict[str, Any]:
     return section
 
 
-# The sections, in the order shown; append a provider to add one (Kubernetes, per-source TLS…).
+NO_CLUSTER = "no Kubernetes cluster configured"
+EVERY_NAMESPACE = "*"  # the key of a cluster-wide answer, when every namespace is watched
+
+
+def kubernetes_section(ctx: WhoamiContext) -> dict[str, Any]:
+    """The Kubernetes user (the cluster's name for it, else the kubeconfig's) and, per watched
+    namespace, what RBAC lets it do to jobs."""
+    jobs = ctx.jobs
+    if jobs is None or not hasattr(jobs, "kubeconfig"):
+        return _no_cluster(jobs)
+    from gpuconsole.backends.kube import kubeconfig_user  # the kubernetes client is imported only here
+
+    try:
+        names = kubeconfig_user(jobs.kubeconfig, jobs.context)
+    except BackendUnavailable as exc:
+        return {"configured": False, "problem": one_line(exc), "missing": [exc.hint or NO_CLUSTER]}
+    section: dict[str, Any] = {"configured": True, "context": names["context"], "cluster": names["cluster"],
+                               "kubeconfig_user": names["user"]}
+    try:
+        section.update(_cluster_user(jobs.job_control, names["user"]))
+    except BackendTimeout as exc:  # a silent server would make every RBAC question wait as long
+        section.update(user=names["user"], user_from="the kubeconfig", problem=one_line(exc), jobs={}, missing=[])
+        return section
+    section["jobs"] = {ns or EVERY_NAMESPACE: (ctx.rbac.job_permissions(ns) if ctx.rbac is not None
+                                               else job_permissions(ns, jobs.kubeconfig, jobs.context))
+                       for ns in watched_namespaces(jobs, ctx.guard.principal)}
+    section["missing"] = []
+    return section
+
+
+def watched_namespaces(jobs: Any, principal: Any) -> tuple[str, ...]:
+    """The namespaces the console watches (``--namespace``); else a developer's namespaces of the
+    users table (the only ones the guard lets them act in); else ``""``: every namespace."""
+    if jobs.namespaces:
+        return tuple(jobs.namespaces)
+    if principal.role_text == "developer" and principal.namespaces and "*" not in principal.namespaces:
+        return tuple(principal.namespaces)
+    return ("",)
+
+
+def _cluster_user(control: Any, kubeconfig_name: str) -> dict[str, Any]:
+    """Who the API server says the credentials are; the kubeconfig's name where it cannot say.
+
+    Raises:
+        BackendTimeout: the API server did not answer in time.
+    """
+    try:
+        found = control.identity()
+    except BackendTimeout:
+        raise
+    except BackendError as exc:
+        return {"user": kubeconfig_name, "user_from": f"the kubeconfig (the cluster could not say: {one_line(exc)})"}
+    if found is None:
+        return {"user": kubeconfig_name, "user_from": "the kubeconfig (the API server has no SelfSubjectReview)"}
+    user, groups = found
+    return {"user": user, "user_from": "the cluster (SelfSubjectReview)", "groups": list(groups)}
+
+
+def _no_cluster(jobs: Any) -> dict[str, Any]:
+    """The section of a job source with no cluster: unconfigured (what to do), or simulated."""
+    if jobs is not None and hasattr(jobs, "hint"):
+        return {"configured": False, "problem": str(jobs.reason), "missing": [str(jobs.hint)]}
+    if jobs is not None:
+        name = getattr(jobs, "name", "this")
+        return {"configured": False, "cluster": f"none: the {name} job source has no RBAC to ask", "missing": []}
+    return {"configured": False, "problem": NO_CLUSTER,
+            "missing": ["point KUBECONFIG at a kubeconfig, create ~/.kube/config, or pass --kubeconfig PATH"]}
+
+
+def tls_section(ctx: WhoamiContext) -> dict[str, Any]:
+    """The TLS floor in force and the version each source negotiated in this process (shown
+    after the Kubernetes section, whose questions open that source's connection)."""
+    summary = tls.summary()
+    floor = tls.minimum_version()
+    section: dict[str, Any] = {
+        "min_version": summary["min_version"],
+        "min_version_from": "default" if floor == tls.DEFAULT_MINIMUM else "[tls] min_version",
+        "negotiated": summary["negotiated"],
+        "aws": "botocore's own floor, TLS 1.2 (its version: see aws)",
+        "missing": [],
+    }
+    if floor != tls.DEFAULT_MINIMUM:
+        section["missing"].append(f"[tls] min_version = \"{floor}\" lowers the floor: remove it once every "
+                                  f"server speaks TLS {tls.DEFAULT_MINIMUM}")
+    return section
+
+
+# The sections, in the order shown; append a provider to add one.
 SECTIONS: list[tuple[str, Section]] = [
     ("gpuconsole", login_section),
     ("aws", aws_section),
     ("mfa", mfa_section),
+    ("kubernetes", kubernetes_section),
+    ("tls", tls_section),
 ]
 
 
@@ -133,4 +235,4 @@ def context_for(console: Any) -> WhoamiContext:
         from gpuconsole.backends.aws import StsCalls
 
         sts = StsCalls(getattr(cloud, "profile", None))
-    return WhoamiContext(console.guard, cloud, roles, sts, jobs)
+    return WhoamiContext(console.guard, cloud, roles, sts, jobs, getattr(console, "rbac", None))
