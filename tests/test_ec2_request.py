@@ -53,6 +53,22 @@ def test_tags_on_instance_and_volume() -> None:
     assert {t["Key"]: t["Value"] for t in specs[0]["Tags"]}["Budget"] == "research"
 
 
+def test_every_launch_is_tagged_for_the_admin_role_that_may_change_it() -> None:
+    """The admin IAM role of ``access iam-policy`` changes only instances tagged ManagedBy =
+    gpuconsole, and launches only with that request tag: every launch carries it."""
+    from gpuconsole.core.access.iam_policy import TAG_KEY, TAG_VALUE, roles
+
+    for tags in ((), TAGS):
+        specs = run_instances_params(spec(tags=tags))["TagSpecifications"]
+        for one in specs:
+            assert {"Key": TAG_KEY, "Value": TAG_VALUE} in one["Tags"]
+        assert f'{TAG_KEY} = "{TAG_VALUE}"' in terraform_block(spec(tags=tags)).replace("  ", " ")
+    admin = json.dumps(roles()[0].policy)
+    assert f"aws:RequestTag/{TAG_KEY}" in admin and f"aws:ResourceTag/{TAG_KEY}" in admin
+    own = run_instances_params(spec(tags=((TAG_KEY, "team-a"),)))["TagSpecifications"][0]["Tags"]
+    assert own == [{"Key": TAG_KEY, "Value": "team-a"}]  # a spec that sets the key itself keeps its value
+
+
 def test_json_and_terraform_say_the_same() -> None:
     s = spec(market=Market.SPOT, imdsv2_required=False, encrypted=True, tags=TAGS + (("team:cost", 'a "b"'),))
     assert json.loads(request_json(s)) == run_instances_params(s)

@@ -20,6 +20,7 @@ __all__, __getattr__ = lazy_face(__name__, {
     "AwsCloud": "source",
     "CloudWatchAuditStore": "audit_logs",
     "request_json": "ec2_request",
+    "MANAGED_TAG": "ec2_request",
     "terraform_block": "ec2_request",
     "StsCalls": "sts",
     "RoleCredentials": "sts",

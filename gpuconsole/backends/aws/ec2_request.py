@@ -13,6 +13,16 @@ from typing import Any
 from gpuconsole.model import LaunchSpec, Market
 
 ROOT_DEVICE = "/dev/sda1"  # the Deep Learning AMIs (Ubuntu and Amazon Linux) boot from it
+# Every instance and volume a launch creates carries this tag: the IAM roles that
+# ``gpuconsole access iam-policy`` prints let an admin change only what carries it.
+MANAGED_TAG = ("ManagedBy", "gpuconsole")
+
+
+def launch_tags(spec: LaunchSpec) -> tuple[tuple[str, str], ...]:
+    """``spec``'s tags, and :data:`MANAGED_TAG` unless the spec sets that key itself."""
+    if any(key == MANAGED_TAG[0] for key, _ in spec.tags):
+        return tuple(spec.tags)
+    return (*spec.tags, MANAGED_TAG)
 
 
 def run_instances_params(spec: LaunchSpec, *, dry_run: bool = False) -> dict[str, Any]:
@@ -50,12 +60,11 @@ def run_instances_params(spec: LaunchSpec, *, dry_run: bool = False) -> dict[str
         if spec.max_spot_price is not None:
             spot["MaxPrice"] = f"{spec.max_spot_price:.4f}"
         params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
-    if spec.tags:
-        tags = [{"Key": k, "Value": v} for k, v in spec.tags]
-        params["TagSpecifications"] = [
-            {"ResourceType": "instance", "Tags": tags},
-            {"ResourceType": "volume", "Tags": tags},
-        ]
+    tags = [{"Key": k, "Value": v} for k, v in launch_tags(spec)]
+    params["TagSpecifications"] = [
+        {"ResourceType": "instance", "Tags": tags},
+        {"ResourceType": "volume", "Tags": tags},
+    ]
     if dry_run:
         params["DryRun"] = True
     return params
@@ -108,11 +117,11 @@ def terraform_block(spec: LaunchSpec, resource_name: str = "gpu") -> str:
         if spec.max_spot_price is not None:
             lines.append(f'      max_price                      = "{spec.max_spot_price:.4f}"')
         lines += ["    }", "  }"]
-    if spec.tags:
-        lines += ["", "  tags = {"]
-        width = max(len(_hcl_key(k)) for k, _ in spec.tags)
-        lines += [f"    {_hcl_key(k).ljust(width)} = {json.dumps(v)}" for k, v in spec.tags]
-        lines.append("  }")
+    tags = launch_tags(spec)
+    lines += ["", "  tags = {"]
+    width = max(len(_hcl_key(k)) for k, _ in tags)
+    lines += [f"    {_hcl_key(k).ljust(width)} = {json.dumps(v)}" for k, v in tags]
+    lines.append("  }")
     lines.append("}")
     return "\n".join(lines)
 

@@ -19,8 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-TAG_KEY = "ManagedBy"
-TAG_VALUE = "gpuconsole"
+from gpuconsole.backends.aws import MANAGED_TAG
+
+TAG_KEY, TAG_VALUE = MANAGED_TAG  # what every launch tags its instances and volumes with
 ACCOUNT_PLACEHOLDER = "ACCOUNT_ID"
 TERRAFORM_ACCOUNT = "${data.aws_caller_identity.current.account_id}"
 MFA_MAX_AGE_S = 3600
