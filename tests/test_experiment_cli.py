@@ -131,3 +131,16 @@ def test_without_a_cluster_nothing_runs_and_one_line_says_why(tmp_path, capsys) 
     assert main(["experiment", "run", str(path), "--no-db"]) == 1
     err = capsys.readouterr().err
     assert "cannot run resnet50-epoch: this job source cannot change jobs" in err and err.count("\n") == 1
+
+
+def test_no_db_keeps_the_experiments_in_memory(tmp_path) -> None:
+    from gpuconsole.cli.main import make_console, parse_args
+    from gpuconsole.core.fleet.experiment_door import experiment_store_path
+
+    for flags, expected in ((["--no-db"], ":memory:"), ([], tmp_path / "experiments.db")):
+        args = parse_args(["experiment", "list", "--demo", "--db", str(tmp_path / "cache.db"), *flags])
+        console = make_console(args)
+        try:
+            assert experiment_store_path(console) == expected
+        finally:
+            console.close()

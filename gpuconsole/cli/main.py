@@ -360,7 +360,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         watch_jobs=args.command is None,  # commands read once: a list, no watch threads
         prometheus=prometheus,
     )
-    options = ConsoleOptions(sources=sources, db_path=args.db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
+    options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
                              act_on_budgets=act_on_budgets, read_only=args.read_only, **_demo_clock(args))
     path = _db_path(args)
     if path is None:

@@ -90,6 +90,7 @@ class ConsoleOptions:
 
     sources: SourceOptions = field(default_factory=SourceOptions)
     db_path: Path | None = None
+    no_db: bool = False  # --no-db: nothing is kept on disk (cache, experiments) beyond this process
     interval: float = 1.0
     timeout: float = 5.0
     clock: Callable[[], float] = time.time

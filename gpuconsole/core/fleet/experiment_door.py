@@ -24,8 +24,11 @@ _BOOKS: weakref.WeakKeyDictionary[Console, ExperimentBook] = weakref.WeakKeyDict
 _LOCK = threading.Lock()
 
 
-def experiment_store_path(console: Console) -> Path:
-    """Beside the cache database (a file of its own, so the cache can be rebuilt without it)."""
+def experiment_store_path(console: Console) -> Path | str:
+    """Beside the cache database (a file of its own, so the cache can be rebuilt without it);
+    in memory with ``--no-db``."""
+    if console.options.no_db:
+        return ":memory:"
     db = console.options.db_path or default_db_path()
     return Path(db).expanduser().with_name(STORE_NAME)
 
