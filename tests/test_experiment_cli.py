@@ -120,7 +120,7 @@ def test_an_unwritable_experiments_database_is_one_line(tmp_path, monkeypatch, c
     blocker.mkdir()
     (blocker / "experiments.db").mkdir()  # a folder where the database file should be
     monkeypatch.setenv("GPUCONSOLE_DB", str(blocker / "gpuconsole.db"))
-    assert main(["experiment", "list", "--no-db"]) == 1
+    assert main(["experiment", "list"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("gpuconsole: error: cannot open the experiments database") and err.count("\n") == 1
 
