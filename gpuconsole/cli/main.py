@@ -46,11 +46,17 @@ examples:
   gpuconsole users init                    become the first admin and enrol MFA (roles: users --help)
   gpuconsole audit verify                  check the audit log's hash chain (exit 1 when tampered)
   gpuconsole --read-only                   the console with every change disabled
+  gpuconsole autopilot plan                what every autopilot rule would do now, and why
+  gpuconsole access whoami                 who gpuconsole acts as: role, IAM role, RBAC, MFA, TLS
 
 environment:
   GPUCONSOLE_DB   cache database path (default: the user cache directory)
-  GPUCONSOLE_CONFIG   configuration file with [[budgets]] (default: the user config directory)
+  GPUCONSOLE_CONFIG   configuration file: [[budgets]], [[rules]], [aws.roles], [audit], [tls]
+                      (default: the user config directory; the [access], [audit] and [aws.roles]
+                      of /etc/gpuconsole/config.toml bind every login)
   GPUCONSOLE_USERS, GPUCONSOLE_MFA, GPUCONSOLE_AUDIT_DB   users table, MFA secrets, audit log
+                      (refused for a non-root login where /etc/gpuconsole sets them)
+  GPUCONSOLE_AUTOPILOT_DB   the autopilot's state: cooldowns, pauses, rules added with rule add
   GPUCONSOLE_MFA_CODE   the MFA code for a command that needs one
   AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
   KUBECONFIG      kubeconfig file(s), ':'-separated (default ~/.kube/config)
