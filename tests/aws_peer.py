@@ -211,6 +211,15 @@ class FaultProxy:
         self._forward(handler, body)
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        try:
+            status, out, payload = self._fetch(handler, body)
+        except OSError as exc:
+            _reply(handler, 502, {"Content-Type": "text/plain"}, f"proxy: {exc}".encode())
+            return
+        _reply(handler, status, out, payload)
+
+    def _fetch(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        """The upstream's answer to the request as received: status, end-to-end headers, body."""
         target = urllib.parse.urlsplit(self.upstream)
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP}
@@ -218,13 +227,9 @@ class FaultProxy:
             conn.request(handler.command, handler.path, body=body or None, headers=headers)
             response = conn.getresponse()
             payload = response.read()
-            out = {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP}
-        except OSError as exc:
-            _reply(handler, 502, {"Content-Type": "text/plain"}, f"proxy: {exc}".encode())
-            return
+            return response.status, {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP}, payload
         finally:
             conn.close()
-        _reply(handler, response.status, out, payload)
 
 
 def _describe(handler: BaseHTTPRequestHandler, body: bytes) -> RecordedRequest:

@@ -16,16 +16,14 @@ spot-shaped proxy.
 
 from __future__ import annotations
 
-import http.client
 import re
-import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
-from tests.aws_peer import _HOP_BY_HOP, AwsPeer, FaultProxy, _describe, _reply
+from tests.aws_peer import AwsPeer, FaultProxy, _describe, _reply
 
 _INSTANCE_ID = re.compile(rb"<instanceId>(i-[0-9a-f]+)</instanceId>")
 
@@ -46,18 +44,6 @@ class SpotShapedProxy(FaultProxy):
         if status == 200:
             payload = with_request_ids(payload, self.request_ids())
         _reply(handler, status, headers, payload)
-
-    def _fetch(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        target = urllib.parse.urlsplit(self.upstream)
-        conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP}
-        try:
-            conn.request(handler.command, handler.path, body=body or None, headers=headers)
-            response = conn.getresponse()
-            payload = response.read()
-            return response.status, {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP}, payload
-        finally:
-            conn.close()
 
     def request_ids(self) -> dict[str, str]:
         """Instance id → the id of the spot request that launched it, as moto holds them."""
