@@ -8,7 +8,7 @@ import time
 from gpuconsole.cli.showcase import START, FrozenClock, record_history, showcase_console
 from gpuconsole.model import SourceState
 
-__all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live", "settle"]
+__all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live", "settle", "TickingClock"]
 
 demo_console = showcase_console
 
@@ -47,3 +47,14 @@ def settle(*keys: str):
         await pilot.pause(0.1)
 
     return run_before
+
+
+class TickingClock:
+    """A clock one second further on at every reading (each audit record its own second)."""
+
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        self.t += 1
+        return self.t

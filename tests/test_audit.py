@@ -9,20 +9,12 @@ import stat
 import pytest
 
 from gpuconsole.core.access.audit import AuditFilter, AuditLog, redact, to_csv, to_json
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        self.t += 1
-        return self.t
+from tests.helpers import TickingClock
 
 
 @pytest.fixture
 def log(tmp_path):
-    audit = AuditLog(tmp_path / "state" / "audit.db", Clock())
+    audit = AuditLog(tmp_path / "state" / "audit.db", TickingClock())
     for n in range(1, 6):
         audit.append("ada" if n % 2 else "dev", "admin" if n % 2 else "developer", "stop", f"i-{n}",
                      (("region", "us-east-1"),), "ok")

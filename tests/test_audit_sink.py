@@ -22,15 +22,6 @@ from tests.aws_peer import aws_peer, fault_proxy, free_port, moto_server  # noqa
 GROUP = "/gpuconsole/audit"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        self.t += 1
-        return self.t
-
-
 def write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
     path = tmp_path / "config.toml"
     path.write_text(body)

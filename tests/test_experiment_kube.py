@@ -9,6 +9,7 @@ from gpuconsole.core.ops.experiments.runner import ExperimentRunner
 from gpuconsole.core.ops.experiments.store import ExperimentStore
 from gpuconsole.core.ops.experiments.spec import parse_text
 from gpuconsole.core.ops.job_ops import JobOps
+from tests.helpers import FrozenClock
 from tests.experiment_cluster import finish, submitted
 from tests.test_experiment_spec import EXAMPLE
 
@@ -16,18 +17,10 @@ NS = "ml-vision"
 RATES = {"p4d": 2900.0, "g5": 830.0, "g6": 780.0}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def runner_on(kube, text: str = EXAMPLE, log: ActionLog | None = None) -> tuple[ExperimentRunner, ActionLog, ExperimentStore]:
     backend = kube.backend(watch=False)
     actions = log or ActionLog()
-    clock = Clock()
+    clock = FrozenClock(1_700_000_000.0)
     store = ExperimentStore()
     runner = ExperimentRunner(parse_text(text), JobOps(backend, clock, actions), store,
                               lambda: backend.poll_jobs().jobs, source=text, prices=ArmPrices(), owner="ana",
@@ -172,7 +165,7 @@ def test_runs_are_followed_through_the_watch(kube) -> None:
     from tests.kube_server import wait_until
 
     backend = kube.backend(watch=True)
-    clock = Clock()
+    clock = FrozenClock(1_700_000_000.0)
     runner = ExperimentRunner(parse_text(EXAMPLE.replace("repeats = 3", "repeats = 1")), JobOps(backend, clock),
                               ExperimentStore(), lambda: backend.poll_jobs().jobs, source=EXAMPLE, clock=clock)
     runner.tick()
