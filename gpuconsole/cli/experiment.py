@@ -16,7 +16,6 @@ import sys
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, finish
-from gpuconsole.core.ops.experiments.export import analysis_json, write_csv
 
 VERBS = ("run", "list", "show", "stop")
 
@@ -44,6 +43,7 @@ def run_experiment(args: argparse.Namespace, make_console: Any, out: TextIO | No
 
 def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     from gpuconsole.core.fleet.experiment_door import experiment_book
+    from gpuconsole.core.ops.experiments.export import analysis_json, write_csv
     from gpuconsole.core.ops.experiments.spec import SpecError, parse_file
 
     verb = args.experiment_command
@@ -80,6 +80,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
 
 
 def _run_file(book: Any, spec: Any, args: argparse.Namespace, out: TextIO) -> int:
+    from gpuconsole.core.ops.experiments.export import analysis_json
     from gpuconsole.core.ops.experiments.runner import complete
 
     with open(args.file, encoding="utf-8") as handle:

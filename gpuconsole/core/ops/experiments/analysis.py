@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from gpuconsole.core.ops.experiments.pricing import ArmPrices
 from gpuconsole.core.ops.experiments.runs import LOST_STATES, PENDING, RUNNING, SUCCEEDED, RunRecord
@@ -49,6 +48,8 @@ def interval(values: Sequence[float], statistic: Callable[..., float] = np.media
     if data.size < 2 or np.all(data == data[0]):
         point = float(statistic(data))
         return (point, point)
+    from scipy import stats  # about a second to import: only when an experiment is analysed
+
     result = stats.bootstrap((data,), statistic, n_resamples=RESAMPLES, confidence_level=CONFIDENCE,
                              method="percentile", rng=np.random.default_rng(_seed(data)))
     return (float(result.confidence_interval.low), float(result.confidence_interval.high))
@@ -202,6 +203,8 @@ def _verdict(criterion: str, samples: list[tuple[str, tuple[float, ...]]]) -> Ve
     a, b = np.asarray(best[2]), np.asarray(second[2])
     p_value = math.nan
     if a.size >= 2 and b.size >= 2 and (np.var(a) > 0 or np.var(b) > 0):
+        from scipy import stats
+
         p_value = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
     significant = not math.isnan(p_value) and p_value < ALPHA
     more = None if significant else runs_to_settle(a, b)
@@ -222,6 +225,8 @@ def runs_to_settle(a: np.ndarray, b: np.ndarray, alpha: float = ALPHA, power: fl
     have = min(a.size, b.size)
     if spread == 0:
         return max(2 - have, 1)
+    from scipy import stats
+
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     need = math.ceil(2 * (z * spread / diff) ** 2)
     return max(need - have, 1)
