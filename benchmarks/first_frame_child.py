@@ -1,9 +1,10 @@
 """One start-up of the console, timed from inside the process; run by ``startup_idle.py``.
 
-The clock is read on the first line, before gpuconsole or Textual is imported, so the figure
-covers every import, building the Console (simulated world, Store), mounting the app and the
-first poll of every source, up to the frame that shows a snapshot in which every source is
-``live``. The app then exits (``--idle 0``), or stays up untouched and reports the CPU time the
+The clock is read on the first line, before gpuconsole or Textual is imported. Two frames are
+marked: the first paint (the console's frame, "starting", painted before the Console is built,
+as ``gpuconsole`` does), and the first complete frame: every import, building the Console
+(simulated world, Store) behind the first frame, mounting the panes and the first poll of every
+source, up to the frame that shows a snapshot in which every source is ``live``. The app then exits (``--idle 0``), or stays up untouched and reports the CPU time the
 whole process used over ``--idle`` seconds after ``--settle`` seconds.
 
 The result is one JSON object, printed on stdout or written to ``--out``. Every time in it is a
@@ -47,17 +48,20 @@ def main(argv: list[str]) -> int:
         from gpuconsole.cli.main import make_console, parse_args
 
         marks["cli_imported"] = time.perf_counter()
-        from gpuconsole.model import SourceState
-        from gpuconsole.ui.app import GpuConsoleApp
-
-        marks["app_imported"] = time.perf_counter()
-
         cli = ["--demo", "--seed", str(opts.seed)]
         if opts.nodes:
             cli += ["--demo-nodes", str(opts.nodes)]
         cli += ["--db", opts.db] if opts.db else ["--no-db"]
-        console = make_console(parse_args(cli), background_store=True)  # as the full-screen console does
-        marks["console_built"] = time.perf_counter()
+        args = parse_args(cli)
+        marks["args_parsed"] = time.perf_counter()
+        from gpuconsole.ui.app import GpuConsoleApp
+
+        marks["app_imported"] = time.perf_counter()
+
+        def build():  # noqa: ANN202 - as gpuconsole.cli.main.run_console builds it, behind the first frame
+            console = make_console(args, background_store=True, act_on_budgets=True)
+            marks["console_built"] = time.perf_counter()
+            return console
 
         class TimedApp(GpuConsoleApp):
             """The console, noting when the first frame and the first all-live frame are painted."""
@@ -77,8 +81,10 @@ def main(argv: list[str]) -> int:
 
             def show_snapshot(self, snapshot) -> None:  # noqa: ANN001 - FleetSnapshot
                 super().show_snapshot(snapshot)
-                if self._live_seen or not snapshot.sources:
+                if self._live_seen or snapshot is None or not snapshot.sources or self.core is None:
                     return
+                from gpuconsole.model import SourceState
+
                 if all(status.state is SourceState.LIVE for status in snapshot.sources):
                     self._live_seen = True
                     marks["all_live_snapshot"] = time.perf_counter()
@@ -115,7 +121,7 @@ def main(argv: list[str]) -> int:
                 result["error"] = f"no complete frame within {opts.timeout:g} s"
                 self.exit(1)
 
-        app = TimedApp(console)
+        app = TimedApp(build=build)
         marks["app_built"] = time.perf_counter()
         try:
             if opts.headless:
@@ -123,7 +129,9 @@ def main(argv: list[str]) -> int:
             else:
                 app.run()
         finally:
-            console.close()
+            app.close_core()
+        if app.boot_error is not None:
+            raise app.boot_error
         marks["closed"] = time.perf_counter()
         result["ok"] = "live_painted" in marks and "error" not in result
         if not result["ok"] and "error" not in result:

@@ -10,8 +10,10 @@ so both meet the same moment of a shared, noisy machine. Both are timed from the
 a painted frame, plus the interpreter's own start (``python -c pass``, measured once). Reported:
 the medians with their spread, and the ratio of each pair (console / bare) with its median.
 
-For the console two frames are timed: the first paint (the shell, with "connecting" sources),
-and the first complete frame (every source live: the world's first snapshot on screen).
+For the console two frames are timed, each as a ratio to the bare app's frame of the same pair:
+the first frame (the console's frame, "starting": top line, pane strip and footer, painted before
+the Console is built, as ``gpuconsole`` does; target ≤ 1.5×), and the first complete frame (every
+source live: the world's first snapshot on screen), reported beside it.
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ def main() -> int:
     args = parser.parse_args()
     python = sys.executable
     work = Path("/tmp")
-    env = ChildEnv.make(work, pyc_cache=False)
+    env = ChildEnv.make(work, pyc_cache=True)  # as after pip install: every module read from bytecode
     interp_s = statistics.median(interpreter_start(python, 5, env))
     fleet = Fleet("default", None, 0)
     first_frame_once(python, env, fleet, args.seed, None, interp_s)  # uncounted: fills the bytecode caches
-    bare, paint, live, ratios = [], [], [], []
+    bare, paint, live, ratios, live_ratios = [], [], [], [], []
     for i in range(args.pairs):
         b = textual_floor(python, env, 1, interp_s)[0]
         run = first_frame_once(python, env, fleet, args.seed, None, interp_s)
@@ -53,15 +55,19 @@ def main() -> int:
         bare.append(b)
         paint.append(first_paint)
         live.append(run["seconds"])
-        ratios.append(run["seconds"] / b)
-        print(f"[first-frame] pair {i + 1}/{args.pairs}: bare {b:.3f} s, console first paint {first_paint:.3f} s, "
-              f"complete {run['seconds']:.3f} s, ratio {ratios[-1]:.2f}", file=sys.stderr, flush=True)
+        ratios.append(first_paint / b)
+        live_ratios.append(run["seconds"] / b)
+        print(f"[first-frame] pair {i + 1}/{args.pairs}: bare {b:.3f} s, console first frame {first_paint:.3f} s "
+              f"(ratio {ratios[-1]:.2f}), complete {run['seconds']:.3f} s (ratio {live_ratios[-1]:.2f})",
+              file=sys.stderr, flush=True)
     ratio = statistics.median(ratios)
+    live_ratio = statistics.median(live_ratios)
     rows = [
         ("bare Textual app, first frame", spread(bare)),
-        ("gpuconsole --demo, first paint (shell)", spread(paint)),
+        ("gpuconsole --demo, first frame (starting)", spread(paint)),
         ("gpuconsole --demo, first complete frame", spread(live)),
-        ("ratio complete / bare, per pair", f"{ratio:.2f} ({min(ratios):.2f}–{max(ratios):.2f}), target ≤ {TARGET}"),
+        ("ratio first frame / bare, per pair", f"{ratio:.2f} ({min(ratios):.2f}–{max(ratios):.2f}), target ≤ {TARGET}"),
+        ("ratio complete frame / bare, per pair", f"{live_ratio:.2f} ({min(live_ratios):.2f}–{max(live_ratios):.2f})"),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"interpreter start {interp_s * 1000:.0f} ms (included in every figure)")
@@ -69,7 +75,8 @@ def main() -> int:
         print(f"{name:<{width}}  {value}")
     if args.json:
         print(json.dumps({"interpreter_start_s": interp_s, "bare_s": bare, "first_paint_s": paint,
-                          "complete_s": live, "ratios": ratios, "ratio_median": ratio, "target": TARGET}))
+                          "complete_s": live, "ratios": ratios, "ratio_median": ratio, "complete_ratios": live_ratios,
+                          "complete_ratio_median": live_ratio, "target": TARGET}))
     return 0
 
 

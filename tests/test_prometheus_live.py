@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from gpuconsole.backends.prometheus.source import PrometheusGpus, PrometheusSettings
-from gpuconsole.cli.exporter import MetricsServer, sim_metrics
+from gpuconsole.cli.metrics_server import MetricsServer, sim_metrics
 from gpuconsole.core.fleet.hub import PollPolicy
 from gpuconsole.model import Gpu, Job, SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp

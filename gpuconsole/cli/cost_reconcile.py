@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from gpuconsole.core.money.cost_explorer import RESOURCE_DAYS
+from gpuconsole.core.money.periods import RESOURCE_DAYS
 
 FIRST_ANSWER_S = 20.0  # how long to wait for the cloud's first poll
 

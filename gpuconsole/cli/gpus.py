@@ -19,9 +19,10 @@ import json
 import os
 import socket
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from gpuconsole.model import Gpu, GpuReading, SourceState, SourceStatus, to_jsonable
+if TYPE_CHECKING:  # the model (msgspec) loads when a command runs, not when the line is parsed
+    from gpuconsole.model import Gpu, GpuReading, SourceStatus
 
 SCHEMA = "gpuconsole.gpus/1"
 DEFAULT_UTIL_THRESHOLDS = (10.0, 75.0)
@@ -95,6 +96,8 @@ def run_gpus(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
     except ValueError as exc:
         print(f"gpuconsole: error: {exc}", file=err)
         return 2
+    from gpuconsole.model import SourceState
+
     live = reading is not None and status.state is SourceState.LIVE
     try:
         if args.gpus_json:
@@ -118,6 +121,8 @@ def run_gpus(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
 
 def document(reading: GpuReading | None, status: SourceStatus) -> dict[str, Any]:
     """The JSON document of one reading."""
+    from gpuconsole.model import to_jsonable
+
     gpus = reading.gpus if reading is not None else ()
     return {
         "schema": SCHEMA,

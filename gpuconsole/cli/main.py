@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpuconsole import __version__
-from gpuconsole.core.fleet.sources import (
+from gpuconsole.core.fleet.source_names import (
     CLOUD_SOURCES,
     GPU_SOURCES,
     JOB_SOURCES,
@@ -463,14 +463,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return None if path is None else _open_store(path)
 
             return run_budget(args, make_console=make_console, open_store=open_budget_store)
-        # Only the full-screen console acts on budgets by itself; scripts use budget check --enforce.
-        console = make_console(args, background_store=args.command is None, act_on_budgets=args.command is None)
+        if args.command is None:
+            return run_console(args, thresholds)
+        console = make_console(args, act_on_budgets=False)  # only the full-screen console acts on budgets
     except ArgumentError as exc:
-        print(f"gpuconsole: error: {exc} (see gpuconsole --help)", file=sys.stderr)
-        return 2
+        return _usage_error(exc)
     except _denials() as exc:
         return _denied(exc)
-    _setup_logging(tui=args.command is None)
+    _setup_logging(tui=False)
     if args.command == "snapshot":
         from gpuconsole.cli.snapshot import run_snapshot
 
@@ -481,11 +481,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return 0
+    raise AssertionError(f"no handler for {args.command!r}")  # every command returned above
+
+
+def run_console(args: argparse.Namespace, thresholds: tuple[tuple[float, float], tuple[float, float]]) -> int:
+    """The full-screen console. Its frame is painted first; the Console (sources, the simulated
+    world, the access files) is built behind it, and an error building it ends the app with the
+    same one line a command gets."""
+    _db_path(args)  # an unusable --db is one line before the screen is taken, not after
     from gpuconsole.ui.app import GpuConsoleApp
 
-    app = GpuConsoleApp(console, theme_name=args.theme, gpu_thresholds=thresholds)
+    _setup_logging(tui=True)
+    # Only the full-screen console acts on budgets by itself; scripts use budget check --enforce.
+    app = GpuConsoleApp(build=lambda: make_console(args, background_store=True, act_on_budgets=True),
+                        theme_name=args.theme, gpu_thresholds=thresholds)
     try:
         app.run()
     finally:
-        console.close()
-    return app.return_code or 0
+        app.close_core()
+    error = app.boot_error
+    if error is None:
+        return app.return_code or 0
+    if isinstance(error, ArgumentError):
+        return _usage_error(error)
+    if isinstance(error, _denials()):
+        return _denied(error)
+    raise error
+
+
+def _usage_error(exc: BaseException) -> int:
+    print(f"gpuconsole: error: {exc} (see gpuconsole --help)", file=sys.stderr)
+    return 2

@@ -19,10 +19,13 @@ Key bindings (also listed by ``?`` and reachable from the command palette, ``ctr
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
-from typing import ClassVar
+from importlib import import_module
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from textual import events, work
@@ -33,25 +36,14 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.lazy import Lazy
+from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
-from gpuconsole.core.fleet.console import Console
-from gpuconsole.model import FleetSnapshot, SourceState
-from gpuconsole.ui.format import money
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
-from gpuconsole.ui.panes.audit import AuditPane
-from gpuconsole.ui.panes.autopilot import AutopilotPane
-from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.panes.budgets import BudgetsPane
-from gpuconsole.ui.panes.experiments import ExperimentsPane
-from gpuconsole.ui.panes.gpus import GpusPane
-from gpuconsole.ui.panes.instances import InstancesPane
-from gpuconsole.ui.panes.jobs import JobsPane
-from gpuconsole.ui.panes.overview import OverviewPane
 from gpuconsole.ui.panes.registry import PANES, SHORT_TITLES
 from gpuconsole.ui.themes import (
     DEFAULT_THEME,
@@ -63,6 +55,12 @@ from gpuconsole.ui.themes import (
 )
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from gpuconsole.ui.widgets.text_view import TextView
+
+if TYPE_CHECKING:
+    from gpuconsole.core.fleet.console import Console
+    from gpuconsole.model import FleetSnapshot
+    from gpuconsole.ui.panes.base import Pane
+    from gpuconsole.ui.panes.gpus import GpusPane
 
 ACCESS_EVERY_S = 30.0  # how often the users table is read again (a role may change while the console runs)
 # A typed key waits for the one before it; one whose handling never ends (its widget went away with
@@ -76,16 +74,49 @@ def _busy(node: MessagePump) -> bool:
     return not node._message_queue.empty() or bool(node._next_callbacks)
 
 
-PANE_CLASSES: dict[str, type[Pane]] = {
-    "overview": OverviewPane,
-    "gpus": GpusPane,
-    "jobs": JobsPane,
-    "instances": InstancesPane,
-    "budgets": BudgetsPane,
-    "audit": AuditPane,
-    "autopilot": AutopilotPane,
-    "experiments": ExperimentsPane,
+# Each pane's class, as (module, name): imported when the panes are built, not when this module
+# loads, so the console's frame is on screen before the panes' code (and the core's) is imported.
+PANE_CLASSES: dict[str, tuple[str, str]] = {
+    "overview": ("gpuconsole.ui.panes.overview", "OverviewPane"),
+    "gpus": ("gpuconsole.ui.panes.gpus", "GpusPane"),
+    "jobs": ("gpuconsole.ui.panes.jobs", "JobsPane"),
+    "instances": ("gpuconsole.ui.panes.instances", "InstancesPane"),
+    "budgets": ("gpuconsole.ui.panes.budgets", "BudgetsPane"),
+    "audit": ("gpuconsole.ui.panes.audit", "AuditPane"),
+    "autopilot": ("gpuconsole.ui.panes.autopilot", "AutopilotPane"),
+    "experiments": ("gpuconsole.ui.panes.experiments", "ExperimentsPane"),
 }
+
+
+def pane_class(pane_id: str) -> type[Pane]:
+    module, name = PANE_CLASSES[pane_id]
+    return getattr(import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _pane_base() -> type[Pane]:
+    from gpuconsole.ui.panes.base import Pane
+
+    return Pane
+
+
+class _Booting:
+    """Held keys wait on this while the console is being built (see ``GpuConsoleApp(build=…)``)."""
+
+    def __repr__(self) -> str:
+        return "<booting>"
+
+
+BOOTING = _Booting()
+BOOT_KEYS_ALWAYS = frozenset({"ctrl+q", "ctrl+c"})  # quit even before the console is built
+
+
+class CoreBuilt(Message):
+    """The console built off the UI thread (``error`` set when building it failed)."""
+
+    def __init__(self, core: Console | None, error: BaseException | None) -> None:
+        super().__init__()
+        self.core = core
+        self.error = error
 
 
 def _provider(name: str) -> type[Provider]:
@@ -153,10 +184,24 @@ class GpuConsoleApp(App[int]):
 
         return with_repaint_filter(driver)
 
-    def __init__(self, core: Console, theme_name: str | None = None, *, start_console: bool = True,
-                 gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None) -> None:
+    def __init__(self, core: Console | None = None, theme_name: str | None = None, *, start_console: bool = True,
+                 gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None,
+                 build: Callable[[], Console] | None = None) -> None:
+        """``core``: the console to show; or ``build``, which makes it off the UI thread once the
+        first frame (top line, pane strip, footer: "starting") is on screen. Keys typed meanwhile
+        are held, in order, for the panes; ``ctrl+q`` quits at once. A ``build`` that raises ends
+        the app, with the error in :attr:`boot_error` for the caller to report. The caller closes
+        a ``core`` it gave; :meth:`close_core` closes one the app built."""
         super().__init__()
-        self.core = core
+        if (core is None) == (build is None):
+            raise ValueError("give the app a console, or a way to build one")
+        self.core: Console = core  # type: ignore[assignment] # None only while booting (see _booting)
+        self._build = build
+        self._boot_lock = threading.Lock()
+        self._boot_thread: threading.Thread | None = None
+        self._built: Console | None = None
+        self._closed = False
+        self.boot_error: BaseException | None = None
         # (utilization, memory) colour thresholds of the GPU views: --gpu-util-thresh, --mem-util-thresh
         self.gpu_thresholds = gpu_thresholds or (UTIL_THRESHOLDS, MEMORY_THRESHOLDS)
         self.start_console = start_console
@@ -165,18 +210,23 @@ class GpuConsoleApp(App[int]):
         wanted = theme_name or (PLAIN_THEME if self.no_color else DEFAULT_THEME)
         self.theme = textual_name(wanted)
         self.palette = Palette.from_theme(self.current_theme)
-        self.snapshot: FleetSnapshot = core.snapshot
-        self._latest = core.snapshot
+        self.snapshot: FleetSnapshot = core.snapshot if core is not None else None  # type: ignore[assignment]
+        self._latest = self.snapshot
         self._flush_timer: Timer | None = None
         self._last_paint = 0.0
-        self._paint_every = min(core.options.interval, 1.0)
+        self._paint_every = min(core.options.interval, 1.0) if core is not None else 1.0
         self._store_requested = False
         self.access_principal = None  # who the user is (users table), read by load_access
         # Type-ahead (see on_event): keys typed while the one before them is still being handled.
         self._typed: deque[events.Key | events.Paste] = deque()
-        self._typing: object | None = None  # the key being handled, or the screen being waited for
+        # the key being handled, the screen being waited for, or BOOTING while the console is built
+        self._typing: object | None = BOOTING if core is None else None
         self._typing_since = 0.0
         self._typeahead_timer: Timer | None = None
+
+    @property
+    def _booting(self) -> bool:
+        return self.core is None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -185,16 +235,28 @@ class GpuConsoleApp(App[int]):
         with ContentSwitcher(initial="overview", id="panes"):
             for pane_id in PANES:
                 with Container(id=pane_id, classes="pane-box"):
-                    pane = PANE_CLASSES[pane_id](id=f"{pane_id}-pane")
-                    # Hidden panes mount just after the first frame: the overview shows sooner.
-                    yield pane if pane_id == "overview" else Lazy(pane)
+                    if not self._booting:
+                        yield self._make_pane(pane_id)
         yield Footer()
+
+    def _make_pane(self, pane_id: str) -> Pane | Lazy:
+        pane = pane_class(pane_id)(id=f"{pane_id}-pane")
+        # Hidden panes mount just after the first frame: the overview shows sooner.
+        return pane if pane_id == "overview" else Lazy(pane)
 
     def on_mount(self) -> None:
         self._top_bar = self.query_one(TopBar)
         self._tabs = self.query_one(ContentSwitcher)
         self._pane_tabs = self.query_one(PaneTabs)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+        if self._booting:
+            self._draw_starting()
+            self.call_after_refresh(self._start_build)
+            return
+        self._attach()
+
+    def _attach(self) -> None:
+        """Start showing ``self.core``: its snapshots, who the user is, and its polling."""
         self.core.subscribe(self._from_worker)
         self.load_access()
         self.set_interval(ACCESS_EVERY_S, self.load_access)
@@ -204,6 +266,69 @@ class GpuConsoleApp(App[int]):
             self.core.start(open_store=False)
             self.set_timer(1.0, self.core.open_store_in_background)
         self.show_snapshot(self.core.snapshot)
+
+    # ------------------------------------------------------------------ building the console
+    def _draw_starting(self) -> None:
+        from rich.text import Text
+
+        bar = Text(no_wrap=True, overflow="ellipsis")
+        bar.append(" gpuconsole ", self.palette.strong)
+        bar.append("  starting…", self.palette.dim)
+        self._top_bar.show(bar)
+        self._draw_tabs()
+
+    def _start_build(self) -> None:
+        """Once the first frame is painted: build the console (and import the panes) off the UI thread."""
+        self._boot_thread = threading.Thread(target=self._build_core, name="gpuconsole-start", daemon=True)
+        self._boot_thread.start()
+
+    def _build_core(self) -> None:
+        core: Console | None = None
+        error: BaseException | None = None
+        try:
+            core = self._build()  # type: ignore[misc]
+            for pane_id in PANES:
+                pane_class(pane_id)  # import them here, not on the UI thread
+        except BaseException as exc:  # noqa: BLE001 - handed to the UI thread, then to the caller
+            error = exc
+        with self._boot_lock:
+            if self._closed:  # the user quit while it was being built
+                if core is not None:
+                    core.close()
+                return
+            self._built = core
+        self.post_message(CoreBuilt(core, error))
+
+    async def on_core_built(self, message: CoreBuilt) -> None:
+        if message.error is not None or message.core is None:
+            self.boot_error = message.error
+            self.exit(return_code=1)
+            return
+        core = message.core
+        self.core = core
+        self.snapshot = self._latest = core.snapshot
+        self._paint_every = min(core.options.interval, 1.0)
+        mounts = [self.query_one(f"#{pane_id}", Container).mount(self._make_pane(pane_id)) for pane_id in PANES]
+        self._attach()
+        self.refresh_bindings()
+        for mounted in mounts:
+            await mounted
+        # The overview is on screen: the keys typed while starting go to it, in order.
+        if self.active_pane == "overview" and (pane := self.current_pane) is not None:
+            pane.focus_body()
+        await self._key_done(BOOTING)
+
+    def close_core(self, wait_s: float = 2.0) -> None:
+        """Close the console the app built (see ``build``); one still being built is closed by
+        the thread building it, which is given ``wait_s`` to finish."""
+        with self._boot_lock:
+            self._closed = True
+            core, self._built = self._built, None
+        if core is not None:
+            core.close()
+        thread = self._boot_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(wait_s)
 
     # ------------------------------------------------------------------ type-ahead
     async def on_event(self, event: events.Event) -> None:
@@ -218,6 +343,9 @@ class GpuConsoleApp(App[int]):
         key before sent the focus.
         """
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            if self._booting and isinstance(event, events.Key) and event.key in BOOT_KEYS_ALWAYS:
+                self.exit()
+                return
             self._typed.append(event)
             if self._typing is None:
                 await self._next_key()
@@ -303,6 +431,8 @@ class GpuConsoleApp(App[int]):
         """Whether ``what`` is the screen on top, still being composed (a slow machine may take
         seconds): the keys typed for it keep waiting, however long that takes."""
         try:
+            if what is BOOTING:
+                return self._booting
             return isinstance(what, Screen) and what is self.screen and not what.is_mounted and what.is_running
         except ScreenStackError:
             return False
@@ -331,6 +461,11 @@ class GpuConsoleApp(App[int]):
         self.show_snapshot(self._latest)
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
+        if self._booting:
+            self._draw_starting()
+            return
+        from gpuconsole.model import SourceState
+
         self.snapshot = snapshot
         if not self._store_requested and snapshot.sources and all(
             s.state is not SourceState.CONNECTING for s in snapshot.sources
@@ -352,6 +487,7 @@ class GpuConsoleApp(App[int]):
     def _render_top_bar(self) -> None:
         from rich.text import Text
 
+        from gpuconsole.ui.format import money
         from gpuconsole.ui.panes.base import status_text
 
         snap = self.snapshot
@@ -381,7 +517,7 @@ class GpuConsoleApp(App[int]):
     @property
     def current_pane(self) -> Pane | None:
         try:
-            return self._tabs.query_one(f"#{self.active_pane}-pane", Pane)
+            return self._tabs.query_one(f"#{self.active_pane}-pane", _pane_base())
         except NoMatches:  # not mounted yet (hidden panes mount after the first frame) or closing
             return None
 
@@ -416,6 +552,8 @@ class GpuConsoleApp(App[int]):
         self.action_show_pane(ids[(ids.index(current) + step) % len(ids)])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self._booting:
+            return None if action not in {"quit", "quit_key"} else True  # shown dimmed until the console is up
         # While typing in a field, tab and the single-letter keys belong to the field.
         if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help"} and isinstance(
             self.focused, Input
@@ -509,7 +647,7 @@ class GpuConsoleApp(App[int]):
     def toggle_job_tables(self) -> None:
         """Show the Jobs pane and move between its jobs and CronJobs tables."""
         self.action_show_pane("jobs")
-        self.call_after_refresh(lambda: self._tabs.query_one(JobsPane).action_toggle_table())
+        self.call_after_refresh(lambda: self._tabs.query_one(pane_class("jobs")).action_toggle_table())
 
     def find_in_pane(self, pane_id: str, words: str) -> None:
         """Show a pane filtered to ``words`` (from the command palette)."""

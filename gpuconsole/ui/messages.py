@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
-from gpuconsole.model import FleetSnapshot
+if TYPE_CHECKING:
+    from gpuconsole.model import FleetSnapshot
 
 
 class SnapshotUpdated(Message):

@@ -8,7 +8,6 @@ tells the user what is missing and how to set it up. Simulated data is never sho
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,16 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuconsole.backends.sim import DEMO_INTERRUPTION_S, FaultPlan, make_sim
 from gpuconsole.backends.unconfigured import Unconfigured
+from gpuconsole.core.fleet.source_names import CLOUD_SOURCES, GPU_SOURCES, JOB_SOURCES, check_region
 from gpuconsole.model import SourceKind
 
 if TYPE_CHECKING:
     from gpuconsole.backends.prometheus import PrometheusSettings
-
-GPU_SOURCES = ("auto", "nvml", "sim", "prometheus", "off")
-CLOUD_SOURCES = ("auto", "aws", "off")
-JOB_SOURCES = ("auto", "kube", "off")
-
-REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
 
 # Any of these means the user has set up AWS access the standard way (the chain boto3 follows).
 AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
@@ -54,13 +48,6 @@ class SourceOptions:
     namespaces: tuple[str, ...] = ()  # empty: every namespace
     watch_jobs: bool = True  # a watch-fed cache (the console); False: each poll lists (snapshot)
     prometheus: PrometheusSettings | None = None  # --prometheus URL … or the config file's [prometheus]
-
-
-def check_region(name: str) -> str:
-    """``name`` if it looks like an AWS region; ValueError with one line otherwise."""
-    if not REGION_RE.match(name):
-        raise ValueError(f"not an AWS region: {name!r} (e.g. us-east-1)")
-    return name
 
 
 def aws_configured(options: SourceOptions, env: Mapping[str, str] = os.environ) -> bool:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from gpuconsole.core.money.costs import month_start
+from gpuconsole.core.money.periods import RESOURCE_DAYS
 from gpuconsole.model import CostLine, from_jsonable, to_jsonable
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,6 @@ SETTING = "cost_explorer"
 Answer = tuple[tuple[CostLine, ...], float]  # lines, fetched at (POSIX seconds)
 ResourceRow = tuple[str, str, float]  # resource id, UTC day ("2026-11-30"), dollars
 ResourceAnswer = tuple[tuple[ResourceRow, ...], float]  # rows, fetched at
-RESOURCE_DAYS = 14  # what GetCostAndUsageWithResources keeps
 
 
 class CostSource(Protocol):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import calendar
 from datetime import UTC, datetime
 
+RESOURCE_DAYS = 14  # the days of resource-level daily cost Cost Explorer keeps (GetCostAndUsageWithResources)
+
 
 def day_start(now: float) -> float:
     """Midnight UTC of the day containing ``now``."""

@@ -1,0 +1,199 @@
+"""The console's frame comes first: ``gpuconsole`` paints its top line, pane strip and footer
+before the Console is built, builds it off the UI thread, and holds what the user types meanwhile.
+
+Nothing here is timed: the tests hold the build on an event, so "before" and "after" are facts,
+not durations. The speed itself is measured by ``benchmarks/first_frame_ratio.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+from textual.widgets import Footer
+
+from gpuconsole.cli.main import ArgumentError
+from gpuconsole.ui.app import GpuConsoleApp
+from gpuconsole.ui.panes.base import FilterInput
+from gpuconsole.ui.widgets.pane_tabs import PaneTabs
+from tests.helpers import all_live, demo_console, wait_until
+from tests.test_typeahead import burst, settle
+
+SIZE = (80, 24)
+
+
+class HeldBuild:
+    """A ``build`` for the app that waits until the test releases it, then makes a demo console."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.release = threading.Event()
+        self.called = threading.Event()
+        self.error = error
+        self.consoles: list = []
+        self.closed: list = []  # the consoles closed, in order
+
+    def __call__(self):  # noqa: ANN204 - a Console
+        self.called.set()
+        if not self.release.wait(30):
+            raise TimeoutError("the test never released the build")
+        if self.error is not None:
+            raise self.error
+        console = demo_console()
+        self.consoles.append(console)
+        close = console.close
+
+        def note_close() -> None:
+            self.closed.append(console)
+            close()
+
+        console.close = note_close
+        return console
+
+
+def live(app: GpuConsoleApp) -> bool:
+    return app.snapshot is not None and all_live(app)
+
+
+def top_line(app: GpuConsoleApp) -> str:
+    return app.query_one("#top-bar").content.plain
+
+
+async def test_the_frame_is_on_screen_before_the_console_is_built() -> None:
+    build = HeldBuild()
+    app = GpuConsoleApp(build=build)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(build.called.is_set)
+            await pilot.pause()
+            # The console does not exist yet, and the frame is there: name, strip and footer.
+            assert app.core is None
+            assert "gpuconsole" in top_line(app) and "starting" in top_line(app)
+            assert "Overview" in app.query_one(PaneTabs).content.plain
+            assert app.query_one(Footer).is_mounted
+            assert not app.query("#overview-pane")
+            build.release.set()
+            await wait_until(lambda: live(app))
+            await pilot.pause()
+            assert app.core is build.consoles[0]
+            assert "starting" not in top_line(app) and "DEMO" in top_line(app)
+            assert app.query_one("#overview-pane").is_mounted
+    finally:
+        app.close_core()
+    assert build.closed == build.consoles
+
+
+async def test_keys_typed_while_starting_wait_for_the_panes_in_order() -> None:
+    """``2/qwen`` typed before the console exists: the GPUs pane opens, its filter reads qwen,
+    and the q in it quits nothing."""
+    build = HeldBuild()
+    app = GpuConsoleApp(build=build)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(build.called.is_set)
+            burst(app, "2/qwen")
+            await pilot.pause()
+            assert app.is_running and app.active_pane == "overview"  # held, not run
+            build.release.set()
+            await settle(pilot, lambda: app.current_pane is not None and app.current_pane.id == "gpus-pane"
+                         and app.current_pane.query_one(FilterInput).value == "qwen")
+            assert app.is_running and app.return_code is None, "the q typed while starting quit the console"
+            field = app.current_pane.query_one(FilterInput)
+            assert field.value == "qwen" and app.focused is field
+    finally:
+        app.close_core()
+
+
+async def test_ctrl_q_while_starting_quits_and_the_late_console_is_closed() -> None:
+    build = HeldBuild()
+    app = GpuConsoleApp(build=build)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(build.called.is_set)
+        await pilot.press("ctrl+q")
+        await wait_until(lambda: not app.is_running)
+    build.release.set()
+    app.close_core()  # waits for the build that was still running
+    assert len(build.consoles) == 1 and build.closed == build.consoles
+    assert app.boot_error is None
+
+
+async def test_a_console_that_cannot_be_built_ends_the_app_with_its_error() -> None:
+    build = HeldBuild(ArgumentError("Prometheus: no such file: /nonexistent/token"))
+    app = GpuConsoleApp(build=build)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(build.called.is_set)
+        build.release.set()
+        await wait_until(lambda: not app.is_running)
+    app.close_core()
+    assert isinstance(app.boot_error, ArgumentError)
+    assert app.return_code == 1
+
+
+def test_the_app_needs_a_console_or_a_way_to_build_one() -> None:
+    with pytest.raises(ValueError):
+        GpuConsoleApp()
+    console = demo_console()
+    try:
+        with pytest.raises(ValueError):
+            GpuConsoleApp(console, build=lambda: console)
+    finally:
+        console.close()
+
+
+# What the first frame must not wait for: the backends, the core, the model's codecs and the
+# heavy libraries. They are imported behind it, by the thread that builds the console.
+HEAVY = ("gpuconsole.backends", "gpuconsole.core.fleet.console", "gpuconsole.core.access", "gpuconsole.core.ops",
+         "gpuconsole.core.money.costs", "gpuconsole.model", "gpuconsole.ui.panes.overview", "msgspec", "numpy",
+         "scipy", "boto3", "kubernetes", "pynvml", "sqlite_utils", "http.server")
+
+
+def test_parsing_the_command_line_and_loading_the_app_import_nothing_heavy() -> None:
+    code = (
+        "import json, sys\n"
+        "from gpuconsole.cli.main import parse_args\n"
+        "parse_args(['--demo', '--no-db'])\n"
+        "import gpuconsole.ui.app\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded = json.loads(out.stdout)
+    heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY))
+    assert heavy == [], f"imported before the first frame: {heavy}"
+
+
+@pytest.mark.slow
+def test_an_error_found_while_building_is_one_line_after_the_screen_is_given_back(tmp_path) -> None:
+    """In a pseudo-terminal: the frame is painted, the Prometheus token file is missing, and the
+    user gets the terminal back with the one usage line and exit status 2, no traceback."""
+    import os
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        env = {**os.environ, "TERM": "xterm-256color", "GPUCONSOLE_DB": str(tmp_path / "db.sqlite")}
+        os.execvpe(sys.executable, [sys.executable, "-m", "gpuconsole", "--no-db", "--prometheus",
+                                    "http://127.0.0.1:1", "--prometheus-token-file", "/nonexistent/token"], env)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # the child ended
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert os.waitstatus_to_exitcode(status) == 2, text[-500:]
+    assert "Traceback" not in text
+    tail = text.rsplit("\x1b[?1049l", 1)[-1]  # what follows leaving the alternate screen
+    assert "gpuconsole: error: Prometheus: token file: no such file: /nonexistent/token" in tail
