@@ -197,3 +197,50 @@ def test_an_error_found_while_building_is_one_line_after_the_screen_is_given_bac
     assert "Traceback" not in text
     tail = text.rsplit("\x1b[?1049l", 1)[-1]  # what follows leaving the alternate screen
     assert "gpuconsole: error: Prometheus: token file: no such file: /nonexistent/token" in tail
+
+
+# ------------------------------------------------------------------ the command line's short parser
+
+LINES_WITHOUT_A_COMMAND = [
+    [], ["--demo"], ["--demo", "--seed", "3", "--no-db"], ["--demo-nodes", "0"], ["--demo-nodes", "-5"],
+    ["--bogus"], ["snapshto"], ["--demo", "extra", "words"], ["--theme", "light"], ["--interval", "inf"],
+    ["--region", "nowhere"], ["--gpus", "cuda"], ["--gpu-util-thresh", "10", "90"], ["--gpu-util-thresh", "x"],
+    ["--context", "prod", "--namespace", "ml", "--namespace", "ml2"], ["--all-namespaces"], ["--db"],
+    ["--prometheus", "https://p", "--prometheus-gzip"], ["--version"], ["--demo", "--", "x"],
+]
+
+
+def outcome(parser_argv, argv):
+    """The namespace a parser built for ``parser_argv`` reads from ``argv``, or its error line."""
+    from gpuconsole.cli.main import build_parser
+
+    try:
+        return ("ok", vars(build_parser(parser_argv).parse_args(argv)))
+    except ArgumentError as exc:
+        return ("error", str(exc))
+    except SystemExit as exc:  # --version
+        return ("exit", exc.code)
+
+
+@pytest.mark.parametrize("argv", LINES_WITHOUT_A_COMMAND, ids=lambda a: " ".join(a) or "(nothing)")
+def test_a_line_without_a_command_reads_the_same_with_the_short_parser(argv, capsys) -> None:
+    assert outcome(argv, argv) == outcome(None, argv)
+
+
+@pytest.mark.parametrize("argv", [["snapshot", "--json"], ["--context", "budget"], ["-h"], ["--he"], ["budget", "list"]])
+def test_a_line_that_names_a_command_or_help_gets_the_whole_parser(argv) -> None:
+    from gpuconsole.cli.main import _names_no_command
+
+    assert not _names_no_command(argv)
+
+
+def test_the_short_parser_knows_every_command_by_name_in_order() -> None:
+    import argparse
+
+    from gpuconsole.cli.main import COMMANDS, build_parser
+
+    def names(parser):
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return tuple(action.choices)
+
+    assert names(build_parser()) == COMMANDS == names(build_parser(["--demo"]))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpuconsole import __version__
+from gpuconsole.cli.gpus import add_threshold_options
 from gpuconsole.core.fleet.source_names import (
     CLOUD_SOURCES,
     GPU_SOURCES,
@@ -224,7 +225,23 @@ DEFAULTS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands, in the order ``gpuconsole --help`` lists them (a test holds this to the parser).
+COMMANDS = ("snapshot", "budget", "cost", "gpus", "sim-exporter", "users", "audit", "instance", "job", "process",
+            "access", "keys", "autopilot", "rule", "experiment")
+
+
+def _names_no_command(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` can hold no command and asks for no help: then the commands' own flags
+    are never read, and the parser needs only their names (the full console starts sooner)."""
+    for word in argv:
+        if word in COMMANDS or word.startswith("--h") or (word.startswith("-") and not word.startswith("--") and "h" in word):
+            return False
+    return True
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; given the ``argv`` it will read, one that leaves out what that
+    line cannot reach (see :func:`_names_no_command`), with the same answer for it."""
     common = _common_options()
     parser = _Parser(
         prog="gpuconsole",
@@ -236,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
     parser.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="colour theme: dark, light or contrast (ANSI-safe)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    add_threshold_options(parser)
+    if argv is not None and _names_no_command(argv):
+        for name in COMMANDS:
+            sub.add_parser(name)
+        return parser
     snap = sub.add_parser(
         "snapshot",
         parents=[common],
@@ -250,10 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconsole.cli.cost import add_cost_parser
 
     add_cost_parser(sub, common)
-    from gpuconsole.cli.gpus import add_gpus_parser, add_threshold_options
+    from gpuconsole.cli.gpus import add_gpus_parser
 
     add_gpus_parser(sub, common, _positive_float)
-    add_threshold_options(parser)
 
     from gpuconsole.cli.exporter import add_exporter_parser
 
@@ -272,7 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(argv).parse_args(argv)
     for key, value in DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, value)
