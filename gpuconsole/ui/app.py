@@ -74,23 +74,12 @@ def _busy(node: MessagePump) -> bool:
     return not node._message_queue.empty() or bool(node._next_callbacks)
 
 
-# Each pane's class, as (module, name): imported when the panes are built, not when this module
-# loads, so the console's frame is on screen before the panes' code (and the core's) is imported.
-PANE_CLASSES: dict[str, tuple[str, str]] = {
-    "overview": ("gpuconsole.ui.panes.overview", "OverviewPane"),
-    "gpus": ("gpuconsole.ui.panes.gpus", "GpusPane"),
-    "jobs": ("gpuconsole.ui.panes.jobs", "JobsPane"),
-    "instances": ("gpuconsole.ui.panes.instances", "InstancesPane"),
-    "budgets": ("gpuconsole.ui.panes.budgets", "BudgetsPane"),
-    "audit": ("gpuconsole.ui.panes.audit", "AuditPane"),
-    "autopilot": ("gpuconsole.ui.panes.autopilot", "AutopilotPane"),
-    "experiments": ("gpuconsole.ui.panes.experiments", "ExperimentsPane"),
-}
-
-
 def pane_class(pane_id: str) -> type[Pane]:
-    module, name = PANE_CLASSES[pane_id]
-    return getattr(import_module(module), name)  # type: ignore[no-any-return]
+    """The class of a pane: ``GpusPane`` in ``gpuconsole.ui.panes.gpus``. Imported when the panes
+    are built, not when this module loads, so the console's frame is on screen before the panes'
+    code (and the core's) is imported."""
+    module = import_module(f"gpuconsole.ui.panes.{pane_id}")
+    return getattr(module, f"{pane_id.capitalize()}Pane")  # type: ignore[no-any-return]
 
 
 def _pane_base() -> type[Pane]:
