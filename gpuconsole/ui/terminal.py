@@ -94,7 +94,7 @@ class RepaintFilter:
                 self._text(value, out)
             elif kind == "osc" or value == "\x07" or (
                     kind == "mode" and set(value[3:-1].split(";")) <= _HARMLESS_MODES):
-                self._through(value, out)  # changes no cell
+                self._through(value, out, style=False)  # changes no cell
                 if kind == "mode" and "25" in value[3:-1].split(";"):
                     self._cursor_shown = value.endswith("h")
             elif value == "\r" and self._at is not None:
@@ -150,13 +150,15 @@ class RepaintFilter:
             runs.append((row, col, self._style, text, widths))
         self._at = (row, col + width)
 
-    def _through(self, value: str, out: list[str]) -> None:
-        """Write what is held back, put the terminal's cursor and style where Textual's are (a
-        clear paints with the style in force), then ``value`` as it came."""
+    def _through(self, value: str, out: list[str], style: bool = True) -> None:
+        """Write what is held back, put the terminal's cursor where Textual's is, and its style
+        unless ``value`` changes no cell (a clear paints with the style in force), then ``value``
+        as it came."""
         self._write(out)
         self._place(out)
-        out.append(transition(self._real_style, self._style))
-        self._real_style = self._style
+        if style:
+            out.append(transition(self._real_style, self._style))
+            self._real_style = self._style
         out.append(value)
         self._real_at = None  # moved by what went through, or not known
 
