@@ -54,8 +54,8 @@ def shown(screen: pyte.Screen) -> list:
 
 def written(text: str) -> str:
     """The characters ``text`` writes, checking that all else in it is cursor moves and styles."""
-    pieces = re.split(r"(\x1b\[[0-9;:?]*[A-Za-z])", text)
-    assert all(p[-1] in "HCDm" for p in pieces[1::2]), text
+    pieces = re.split(r"(\x1b\[[0-9;:?]*[A-Za-z]|\x08)", text)
+    assert all(p[-1] in "HABCDm\x08" for p in pieces[1::2]), text
     return "".join(pieces[::2])
 
 
@@ -66,7 +66,7 @@ segment = st.tuples(st.sampled_from(STYLES), st.booleans(),
                     st.text(alphabet="ab│─ 12%$é中😀", min_size=1, max_size=6))
 write = st.tuples(st.integers(1, ROWS), st.integers(1, COLS), st.lists(segment, min_size=0, max_size=3),
                   st.sampled_from(["", "", "", "\n", "\r\n", "\r", "\x1b[?25l", "\x1b[?25h", "\x1b[2J", "\x1b[K",
-                                   "tail", "\x1b]0;title\x07"]),
+                                   "tail", "\x1b]0;title\x07", "\x1b[2;6r"]),
                   st.booleans())
 
 
@@ -117,7 +117,7 @@ def test_cells_between_changes_are_written_when_cheaper_than_a_move() -> None:
     out = repaints(row.replace("61 540", "62 541").replace("61°C 540", "62°C 541"))
     # " 54" costs 3 bytes, a move 4 or more: written again. "°C 54" costs 6 bytes (° is two): a move.
     assert written(out) == "2 54121"
-    assert len(re.findall(r"\x1b\[[0-9;]*[HCD]", out)) == 3
+    assert len(re.findall(r"\x1b\[[0-9;]*[HABCD]|\x08", out)) == 3
 
 
 def test_a_colour_change_rewrites_only_the_recoloured_cells_with_the_shortest_style() -> None:

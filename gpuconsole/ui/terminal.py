@@ -55,6 +55,7 @@ class RepaintFilter:
         self._style = PLAIN  # the style Textual has set
         self._real_style = PLAIN  # the style in force on the terminal
         self._cursor_shown = True
+        self._margins = False  # scroll margins were set: moves up or down may stop at them
         self.resize(rows, columns)
 
     def resize(self, rows: int, columns: int) -> None:
@@ -99,15 +100,16 @@ class RepaintFilter:
                     self._cursor_shown = value.endswith("h")
             elif value == "\r" and self._at is not None:
                 self._at = (self._at[0], 0)
-            elif value == "\n" and self._at is not None and self._at[0] < self.rows - 1:
-                # Above the last row a line feed only moves the cursor, to a column the tty's
-                # settings decide (ONLCR). Textual moves the cursor after each line's: held back,
-                # and dropped if a cursor move comes next.
+            elif value == "\n" and self._at is not None and self._at[0] < self.rows - 1 and not self._margins:
+                # Above the last row (and with no scroll margins) a line feed only moves the cursor,
+                # to a column the tty's settings decide (ONLCR). Textual moves the cursor after each
+                # line's: held back, and dropped if a cursor move comes next.
                 self._line_feed, self._at = self._at, (self._at[0] + 1, 0)
             else:
                 # A line feed (a column the terminal's own settings decide, maybe a scroll), a
                 # clear, an unknown sequence: it goes as it came, and what it changed is not known.
-                scrolls = value == "\n" and (self._at is None or self._at[0] == self.rows - 1)
+                self._margins = self._margins or (kind == "esc" and value.endswith("r"))
+                scrolls = value == "\n" and (self._at is None or self._at[0] == self.rows - 1 or self._margins)
                 self._through(value, out)
                 self._at = None
                 if value != "\r" and not (value == "\n" and not scrolls):
@@ -186,7 +188,7 @@ class RepaintFilter:
         """The fewest bytes that move the terminal's cursor to ``row``, ``col``."""
         if self._real_at == (row, col):
             return
-        out.append(_move(self._real_at, row, col, self.columns))
+        out.append(_move(self._real_at, row, col, self.columns, self._margins))
         self._real_at = (row, col)
 
     def _write(self, out: list[str]) -> None:
@@ -230,7 +232,7 @@ class RepaintFilter:
         for row, col in cells:
             at = self._real_at
             if at != (row, col):
-                step = _move(at, row, col, self.columns)
+                step = _move(at, row, col, self.columns, self._margins)
                 if at is not None and at[0] == row and at[1] < col:
                     between = chars[row][at[1]:col]
                     if (all(char is not None for char in between)
@@ -272,15 +274,22 @@ def _differing(chars: list[str | None], styles: list[Style | None], old_chars: l
             if char is not None and (char != old_char or style != old_style)]
 
 
-def _move(at: tuple[int, int] | None, row: int, col: int, columns: int) -> str:
+def _move(at: tuple[int, int] | None, row: int, col: int, columns: int, margins: bool = False) -> str:
     """The shortest cursor move from ``at`` (None: not known; column ``columns``: waiting to
-    wrap, which only an absolute move leaves) to ``row``, ``col``."""
+    wrap, which only an absolute move leaves) to ``row``, ``col``: absolute, or up or down then
+    across (never up or down once scroll margins were set: they stop such moves)."""
     absolute = f"\x1b[{row + 1}H" if col == 0 else f"\x1b[{row + 1};{col + 1}H"
-    if at is None or at[0] != row or at[1] >= columns:
+    if at is None or at[1] >= columns or (margins and at[0] != row):
         return absolute
-    step = col - at[1]
-    relative = f"\x1b[{step}C" if step > 0 else f"\x1b[{-step}D"
+    down, across = row - at[0], col - at[1]
+    vertical = "" if not down else _step(down, "B") if down > 0 else _step(-down, "A")
+    horizontal = _step(across, "C") if across > 0 else "\b" * -across if across >= -3 else _step(-across, "D")
+    relative = vertical + horizontal
     return relative if len(relative) < len(absolute) else absolute
+
+
+def _step(count: int, final: str) -> str:
+    return f"\x1b[{final}" if count == 1 else f"\x1b[{count}{final}"
 
 
 def _bytes(chars: list[str]) -> int:
