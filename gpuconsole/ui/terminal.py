@@ -215,8 +215,9 @@ class RepaintFilter:
         for row in chars.keys() - replayed:
             for col in _differing(chars[row], styles[row], self._chars[row], self._styles[row]):
                 changed.setdefault(styles[row][col], []).append((row, col))  # type: ignore[arg-type]
-        for style in sorted(changed, key=lambda s: s != self._real_style):
-            self._write_cells(style, sorted(changed[style]), chars, styles, out)
+        while changed:  # next, the style the fewest bytes away
+            style = min(changed, key=lambda s: (len(transition(self._real_style, s)), min(changed[s])))
+            self._write_cells(style, sorted(changed.pop(style)), chars, styles, out)
         for row in chars:
             self._chars[row], self._styles[row] = chars[row], styles[row]
             self._wide.discard(row)
