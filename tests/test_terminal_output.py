@@ -52,6 +52,9 @@ def shown(screen: pyte.Screen) -> list:
     return cells + ([] if screen.cursor.hidden else [(screen.cursor.x, screen.cursor.y)])
 
 
+MOVES = r"\x1b\[[0-9;]*[HABCD]|\x08"  # cursor moves: absolute, up, down, forward, back, backspace
+
+
 def written(text: str) -> str:
     """The characters ``text`` writes, checking that all else in it is cursor moves and styles."""
     pieces = re.split(r"(\x1b\[[0-9;:?]*[A-Za-z]|\x08)", text)
@@ -117,7 +120,7 @@ def test_cells_between_changes_are_written_when_cheaper_than_a_move() -> None:
     out = repaints(row.replace("61 540", "62 541").replace("61°C 540", "62°C 541"))
     # " 54" costs 3 bytes, a move 4 or more: written again. "°C 54" costs 6 bytes (° is two): a move.
     assert written(out) == "2 54121"
-    assert len(re.findall(r"\x1b\[[0-9;]*[HABCD]|\x08", out)) == 3
+    assert len(re.findall(MOVES, out)) == 3
 
 
 def test_a_colour_change_rewrites_only_the_recoloured_cells_with_the_shortest_style() -> None:
@@ -199,7 +202,7 @@ def test_textuals_table_frames_write_only_the_changed_cells_and_show_the_same_sc
         assert shown(filtered) == shown(raw)
     assert "65%" in written(outs[0].removeprefix("\x1b[?25l"))
     assert outs[1] == ""  # the same frame again writes nothing
-    assert re.fullmatch(r"(\x1b\[[0-9;]*m)?\x1b\[2;21H4", outs[2])  # 65% → 64%: its style, one move, one cell
+    assert written(outs[2]) == "4" and len(re.findall(MOVES, outs[2])) == 1  # 65% → 64%: one move, one cell
     assert len(one_number) > 20 * len(outs[2])
     assert "41°" in written(outs[3])  # the row with a wide character is written as Textual wrote it
 
