@@ -147,7 +147,8 @@ class RepaintFilter:
         runs = self._runs
         if widths is None and runs and runs[-1][0] == row and runs[-1][2] == self._style and runs[-1][4] is None \
                 and runs[-1][1] + len(runs[-1][3]) == col:
-            runs[-1] = (row, runs[-1][1], self._style, runs[-1][3] + text, None)  # Textual restyles each segment
+            # Textual sets the style again for every segment: segments of one style are one run.
+            runs[-1] = (row, runs[-1][1], self._style, runs[-1][3] + text, None)
         else:
             runs.append((row, col, self._style, text, widths))
         self._at = (row, col + width)
