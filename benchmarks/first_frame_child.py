@@ -4,8 +4,9 @@ The clock is read on the first line, before gpuconsole or Textual is imported. T
 marked: the first paint (the console's frame, "starting", painted before the Console is built,
 as ``gpuconsole`` does), and the first complete frame: every import, building the Console
 (simulated world, Store) behind the first frame, mounting the panes and the first poll of every
-source, up to the frame that shows a snapshot in which every source is ``live``. The app then exits (``--idle 0``), or stays up untouched and reports the CPU time the
-whole process used over ``--idle`` seconds after ``--settle`` seconds.
+source, up to the frame that shows a snapshot in which every source is ``live``. The app then
+exits (``--idle 0``), or stays up untouched and reports the CPU time the whole process used
+over ``--idle`` seconds after ``--settle`` seconds.
 
 The result is one JSON object, printed on stdout or written to ``--out``. Every time in it is a
 ``time.perf_counter()`` reading, which on Linux is the system-wide monotonic clock, so the parent
@@ -45,7 +46,7 @@ def main(argv: list[str]) -> int:
     marks: dict[str, float] = {"start": T0}
     result: dict[str, object] = {"ok": False, "marks": marks, "pid": os.getpid()}
     try:
-        from gpuconsole.cli.main import make_console, parse_args
+        from gpuconsole.cli.main import full_console, parse_args
 
         marks["cli_imported"] = time.perf_counter()
         cli = ["--demo", "--seed", str(opts.seed)]
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
         marks["app_imported"] = time.perf_counter()
 
         def build():  # noqa: ANN202 - as gpuconsole.cli.main.run_console builds it, behind the first frame
-            console = make_console(args, background_store=True, act_on_budgets=True)
+            console = full_console(args)
             marks["console_built"] = time.perf_counter()
             return console
 
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
 
             def show_snapshot(self, snapshot) -> None:  # noqa: ANN001 - FleetSnapshot
                 super().show_snapshot(snapshot)
-                if self._live_seen or snapshot is None or not snapshot.sources or self.core is None:
+                if self._live_seen or self.core is None or not snapshot.sources:
                     return
                 from gpuconsole.model import SourceState
 

@@ -515,9 +515,7 @@ def run_console(args: argparse.Namespace, thresholds: tuple[tuple[float, float],
     from gpuconsole.ui.app import GpuConsoleApp
 
     _setup_logging(tui=True)
-    # Only the full-screen console acts on budgets by itself; scripts use budget check --enforce.
-    app = GpuConsoleApp(build=lambda: make_console(args, background_store=True, act_on_budgets=True),
-                        theme_name=args.theme, gpu_thresholds=thresholds)
+    app = GpuConsoleApp(build=lambda: full_console(args), theme_name=args.theme, gpu_thresholds=thresholds)
     try:
         app.run()
     finally:
@@ -530,6 +528,12 @@ def run_console(args: argparse.Namespace, thresholds: tuple[tuple[float, float],
     if isinstance(error, _denials()):
         return _denied(error)
     raise error
+
+
+def full_console(args: argparse.Namespace):  # noqa: ANN201 - Console, imported lazily
+    """The Console the full-screen console shows. Only it acts on budgets by itself (scripts use
+    ``budget check --enforce``), and its cache database opens behind the first frame."""
+    return make_console(args, background_store=True, act_on_budgets=True)
 
 
 def _usage_error(exc: BaseException) -> int:

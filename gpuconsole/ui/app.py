@@ -184,7 +184,6 @@ class GpuConsoleApp(App[int]):
         super().__init__()
         if (core is None) == (build is None):
             raise ValueError("give the app a console, or a way to build one")
-        self.core: Console = core  # type: ignore[assignment] # None only while booting (see _booting)
         self._build = build
         self._boot_lock = threading.Lock()
         self._boot_thread: threading.Thread | None = None
@@ -199,11 +198,15 @@ class GpuConsoleApp(App[int]):
         wanted = theme_name or (PLAIN_THEME if self.no_color else DEFAULT_THEME)
         self.theme = textual_name(wanted)
         self.palette = Palette.from_theme(self.current_theme)
-        self.snapshot: FleetSnapshot = core.snapshot if core is not None else None  # type: ignore[assignment]
+        # None only while booting (see _booting), until _take_core
+        self.core: Console = None  # type: ignore[assignment]
+        self.snapshot: FleetSnapshot = None  # type: ignore[assignment]
         self._latest = self.snapshot
+        self._paint_every = 1.0
+        if core is not None:
+            self._take_core(core)
         self._flush_timer: Timer | None = None
         self._last_paint = 0.0
-        self._paint_every = min(core.options.interval, 1.0) if core is not None else 1.0
         self._store_requested = False
         self.access_principal = None  # who the user is (users table), read by load_access
         # Type-ahead (see on_event): keys typed while the one before them is still being handled.
@@ -216,6 +219,11 @@ class GpuConsoleApp(App[int]):
     @property
     def _booting(self) -> bool:
         return self.core is None
+
+    def _take_core(self, core: Console) -> None:
+        self.core = core
+        self.snapshot = self._latest = core.snapshot
+        self._paint_every = min(core.options.interval, 1.0)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -293,10 +301,7 @@ class GpuConsoleApp(App[int]):
             self.boot_error = message.error
             self.exit(return_code=1)
             return
-        core = message.core
-        self.core = core
-        self.snapshot = self._latest = core.snapshot
-        self._paint_every = min(core.options.interval, 1.0)
+        self._take_core(message.core)
         mounts = [self.query_one(f"#{pane_id}", Container).mount(self._make_pane(pane_id)) for pane_id in PANES]
         self._attach()
         self.refresh_bindings()
@@ -542,7 +547,7 @@ class GpuConsoleApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self._booting:
-            return None if action not in {"quit", "quit_key"} else True  # shown dimmed until the console is up
+            return True if action in {"quit", "quit_key"} else None  # shown dimmed until the console is up
         # While typing in a field, tab and the single-letter keys belong to the field.
         if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help"} and isinstance(
             self.focused, Input
