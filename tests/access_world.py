@@ -42,6 +42,17 @@ def make_home(root: Path, clock: Callable[[], float]) -> tuple[UsersTable, MfaSt
     return users, mfa, AuditLog(root / "state" / "audit.db", clock), secret
 
 
+def use_home(root: Path, clock: Callable[[], float], setenv: Callable[[str, str], None]) -> tuple[UsersTable, MfaStore, AuditLog, str]:
+    """:func:`make_home`, with gpuconsole's environment pointed at it (``setenv``: monkeypatch's),
+    and the demo's own audit log and MFA state kept under ``root/demo``, to read."""
+    users, mfa, audit, secret = make_home(root, clock)
+    setenv("GPUCONSOLE_USERS", str(users.path))
+    setenv("GPUCONSOLE_MFA", str(mfa.path))
+    setenv("GPUCONSOLE_AUDIT_DB", str(audit.path))
+    setenv("GPUCONSOLE_DEMO_DIR", str(root / "demo"))
+    return users, mfa, audit, secret
+
+
 def guard_for(role: Role, users: UsersTable, mfa: MfaStore, audit: AuditLog, *, read_only: bool = False) -> Guard:
     return Guard(users, mfa, audit, user=NAMES[role], read_only=read_only)
 

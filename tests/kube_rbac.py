@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.kube_server import KubeApiServer, Request, _Answer, _send_json, write_kubeconfig
+from tests.kube_server import KubeApiServer, Request, _Answer, _send_json, use_kubeconfig, write_kubeconfig
 
 DEV_TOKEN = "gpuconsole-dev-token"
 DEV_USER = "alice"
@@ -132,8 +132,7 @@ def rbac_kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RbacA
     """An RBAC-enabled test server; KUBECONFIG reaches it as :data:`DEV_TOKEN`'s user."""
     server = RbacApiServer().start()
     path = write_kubeconfig(tmp_path / "rbac-kubeconfig", server.url, {"rbac": {"token": DEV_TOKEN}})
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_kubeconfig(monkeypatch, path)
     try:
         yield server
     finally:

@@ -1158,6 +1158,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
+def use_kubeconfig(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """Point the kubernetes client at ``path`` alone: KUBECONFIG set, no in-cluster account."""
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
 @pytest.fixture(scope="session")
 def kube_server() -> Iterator[KubeApiServer]:
     """The Kubernetes API test server on a free 127.0.0.1 port, for the whole session."""
@@ -1173,8 +1179,7 @@ def kube(kube_server: KubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyP
     """A clean server, and KUBECONFIG pointing at a kubeconfig with one context that reaches it."""
     kube_server.reset()
     path = write_kubeconfig(tmp_path / "kubeconfig", kube_server.url)
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_kubeconfig(monkeypatch, path)
     cluster = KubeCluster(kube_server, path, tmp_path)
     try:
         yield cluster

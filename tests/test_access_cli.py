@@ -25,7 +25,7 @@ from tests.access_world import (
     OTHER_NS,
     OWN_NS,
     expected_allowed,
-    make_home,
+    use_home,
 )
 
 DEMO = ["--demo", "--no-db", "--demo-at", "2026-11-16T14:00Z"]  # the world the names below come from
@@ -83,11 +83,7 @@ def pid_of_job(ns: str) -> int:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    users, mfa, audit, secret = make_home(tmp_path, time.time)
-    monkeypatch.setenv("GPUCONSOLE_USERS", str(users.path))
-    monkeypatch.setenv("GPUCONSOLE_MFA", str(mfa.path))
-    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(audit.path))
-    monkeypatch.setenv("GPUCONSOLE_DEMO_DIR", str(tmp_path / "demo"))  # the demo's own audit log, kept to read
+    _users, _mfa, audit, secret = use_home(tmp_path, time.time, monkeypatch.setenv)
     return audit, secret
 
 

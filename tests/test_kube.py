@@ -34,7 +34,7 @@ from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
 from gpuconsole.model import JobsReading, JobState, SourceKind, SourceState
 from tests import kube_server as ks
-from tests.kube_server import OTHER_TOKEN, TEST_TOKEN, KubeCluster, wait_until
+from tests.kube_server import OTHER_TOKEN, TEST_TOKEN, KubeCluster, use_kubeconfig, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -385,8 +385,7 @@ def test_namespaces_two_of_them_or_all(kube: KubeCluster) -> None:
 
 
 def test_without_a_kubeconfig_the_backend_is_unavailable_with_a_hint(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_kubeconfig(monkeypatch, tmp_path / "missing")
     backend = KubeJobs()
     with pytest.raises(BackendUnavailable, match="no Kubernetes cluster configured") as caught:
         backend.poll_jobs()

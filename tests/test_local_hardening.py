@@ -25,7 +25,7 @@ from gpuconsole.core.money.budget_evaluation import Crossing
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, run_action
 from gpuconsole.core.ops.budget_notify import notify
 from gpuconsole.model import Budget, Threshold
-from tests.access_world import INSTANCE, NAMES, guard_for, make_home
+from tests.access_world import INSTANCE, NAMES, guard_for, make_home, use_home
 from tests.nonroot import nobody_home, nobody_runner, run_as_nobody
 
 DEMO = ["--demo", "--no-db", "--demo-at", "2026-11-16T14:00Z"]
@@ -33,11 +33,7 @@ DEMO = ["--demo", "--no-db", "--demo-at", "2026-11-16T14:00Z"]
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    users, mfa, audit, secret = make_home(tmp_path, time.time)
-    monkeypatch.setenv("GPUCONSOLE_USERS", str(users.path))
-    monkeypatch.setenv("GPUCONSOLE_MFA", str(mfa.path))
-    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(audit.path))
-    monkeypatch.setenv("GPUCONSOLE_DEMO_DIR", str(tmp_path / "demo"))
+    _users, _mfa, _audit, secret = use_home(tmp_path, time.time, monkeypatch.setenv)
     return AuditLog(tmp_path / "demo" / "audit.db"), secret
 
 

@@ -20,7 +20,7 @@ from gpuconsole.core.money.budget_evaluation import Crossing
 from gpuconsole.core.ops.budget_notify import post_webhook
 from gpuconsole.model import Budget, Threshold
 from tests.helpers import START
-from tests.kube_server import KubeApiServer, write_kubeconfig
+from tests.kube_server import KubeApiServer, use_kubeconfig, write_kubeconfig
 from tests.prometheus_peer import series
 from tests.tls_peer import HookServer, TlsCannedPrometheus, ca_file, hook_servers, server_context, tls_ca  # noqa: F401
 
@@ -157,8 +157,7 @@ def tls_kube(tls_ca, tmp_path, monkeypatch, request) -> Iterator[KubeApiServer]:
     doc = yaml.safe_load(path.read_text())
     doc["clusters"][0]["cluster"]["certificate-authority"] = ca_file(tls_ca, tmp_path)
     path.write_text(yaml.safe_dump(doc))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_kubeconfig(monkeypatch, path)
     try:
         yield server
     finally:
