@@ -61,8 +61,8 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
 
     console = make_console(args)
     try:
-        if args.mfa_code and console.guard.aws_checks_mfa(ActionKind.START):
-            ensure_mfa(console.guard, ActionKind.START, args.mfa_code, "access whoami")
+        if args.mfa_code and console.services.guard.aws_checks_mfa(ActionKind.START):
+            ensure_mfa(console.services.guard, ActionKind.START, args.mfa_code, "access whoami")
         answer = whoami(context_for(console))
     finally:
         console.close()

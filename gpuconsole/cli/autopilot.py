@@ -204,12 +204,12 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
             default_lock = (Path(tempfile.gettempdir()) / f"gpuconsole-demo-{os.getpid()}.lock" if args.demo
                             else state_path().with_suffix(".lock"))
             lock = Path(args.lock) if args.lock else default_lock
-            leader = leadership_for(console.jobs.backend, namespace, lock, lease_s=args.lease_seconds)
+            leader = leadership_for(console.services.jobs.backend, namespace, lock, lease_s=args.lease_seconds)
             engine.on_acted = leader.share
         console.start(open_store=False)
         console.wait_for_first_answers(FIRST_ANSWER_S)
         act = not (plan_only or args.read_only)
-        actuator = CloudActuator(console.cloud) if act else None
+        actuator = CloudActuator(console.services.cloud) if act else None
         once = plan_only or args.once
         while not stop.is_set():
             try:

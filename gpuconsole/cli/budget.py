@@ -299,7 +299,7 @@ def _check(args: argparse.Namespace, make_console: Callable[..., Any], out: Text
         console.stop()  # no poll after this: what is printed is what is enforced
         console.load_cloud_history()  # spend with the instances' earlier runs (CloudTrail)
         snap = console.snapshot
-        ops = console.budget_ops
+        ops = console.services.budget_ops
         statuses, pending, _ = ops.evaluate(snap)
         known = {s.budget.name for s in statuses}
         unknown = [n for n in args.names if n not in known]

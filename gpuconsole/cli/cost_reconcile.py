@@ -94,7 +94,7 @@ def run_reconcile(args: argparse.Namespace, make_console: Callable[..., Any], ou
             what = cloud.describe(console.snapshot.taken_at) if cloud is not None else "not configured"
             print(f"gpuconsole: cannot reconcile: the cloud source is {what}", file=err)
             return 1
-        explorer = console.cost_explorer
+        explorer = console.services.cost_explorer
         if explorer is None or not hasattr(explorer.provider, "resource_costs"):
             print("gpuconsole: cannot reconcile: no Cost Explorer for this cloud (or --billing-calls 0)", file=err)
             return 1

@@ -69,17 +69,17 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     target = args.instance_id
     console = make_console(args)
     try:
-        if console.guard.aws_checks_mfa(kind) and console.guard.why_not(kind, target) is None:
-            ensure_mfa(console.guard, kind, args.mfa_code, target)  # AWS's admin session, before the cloud is read
+        if console.services.guard.aws_checks_mfa(kind) and console.services.guard.why_not(kind, target) is None:
+            ensure_mfa(console.services.guard, kind, args.mfa_code, target)  # AWS's admin session, before the cloud is read
         region = _region(console, args, kind, target)
         confirmation = ""
         if kind is ActionKind.TERMINATE:
             confirmation = args.confirm or ask(confirmation_prompt(kind, target))
         elif kind.destructive:
             confirmation = "yes" if args.yes or ask(confirmation_prompt(kind, target)).lower() in ("y", "yes") else ""
-        if console.guard.why_not(kind, target) is None:
-            ensure_mfa(console.guard, kind, args.mfa_code, target)
-        result = console.cloud.perform(ActionRequest(kind, target, region, confirmation))
+        if console.services.guard.why_not(kind, target) is None:
+            ensure_mfa(console.services.guard, kind, args.mfa_code, target)
+        result = console.services.cloud.perform(ActionRequest(kind, target, region, confirmation))
     finally:
         console.close()
     out.write(result.message + "\n")
@@ -89,15 +89,15 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
 def _region(console: Any, args: argparse.Namespace, kind: Any, target: str) -> str:
     """The instance's region, from what the cloud lists (else the first region asked for); the
     cloud is not asked when the action is denied anyway."""
-    if console.guard.why_not(kind, target) is not None:
+    if console.services.guard.why_not(kind, target) is not None:
         return args.regions[0] if args.regions else ""
     console.start(open_store=False)
     console.wait_for_first_answers(args.wait)
     for inst in console.snapshot.instances:
         if inst.instance_id == target:
             return str(inst.region)
-    if console.cloud.available and console.snapshot.instances:
-        raise BadInput(f"no instance {target} in {', '.join(console.cloud.regions) or 'the cloud'}")
+    if console.services.cloud.available and console.snapshot.instances:
+        raise BadInput(f"no instance {target} in {', '.join(console.services.cloud.regions) or 'the cloud'}")
     return args.regions[0] if args.regions else ""
 
 
@@ -116,16 +116,16 @@ def _launch(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         tags.append((key, value))
     console = make_console(args)
     try:
-        region = args.regions[0] if args.regions else (console.cloud.regions[0] if console.cloud.regions else "")
+        region = args.regions[0] if args.regions else (console.services.cloud.regions[0] if console.services.cloud.regions else "")
         if not region:
             raise BadInput("no region: pass --region R (or set one in the AWS profile)")
         target = args.instance_type
-        allowed = console.guard.why_not(ActionKind.LAUNCH, target) is None
-        if allowed and console.guard.aws_checks_mfa(ActionKind.LAUNCH):
-            ensure_mfa(console.guard, ActionKind.LAUNCH, args.mfa_code, target)  # AWS's admin session, before AWS is read
+        allowed = console.services.guard.why_not(ActionKind.LAUNCH, target) is None
+        if allowed and console.services.guard.aws_checks_mfa(ActionKind.LAUNCH):
+            ensure_mfa(console.services.guard, ActionKind.LAUNCH, args.mfa_code, target)  # AWS's admin session, before AWS is read
         image = args.image
         if not image and allowed:
-            image = console.cloud.default_image(region, Workload(args.workload)).image_id
+            image = console.services.cloud.default_image(region, Workload(args.workload)).image_id
         spec = LaunchSpec(region, args.instance_type, image or "ami-unknown", Market.SPOT if args.spot else Market.ON_DEMAND,
                           count=args.count, availability_zone=args.zone, tags=tuple(tags))
         if allowed:
@@ -133,8 +133,8 @@ def _launch(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             asked = "" if args.yes else ask(f"Launch {args.count} × {args.instance_type} ({market}) in {args.zone or region}? (y/n)")
             if not (args.yes or asked.lower() in ("y", "yes")):
                 raise BadInput("launch not confirmed: pass --yes, or answer y on a terminal")
-            ensure_mfa(console.guard, ActionKind.LAUNCH, args.mfa_code, target)
-        result = console.cloud.launch(spec, try_alternatives=not args.only_this_zone)
+            ensure_mfa(console.services.guard, ActionKind.LAUNCH, args.mfa_code, target)
+        result = console.services.cloud.launch(spec, try_alternatives=not args.only_this_zone)
     finally:
         console.close()
     final = result.spec or spec

@@ -60,15 +60,15 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             "suspend": ActionKind.SUSPEND_JOB if object_kind == "Job" else ActionKind.SUSPEND_CRONJOB}[verb]
     console = make_console(args)
     try:
-        jobs = console.jobs
+        jobs = console.services.jobs
         confirmation = ""
         if verb in ("delete", "suspend"):
             asked = ask(f"{verb.capitalize()} {object_kind} {namespace}/{name}? (y/n)").lower() if not args.yes else ""
             confirmation = "yes" if args.yes or asked in ("y", "yes") else ""
-        if console.guard.why_not(kind, f"{namespace}/{name}") is None and not getattr(args, "dry_run", False):
-            ensure_mfa(console.guard, kind, args.mfa_code, f"{namespace}/{name}")
+        if console.services.guard.why_not(kind, f"{namespace}/{name}") is None and not getattr(args, "dry_run", False):
+            ensure_mfa(console.services.guard, kind, args.mfa_code, f"{namespace}/{name}")
         if verb == "submit":
-            result = jobs.submit(_request(args, namespace, name, console.guard.user), dry_run=args.dry_run)
+            result = jobs.submit(_request(args, namespace, name, console.services.guard.user), dry_run=args.dry_run)
         elif verb == "delete":
             result = jobs.delete(object_kind, namespace, name, confirmation)
         elif verb == "suspend":

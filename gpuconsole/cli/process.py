@@ -61,10 +61,10 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         gpu, proc = found
         asked = "" if args.yes else ask(f"Send {args.signal} to pid {proc.pid} ({proc.name}) on GPU {gpu.index} of {gpu.node}? (y/n)")
         confirmation = "yes" if args.yes or asked.lower() in ("y", "yes") else ""
-        request = console.gpus.kill_request(gpu.uuid, proc.pid, args.signal, confirmation)
-        if console.guard.why_not(ActionKind.KILL_PROCESS, request.target, params=request.params) is None:
-            ensure_mfa(console.guard, ActionKind.KILL_PROCESS, args.mfa_code, request.target)
-        result = console.gpus.kill(gpu.uuid, proc.pid, args.signal, confirmation)
+        request = console.services.gpus.kill_request(gpu.uuid, proc.pid, args.signal, confirmation)
+        if console.services.guard.why_not(ActionKind.KILL_PROCESS, request.target, params=request.params) is None:
+            ensure_mfa(console.services.guard, ActionKind.KILL_PROCESS, args.mfa_code, request.target)
+        result = console.services.gpus.kill(gpu.uuid, proc.pid, args.signal, confirmation)
     finally:
         console.close()
     out.write(result.message + "\n")

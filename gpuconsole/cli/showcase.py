@@ -72,4 +72,4 @@ def run_autopilot(console: Console, clock: FrozenClock, seconds: int, step: int 
         clock.advance(step)
         for runner in console.hub.runners.values():
             runner.run_once(runner._poll_fn())
-        console.autopilot.tick(console._compose())
+        console.services.autopilot.tick(console._compose())

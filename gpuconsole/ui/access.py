@@ -64,7 +64,7 @@ def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], obj
     """From a worker thread: when ``kind`` (with the request's ``params``) needs a fresh MFA
     code, ask for it on screen and call ``run`` (again) once a code is accepted. Returns True
     when it asked (the caller stops)."""
-    guard = app.core.guard
+    guard = app.core.services.guard
     if not guard.mfa_pending(kind, params) or not (guard.aws_checks_mfa(kind) or guard.mfa.enrolled(guard.user)):
         return False  # no code needed, or none can be given: the core decides and says why
 
@@ -82,7 +82,7 @@ def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], obj
 
 def aws_session_needed(app: Any) -> bool:
     """Whether the AWS admin session waits for an MFA code (``[aws.roles]``, an admin login)."""
-    roles = getattr(app.core, "aws_roles", None)
+    roles = app.core.services.aws_roles
     return roles is not None and bool(roles.needs_code())
 
 

@@ -471,7 +471,7 @@ class GpuConsoleApp(App[int]):
         pane = self.current_pane
         if pane is not None:
             pane.show(snapshot, self.palette)
-        if self.core.budget_ops.take_bell():
+        if self.core.services.budget_ops.take_bell():
             # A budget crossed a notify threshold: ring once, and say which where the user looks.
             self.bell()
             crossing = next((a for a in snapshot.alerts if a.source == "budget"), None)
@@ -588,7 +588,7 @@ class GpuConsoleApp(App[int]):
         self.show_snapshot(self.snapshot)
 
     def action_demo(self) -> None:
-        if self.core.demo:
+        if self.core.services.demo:
             self.notify("Already running the demo.", timeout=2)
             return
         self.core.switch_to_demo()
@@ -618,7 +618,7 @@ class GpuConsoleApp(App[int]):
     def load_access(self) -> None:
         """Who the user is (role, namespaces), read off the UI thread; panes then disable what
         the role may not do. The core checks every action either way."""
-        principal = self.core.guard.principal
+        principal = self.core.services.guard.principal
         if principal != self.access_principal:
             self.call_from_thread(self._access_changed, principal)
 

@@ -86,7 +86,7 @@ class ConsoleCommands(_ConsoleProvider):
         yield "Refresh: poll every source now", app.action_refresh, "key r"
         for short in theme_names():
             yield f"Theme: {short}", partial(app.set_theme, short), "colour theme from themes/"
-        if not app.core.demo:
+        if not app.core.services.demo:
             yield "Switch to the demo (simulated GPU cloud)", app.action_demo, "key d"
         yield "Cost comparison calculator", app.action_cost_calculator, "own server vs cloud on-demand vs spot · key $"
         yield "Key bindings", app.action_help, "key ?"

@@ -29,6 +29,7 @@ from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.access.rbac import ClusterPermissions
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.hub import READING_TYPES, Hub, PollPolicy
+from gpuconsole.core.fleet.services import Services
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
 from gpuconsole.core.fleet.tls_config import apply_tls_config
 from gpuconsole.core.money import costs
@@ -318,6 +319,14 @@ class Console:
     @property
     def demo(self) -> bool:
         return self.options.sources.demo
+
+    @property
+    def services(self) -> Services:
+        """The collaborators of the world on screen now (a new set after a demo or context switch)."""
+        return Services(guard=self.guard, actions=self.actions, jobs=self.jobs, gpus=self.gpus, cloud=self.cloud,
+                        rbac=self.rbac, budget_ops=self.budget_ops, autopilot=self.autopilot,
+                        cost_explorer=self.cost_explorer, aws_roles=self.aws_roles, clock=self.clock,
+                        demo=self.demo)
 
     def subscribe(self, callback: Subscriber) -> None:
         """Call ``callback`` (from a worker thread) with every new snapshot."""

@@ -171,7 +171,7 @@ class AuditPane(Pane):
     # ------------------------------------------------------------------ loading
     @work(thread=True, exclusive=True, group="audit-load", exit_on_error=False, description="read the audit log")
     def load(self) -> None:
-        guard = self.app.core.guard  # type: ignore[attr-defined]
+        guard = self.core.services.guard
         try:
             records = guard.audit.records(self._filter, limit=SHOWN)
         except Exception as exc:  # noqa: BLE001 - an unreadable log is said where the user looks
@@ -245,7 +245,7 @@ class AuditPane(Pane):
         from gpuconsole.core.access.audit import to_csv, to_json
         from gpuconsole.core.paths import write_private
 
-        audit = self.app.core.guard.audit  # type: ignore[attr-defined]
+        audit = self.core.services.guard.audit
         try:
             records = audit.records(flt)
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -260,7 +260,7 @@ class AuditPane(Pane):
     def action_verify(self) -> None:
         from gpuconsole.core.access.audit_remote import verify_anchored
 
-        verdict = verify_anchored(self.app.core.guard.audit)  # type: ignore[attr-defined]
+        verdict = verify_anchored(self.core.services.guard.audit)
         note = "chain verified" if verdict.ok else f"TAMPERED: {verdict.message}"
         self.app.call_from_thread(self._loaded, self.records, note)
         self.app.call_from_thread(self.app.notify, verdict.message, severity="information" if verdict.ok else "error")

@@ -136,7 +136,7 @@ class AutopilotPane(Pane):
     def action_add_rule(self) -> None:
         def added(table: dict | None) -> None:
             if table is not None:
-                self._rule_call(lambda core: core.autopilot.add(table))
+                self._rule_call(lambda services: services.autopilot.add(table))
 
         self.app.push_screen(RuleForm(), added)
 
@@ -146,13 +146,13 @@ class AutopilotPane(Pane):
         if rule is None:
             self.app.notify("select a rule first", severity="warning")
             return
-        self._rule_call(lambda core: core.autopilot.set_paused(rule.name, not rule.paused))
+        self._rule_call(lambda services: services.autopilot.set_paused(rule.name, not rule.paused))
 
     @work(thread=True, group="autopilot-rule", exit_on_error=False, description="autopilot rule change")
-    def _rule_call(self, call) -> None:  # noqa: ANN001 - a callable taking the Console, returning an ActionResult
-        core = self.app.core  # type: ignore[attr-defined]
+    def _rule_call(self, call) -> None:  # noqa: ANN001 - a callable taking the Services, returning an ActionResult
+        core = self.core
         try:
-            result = call(core)
+            result = call(core.services)
         except (ActionError, RuleError) as exc:
             self.app.call_from_thread(self.app.notify, str(exc), severity="error")
             return

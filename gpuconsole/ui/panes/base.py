@@ -7,7 +7,7 @@ on a monitoring screen is only as good as its age.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,6 +24,10 @@ from gpuconsole.ui.widgets.text_view import TextView
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 TABLES = "LiveTable, VirtualTable"  # the selector of every table a pane may hold
+
+if TYPE_CHECKING:
+    from gpuconsole.core.fleet.console import Console
+    from gpuconsole.ui.protocols import ConsoleApp
 
 SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
 
@@ -80,6 +84,11 @@ class Pane(Vertical):
         self.snapshot: FleetSnapshot | None = None
         self.palette: Palette | None = None
         self.filter_text = ""
+
+    @property
+    def core(self) -> Console:
+        """The console this pane shows; act through ``core.services``."""
+        return cast("ConsoleApp", self.app).core
 
     def compose(self) -> ComposeResult:
         yield TextView(classes="source-line")

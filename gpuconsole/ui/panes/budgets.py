@@ -163,17 +163,17 @@ class BudgetsPane(Pane):
 
     # ------------------------------------------------------------------ actions
     def action_add_budget(self) -> None:
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
 
         def added(budget: Budget | None) -> None:
             if budget is None:
                 return
             try:  # in memory only: which request it is, so an automatic budget asks for MFA first
-                request = core.budget_ops.add_request(budget)
+                request = core.services.budget_ops.add_request(budget)
             except ActionError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
-            self._budget_call(lambda: core.budget_ops.add(budget), request.kind, f"add budget {budget.name}",
+            self._budget_call(lambda: core.services.budget_ops.add(budget), request.kind, f"add budget {budget.name}",
                               request.params)
 
         self.app.push_screen(BudgetForm(clock=core.clock), added)
@@ -183,11 +183,11 @@ class BudgetsPane(Pane):
         if key is None:
             self.app.notify("select a budget first", severity="warning")
             return
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
 
         def answered(answer: str | None) -> None:
             if answer is not None:
-                self._budget_call(lambda: core.budget_ops.remove(key), ActionKind.BUDGET_REMOVE, f"remove budget {key}")
+                self._budget_call(lambda: core.services.budget_ops.remove(key), ActionKind.BUDGET_REMOVE, f"remove budget {key}")
 
         self.app.push_screen(ConfirmScreen("Remove budget", f"Remove budget {key}? (y/n)"), answered)
 
@@ -199,14 +199,14 @@ class BudgetsPane(Pane):
             self.app.notify("no budget action is waiting" if not (snap and snap.pending_actions)
                             else "select an action in the lower table first", severity="warning")
             return
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
         what = action.detail or ", ".join(action.targets) or "nothing in scope"
 
         kind = action_kind(action.action)
 
         def answered(answer: str | None) -> None:
             if answer is not None:
-                self._budget_call(lambda: core.budget_ops.run(action, answer), kind,
+                self._budget_call(lambda: core.services.budget_ops.run(action, answer), kind,
                                   f"budget {action.budget}: {action.action.value}")
 
         targets, total = confirmation_targets(action, snap)
@@ -220,7 +220,7 @@ class BudgetsPane(Pane):
     @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
     def _budget_call(self, call, kind: ActionKind | None = None, what: str = "",  # noqa: ANN001 - a callable returning an ActionResult
                      params: tuple[tuple[str, str], ...] = ()) -> None:
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
         if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._budget_call(call, kind, what, params),
                                              params):
             return

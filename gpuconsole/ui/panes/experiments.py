@@ -115,7 +115,7 @@ class ExperimentsPane(Pane):
     def book(self) -> ExperimentBook:
         from gpuconsole.core.fleet.experiment_door import experiment_book
 
-        return experiment_book(self.app.core)  # type: ignore[attr-defined]
+        return experiment_book(self.core)
 
     # ------------------------------------------------------------------ rendering
     def summary(self, snapshot: FleetSnapshot) -> Text | str:
@@ -215,7 +215,7 @@ class ExperimentsPane(Pane):
         except (ActionError, OSError) as exc:
             self.app.call_from_thread(self._say, f"cannot read experiments: {exc}")
             return
-        demo = bool(getattr(self.app.core, "demo", False))  # type: ignore[attr-defined]
+        demo = self.core.services.demo
         self.app.call_from_thread(self._loaded, Loaded(progress, name, analysis, demo))
 
     def _loaded(self, loaded: Loaded) -> None:
@@ -243,7 +243,7 @@ class ExperimentsPane(Pane):
     @work(thread=True, group="experiments-follow", exit_on_error=False, description="follow an experiment")
     def _follow(self, name: str) -> None:
         book = self.book
-        demo = bool(getattr(self.app.core, "demo", False))  # type: ignore[attr-defined]
+        demo = self.core.services.demo
         try:
             runner = book.runner(name)
             while not self._follow_stop.is_set():

@@ -186,7 +186,7 @@ class GpusPane(Pane):
         if chosen is None:
             self.app.notify("Select a process (a row under its GPU) to signal it.", severity="warning")
             return
-        gpus = self.app.core.gpus  # type: ignore[attr-defined]
+        gpus = self.core.services.gpus
         if not gpus.available:
             self.app.notify("This GPU source cannot signal processes.", severity="warning")
             return
@@ -211,12 +211,12 @@ class GpusPane(Pane):
 
     @work(thread=True, group="gpu-action", exit_on_error=False, description="signal a GPU process")
     def _send(self, gpu_uuid: str, pid: int, signal_name: str, answer: str) -> None:
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
         what = f"{signal_name} pid {pid}"
         if ask_mfa_then(self.app, ActionKind.KILL_PROCESS, what, lambda: self._send(gpu_uuid, pid, signal_name, answer)):
             return
         try:
-            result = core.gpus.kill(gpu_uuid, pid, signal_name, answer)
+            result = core.services.gpus.kill(gpu_uuid, pid, signal_name, answer)
         except ActionError as exc:
             self.app.call_from_thread(self.app.notify, f"{signal_name} pid {pid}: {exc}", severity="error")
             return

@@ -157,7 +157,7 @@ class InstancesPane(Pane):
         if inst is None:
             self.app.notify("select an instance first", severity="warning")
             return
-        if not self.app.core.cloud.available:  # type: ignore[attr-defined]
+        if not self.core.services.cloud.available:
             self.app.notify("this cloud source cannot change instances", severity="warning")
             return
         if inst.state not in ALLOWED_FROM[kind]:
@@ -189,11 +189,11 @@ class InstancesPane(Pane):
 
     @work(thread=True, group="instance-action", exit_on_error=False, description="instance action")
     def _perform(self, request: ActionRequest) -> None:
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
         if ask_mfa_then(self.app, request.kind, request.describe(), lambda: self._perform(request)):
             return
         try:
-            result = core.cloud.perform(request)
+            result = core.services.cloud.perform(request)
         except ActionError as exc:
             self.app.call_from_thread(self.app.notify, f"{request.describe()}: {exc}", severity="error")
             return

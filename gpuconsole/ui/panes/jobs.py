@@ -337,7 +337,7 @@ class JobsPane(Pane):
     @work(thread=True, group="rbac", exit_on_error=False, description="asking the cluster what it allows")
     def _ask_cluster(self, namespace: str) -> None:
         try:
-            self.app.core.rbac.refresh(namespace)  # type: ignore[attr-defined]
+            self.core.services.rbac.refresh(namespace)
         finally:
             self.app.call_from_thread(self._asked, namespace)
 
@@ -347,7 +347,7 @@ class JobsPane(Pane):
 
     def _target(self, verb: str) -> tuple[str, Job | CronJob] | None:
         """The selection an action applies to, or None after saying why there is none."""
-        if not self.app.core.jobs.available:  # type: ignore[attr-defined]
+        if not self.core.services.jobs.available:
             self.app.notify("This job source cannot change jobs: run with --demo, or point KUBECONFIG at a cluster.",
                             severity="warning", timeout=5)
             return None
@@ -369,7 +369,7 @@ class JobsPane(Pane):
         from gpuconsole.ui.screens.describe import DescribeScreen
 
         kind, item = chosen
-        self.app.push_screen(DescribeScreen(self.app.core.jobs, kind, item.namespace, item.name))  # type: ignore[attr-defined]
+        self.app.push_screen(DescribeScreen(self.core.services.jobs, kind, item.namespace, item.name))
 
     def action_submit(self) -> None:
         """``N``: the submit wizard, in the namespace of the selected row."""
@@ -401,7 +401,7 @@ class JobsPane(Pane):
         from gpuconsole.ui.screens.logs import LogScreen
 
         title = f"{where} · pod {item.pod}"
-        self.app.push_screen(LogScreen(self.app.core.jobs, item.namespace, item.pod,  # type: ignore[attr-defined]
+        self.app.push_screen(LogScreen(self.core.services.jobs, item.namespace, item.pod,
                                        follow=item.state is JobState.RUNNING, title=title))
 
     def action_delete(self) -> None:
@@ -409,7 +409,7 @@ class JobsPane(Pane):
         if chosen is None:
             return
         kind, item = chosen
-        jobs = self.app.core.jobs  # type: ignore[attr-defined]
+        jobs = self.core.services.jobs
         what = f"{kind} {item.namespace}/{item.name}"
         goes = ("its pods stop and it leaves the queue" if kind == "Job"
                 else "its schedule and the jobs it started go too")
@@ -421,7 +421,7 @@ class JobsPane(Pane):
         if chosen is None:
             return
         kind, item = chosen
-        jobs = self.app.core.jobs  # type: ignore[attr-defined]
+        jobs = self.core.services.jobs
         what = f"{kind} {item.namespace}/{item.name}"
         suspended = item.suspended if isinstance(item, CronJob) else item.state is JobState.SUSPENDED
         if suspended:
@@ -445,7 +445,7 @@ class JobsPane(Pane):
         if not name:
             self.app.notify("Select a CronJob to run it now (c: the CronJobs).", severity="warning")
             return
-        jobs = self.app.core.jobs  # type: ignore[attr-defined]
+        jobs = self.core.services.jobs
         self._perform(f"run CronJob {item.namespace}/{name}", lambda: jobs.trigger(item.namespace, name))
 
     @staticmethod
@@ -473,7 +473,7 @@ class JobsPane(Pane):
 
     @work(thread=True, group="job-action", exit_on_error=False, description="job action")
     def _perform(self, what: str, call: Callable[[], ActionResult], kind: ActionKind | None = None) -> None:
-        core = self.app.core  # type: ignore[attr-defined]
+        core = self.core
         if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._perform(what, call, kind)):
             return
         try:

@@ -188,7 +188,7 @@ class GpuDetailScreen(ModalScreen[None]):
         facts.add_row("MIG", mig)
         if gpu.throttle_reasons:
             facts.add_row("clocks held by", ", ".join(r.replace("_", " ") for r in gpu.throttle_reasons))
-        versions = self.console_app.core.gpus.versions
+        versions = self.console_app.core.services.gpus.versions
         if versions:
             facts.add_row("driver", " · ".join(f"{k} {v}" for k, v in versions))
         if price is not None:
@@ -232,7 +232,7 @@ class GpuDetailScreen(ModalScreen[None]):
         core = self.console_app.core
         _, seconds, _ = WINDOWS[window]
         if window == 0:
-            samples = core.gpus.recent(self.uuid, seconds)
+            samples = core.services.gpus.recent(self.uuid, seconds)
             if len(samples) < seconds * 0.9 / max(core.options.interval, 1.0):
                 stored = core.gpu_history(self.uuid, seconds)
                 samples = stored if len(stored) > len(samples) else samples

@@ -8,7 +8,7 @@ of the users table, so a burst of stops asks once.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import work
 from textual.app import ComposeResult
@@ -18,6 +18,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from gpuconsole.core.ops.actions import ActionKind
+
+if TYPE_CHECKING:
+    from gpuconsole.ui.protocols import ConsoleApp
 
 
 class MfaPrompt(ModalScreen[bool]):
@@ -61,7 +64,7 @@ class MfaPrompt(ModalScreen[bool]):
     def _check(self, code: str) -> None:
         from gpuconsole.core.access.mfa import MfaError
 
-        guard = self.app.core.guard  # type: ignore[attr-defined]
+        guard = cast("ConsoleApp", self.app).core.services.guard
         try:
             guard.verify_mfa(code, self.purpose, self.kind)
         except MfaError as exc:

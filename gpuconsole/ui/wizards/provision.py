@@ -204,7 +204,7 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
 
 def open_provision_wizard(app: ConsoleApp) -> None:
     """Open the wizard, or say in one line why no launch is possible from this console."""
-    cloud = app.core.cloud
+    cloud = app.core.services.cloud
     if not cloud.available:
         app.notify("No cloud account that can launch instances is configured: run with --demo, "
                    "or configure AWS credentials.", severity="warning", timeout=5)

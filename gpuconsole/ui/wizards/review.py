@@ -90,7 +90,7 @@ class ReviewStep(Step):
     def _budget_impact(self, spec: LaunchSpec, per_hour: float) -> str | None:
         """What the launch does to the budget its Budget tag names (or the fleet budget)."""
         try:
-            return self.app.core.budget_ops.launch_impact(spec.tag("Budget") or "", per_hour)  # type: ignore[attr-defined]
+            return self.wizard.console_app.core.services.budget_ops.launch_impact(spec.tag("Budget") or "", per_hour)
         except Exception as exc:  # noqa: BLE001 - an estimate must never stop a review
             return f"budget impact unknown ({failure(exc)})"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.style import Style
 from rich.text import Text
@@ -193,7 +193,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
 
     @property
     def console_app(self) -> ConsoleApp:
-        return self.app  # type: ignore[return-value]
+        return cast("ConsoleApp", self.app)
 
     def _draw_steps(self) -> None:
         palette = self.console_app.palette
@@ -456,7 +456,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
 
 def open_submit_wizard(app: ConsoleApp, namespace: str | None = None) -> None:
     """Open the wizard, or say in one line why no job can be submitted from this console."""
-    jobs = app.core.jobs
+    jobs = app.core.services.jobs
     if not jobs.available:
         app.notify("No cluster that can run jobs is connected: run with --demo, or point KUBECONFIG at a cluster.",
                    severity="warning", timeout=5)
