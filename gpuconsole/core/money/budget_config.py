@@ -23,18 +23,37 @@ file and the key.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from gpuconsole.core.config import ConfigError, ConfigFile, parse_toml, read_config_text
+from gpuconsole.core.config_decode import TableError, decode, fields_of
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.model import DEFAULT_THRESHOLDS, Budget, BudgetPeriod
 
-BUDGET_KEYS = ("name", "amount", "period", "scope", "thresholds", "automatic", "notify_command", "webhook",
-               "starts", "ends")
+
+class BudgetTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One ``[[budgets]]`` table as written (a key left out is None: the budget's default)."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, description="a budget name",
+                                      extra={"missing": "every budget needs a name"})]
+    amount: Annotated[float, msgspec.Meta(gt=0, description="a number of dollars more than 0")]
+    period: str | None = None
+    scope: str | None = None
+    thresholds: Annotated[list[str], msgspec.Meta(
+        min_length=1, description='a list of strings, e.g. ["80:notify", "100:notify+stop-all"]')] | None = None
+    automatic: bool | None = None
+    notify_command: str | None = None
+    webhook: str | None = None
+    starts: Any = None  # a TOML date or date-time, or an ISO string
+    ends: Any = None
+
+
+BUDGET_KEYS = fields_of(BudgetTable)
 
 
 def load_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> ConfigFile:
@@ -68,57 +87,40 @@ def parse_config(text: str, path: Path) -> ConfigFile:
 
 def budget_from_table(table: Mapping[str, Any], where: str) -> Budget:
     """One ``[[budgets]]`` table as a :class:`Budget` (origin ``"config"``)."""
-    for key in table:
-        if key not in BUDGET_KEYS:
-            raise ConfigError(f"{where} key {key}: unknown key (known: {', '.join(BUDGET_KEYS)})")
+    raw_name = table.get("name")
+    label = f"{where} ({raw_name})" if isinstance(raw_name, str) and raw_name else where
 
     def fail(key: str, problem: str) -> ConfigError:
-        name = table.get("name")
-        label = f"{where} ({name})" if isinstance(name, str) and name else where
         return ConfigError(f"{label} key {key}: {problem}")
 
-    name = table.get("name")
-    if not isinstance(name, str) or not name:
-        raise fail("name", "every budget needs a name")
-    amount = table.get("amount")
-    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount <= 0:
-        raise fail("amount", f"expected a number of dollars more than 0, got {amount!r}")
-    fields: dict[str, Any] = {"name": name, "amount": float(amount), "origin": "config"}
-    for key in ("scope", "notify_command", "webhook", "period"):
-        if key in table:
-            if not isinstance(table[key], str):
-                raise fail(key, f"expected a string, got {table[key]!r}")
-            fields[key] = table[key]
-    if "automatic" in table:
-        if not isinstance(table["automatic"], bool):
-            raise fail("automatic", f"expected true or false, got {table['automatic']!r}")
-        fields["automatic"] = table["automatic"]
     try:
-        if "scope" in fields:
-            rules.parse_scope(fields["scope"])
+        given = decode(dict(table), BudgetTable)
+    except TableError as exc:
+        raise ConfigError(f"{where if exc.unknown else label} key {exc.key or 'budgets'}: {exc.problem}") from None
+    fields: dict[str, Any] = {"name": given.name, "amount": given.amount, "origin": "config"}
+    fields.update({key: value for key in ("scope", "notify_command", "webhook", "automatic")
+                   if (value := getattr(given, key)) is not None})
+    try:
+        if given.scope is not None:
+            rules.parse_scope(given.scope)
     except rules.BudgetError as exc:
         raise fail("scope", str(exc)) from None
     try:
-        period = rules.parse_period(fields.pop("period", "custom" if "starts" in table else "monthly"))
+        fields["period"] = rules.parse_period(
+            given.period if given.period is not None else "custom" if given.starts is not None else "monthly")
     except rules.BudgetError as exc:
         raise fail("period", str(exc)) from None
-    fields["period"] = period
     for key in ("starts", "ends"):
-        if key in table:
+        if (value := getattr(given, key)) is not None:
             try:
-                fields[key] = _moment(table[key], end=key == "ends")
+                fields[key] = _moment(value, end=key == "ends")
             except (rules.BudgetError, TypeError) as exc:
                 raise fail(key, str(exc)) from None
-    if "thresholds" in table:
-        words = table["thresholds"]
-        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
-            raise fail("thresholds", 'expected a list of strings, e.g. ["80:notify", "100:notify+stop-all"]')
-        try:
-            fields["thresholds"] = tuple(rules.parse_threshold(w) for w in words)
-        except rules.BudgetError as exc:
-            raise fail("thresholds", str(exc)) from None
-    else:
-        fields["thresholds"] = DEFAULT_THRESHOLDS
+    try:
+        fields["thresholds"] = (tuple(rules.parse_threshold(w) for w in given.thresholds)
+                                if given.thresholds is not None else DEFAULT_THRESHOLDS)
+    except rules.BudgetError as exc:
+        raise fail("thresholds", str(exc)) from None
     budget = Budget(**fields)
     try:
         return rules.validate(budget)

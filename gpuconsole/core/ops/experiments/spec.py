@@ -4,7 +4,8 @@ An experiment runs one workload on several **arms** (an instance type, a market,
 GPU count or a MIG profile), ``repeats`` times each. :func:`parse_text` reads the file with the
 standard library's ``tomllib`` and checks every field before anything is submitted; the first
 problem is raised as :class:`SpecError` whose message names the key (``arms[2].instance_type:
-unknown instance type 'g9.xlarge'``), so a script and a person both see what to fix.
+unknown instance type 'g9.xlarge'``), so a script and a person both see what to fix. The file's
+shape is the :class:`ExperimentFile` Struct; what its types cannot say is checked after.
 """
 
 from __future__ import annotations
@@ -14,21 +15,21 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
+from msgspec import Meta
+
+from gpuconsole.core.config_decode import TableError, decode
 from gpuconsole.core.money.budgets import namespace_problem
 from gpuconsole.core.money.catalog import bundled_catalog
 from gpuconsole.core.ops.manifests import MAX_GPUS, MIG_PROFILES, JobRequest, validate
 
-MARKETS = ("on-demand", "spot")
-BETTER = ("higher", "lower")
 MAX_REPEATS = 100
 WALL_TIME_UNIT = "s"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME_MAX = 32  # leaves room for "-<arm>-r<repeat>-<attempt>" in a 63-character Job name
-KNOWN_KEYS = frozenset({"name", "namespace", "image", "command", "env", "gpus", "metric", "work", "repeats",
-                        "max_cost", "arms", "mig_profile", "timeout_minutes"})
-ARM_KEYS = frozenset({"instance_type", "market", "gpus", "mig_profile", "name"})
+ARM_NAME_MAX = 12
 
 
 class SpecError(ValueError):
@@ -75,12 +76,11 @@ class Metric:
         return found
 
 
-@dataclass(frozen=True, slots=True)
-class Work:
+class Work(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What one run does, so a rate becomes a cost per result (1,281,167 samples: one epoch)."""
 
-    amount: float = 1.0
-    unit: str = "run"
+    amount: Annotated[float, Meta(gt=0)] = 1.0
+    unit: Annotated[str, Meta(pattern=r"\S", description="a word (samples, inferences)")] = "run"
     per: str = ""  # what one run's work is called (``epoch``); empty: the amount and unit
 
     @property
@@ -89,15 +89,15 @@ class Work:
         return self.per or f"{self.amount:,.0f} {self.unit}"
 
 
-@dataclass(frozen=True, slots=True)
-class Arm:
-    """One way to run the workload."""
+class Arm(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One way to run the workload (an ``[[arms]]`` table)."""
 
-    instance_type: str
-    market: str = "on-demand"
-    gpus: int = 0  # 0: the experiment's gpus
+    instance_type: Annotated[str, Meta(min_length=1)]
+    market: Literal["on-demand", "spot"] = "on-demand"
+    gpus: Annotated[int, Meta(ge=0, le=MAX_GPUS)] = 0  # 0: the experiment's gpus
     mig_profile: str = ""
-    name: str = ""
+    name: Annotated[str, Meta(max_length=ARM_NAME_MAX, pattern=f"^$|{_NAME}", description=(
+        f"lowercase a-z, 0-9 and '-', at most {ARM_NAME_MAX} characters"))] = ""
 
     @property
     def key(self) -> str:
@@ -176,36 +176,53 @@ def parse_text(text: str, known_type: Callable[[str], bool] | None = None) -> Ex
     return from_mapping(data, known_type)
 
 
+class MetricTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``metric = { regex = "samples/s: ([0-9.]+)", unit = "samples/s", better = "higher" }``."""
+
+    regex: str = ""
+    unit: str = ""
+    better: Literal["higher", "lower"] | None = None  # None: higher for a regex, lower for wall time
+
+
+class ExperimentFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """An experiment file as written."""
+
+    name: Annotated[str, Meta(max_length=NAME_MAX, pattern=_NAME, description=(
+        f"lowercase a-z, 0-9 and '-', at most {NAME_MAX} characters"))]
+    image: Annotated[str, Meta(pattern=r"\S", description="an image name")]
+    arms: Annotated[list[Arm], Meta(min_length=1, description="at least one [[arms]] table with an instance_type")]
+    namespace: str = "default"
+    command: Annotated[list[str] | str, Meta(description='a list of strings (["python", "bench.py"]) or a shell line')] = []
+    env: Annotated[dict[str, str | int | float], Meta(description='a table of names and values: env = { BATCH = "256" }')] = {}
+    gpus: Annotated[int, Meta(ge=0, le=MAX_GPUS)] = 1
+    metric: MetricTable = msgspec.field(default_factory=MetricTable)
+    work: Work = msgspec.field(default_factory=Work)
+    repeats: Annotated[int, Meta(ge=1, le=MAX_REPEATS)] = 3
+    max_cost: Annotated[float, Meta(gt=0, description="a number of dollars more than 0")] | None = None
+    mig_profile: str = ""  # accepted for the arms' sake; each arm says its own
+    timeout_minutes: Annotated[float, Meta(gt=0, description="a number of minutes more than 0")] = 240.0
+
+
+KNOWN_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(ExperimentFile))
+
+
 def from_mapping(data: Mapping[str, Any], known_type: Callable[[str], bool] | None = None) -> ExperimentSpec:
     """Check an experiment given as a mapping (a form builds one too)."""
     known = known_type or (lambda name: bundled_catalog().get(name) is not None)
-    unknown = sorted(set(data) - KNOWN_KEYS)
-    if unknown:
-        raise SpecError(unknown[0], f"unknown key: the keys are {', '.join(sorted(KNOWN_KEYS))}")
-    name = _text(data, "name", required=True)
-    if not _NAME.match(name) or len(name) > NAME_MAX:
-        raise SpecError("name", f"lowercase a-z, 0-9 and '-', at most {NAME_MAX} characters")
-    namespace = _text(data, "namespace", default="default")
+    try:
+        given = decode(dict(data), ExperimentFile)
+    except TableError as exc:
+        raise SpecError(exc.key or "file", exc.problem) from None
+    namespace = given.namespace.strip()
     if (problem := namespace_problem(namespace)) is not None:
         raise SpecError("namespace", problem)
-    image = _text(data, "image", required=True)
-    command = _command(data.get("command", []))
-    env = _env(data.get("env", {}))
-    gpus = _whole(data, "gpus", 1, low=0, high=MAX_GPUS)
-    repeats = _whole(data, "repeats", 3, low=1, high=MAX_REPEATS)
-    max_cost = _number(data, "max_cost", None)
-    if max_cost is not None and max_cost <= 0:
-        raise SpecError("max_cost", f"must be more than 0 dollars, got {max_cost:g}")
-    timeout = _number(data, "timeout_minutes", 240.0)
-    if timeout is None or timeout <= 0:
-        raise SpecError("timeout_minutes", "must be more than 0 minutes")
-    metric = _metric(data.get("metric"))
-    work = _work(data.get("work"))
-    arms = _arms(data.get("arms"), known)
-    spec = ExperimentSpec(name=name, namespace=namespace, image=image, arms=arms, command=command, env=env,
-                          gpus=gpus, metric=metric, work=work, repeats=repeats, max_cost=max_cost,
-                          timeout_minutes=timeout)
-    for index, arm in enumerate(arms):  # what the Job itself would be refused for
+    command = given.command if isinstance(given.command, str) else tuple(given.command)
+    work = msgspec.structs.replace(given.work, unit=given.work.unit.strip(), per=given.work.per.strip())
+    spec = ExperimentSpec(name=given.name, namespace=namespace, image=given.image.strip(), command=command,
+                          arms=_arms(given.arms, known), env=tuple((k, str(v)) for k, v in given.env.items()),
+                          gpus=given.gpus, metric=_metric(given.metric), work=work, repeats=given.repeats,
+                          max_cost=given.max_cost, timeout_minutes=given.timeout_minutes)
+    for index, arm in enumerate(spec.arms):  # what the Job itself would be refused for
         problems = validate(spec.job_request(arm, 1, 1))
         if problems:
             where, message = next(iter(problems.items()))
@@ -215,61 +232,10 @@ def from_mapping(data: Mapping[str, Any], known_type: Callable[[str], bool] | No
     return spec
 
 
-def _text(data: Mapping[str, Any], key: str, *, default: str = "", required: bool = False) -> str:
-    value = data.get(key, default)
-    if not isinstance(value, str):
-        raise SpecError(key, "must be a string")
-    if required and not value.strip():
-        raise SpecError(key, "required")
-    return value.strip()
-
-
-def _whole(data: Mapping[str, Any], key: str, default: int, *, low: int, high: int) -> int:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(key, "must be a whole number")
-    if not low <= value <= high:
-        raise SpecError(key, f"must be from {low} to {high}, got {value}")
-    return value
-
-
-def _number(data: Mapping[str, Any], key: str, default: float | None) -> float | None:
-    value = data.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(key, "must be a number")
-    return float(value)
-
-
-def _command(value: Any) -> tuple[str, ...] | str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(w, str) for w in value):
-        return tuple(value)
-    raise SpecError("command", 'a list of strings (["python", "bench.py"]) or a shell line')
-
-
-def _env(value: Any) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, dict) or not all(isinstance(v, str | int | float) for v in value.values()):
-        raise SpecError("env", 'a table of names and values: env = { BATCH = "256" }')
-    return tuple((str(k), str(v)) for k, v in value.items())
-
-
-def _metric(value: Any) -> Metric:
-    if value is None:
-        return Metric()
-    if not isinstance(value, dict):
-        raise SpecError("metric", 'a table: metric = { regex = "samples/s: ([0-9.]+)", unit = "samples/s" }')
-    extra = sorted(set(value) - {"regex", "unit", "better"})
-    if extra:
-        raise SpecError(f"metric.{extra[0]}", "unknown key: regex, unit or better")
-    regex = value.get("regex", "")
-    if not isinstance(regex, str):
-        raise SpecError("metric.regex", "must be a string")
-    better = value.get("better", "higher" if regex else "lower")
-    if better not in BETTER:
-        raise SpecError("metric.better", "higher or lower")
+def _metric(table: MetricTable) -> Metric:
+    """The metric: a regex with one group needs a unit; higher is better for it by default."""
+    regex = table.regex
+    better = table.better or ("higher" if regex else "lower")
     if not regex:
         return Metric(better=better)
     try:
@@ -278,62 +244,19 @@ def _metric(value: Any) -> Metric:
         raise SpecError("metric.regex", f"not a regular expression: {exc}") from None
     if groups != 1:
         raise SpecError("metric.regex", f"needs exactly one capture group for the number, has {groups}")
-    unit = value.get("unit", "")
-    if not isinstance(unit, str) or not unit.strip():
+    if not table.unit.strip():
         raise SpecError("metric.unit", "required with a regex (samples/s, ms)")
-    return Metric(regex=regex, unit=unit.strip(), better=better)
+    return Metric(regex=regex, unit=table.unit.strip(), better=better)
 
 
-def _work(value: Any) -> Work:
-    if value is None:
-        return Work()
-    if not isinstance(value, dict):
-        raise SpecError("work", 'a table: work = { amount = 1281167, unit = "samples" }')
-    amount = value.get("amount", 1)
-    if isinstance(amount, bool) or not isinstance(amount, int | float) or amount <= 0:
-        raise SpecError("work.amount", "must be a number more than 0")
-    unit = value.get("unit", "run")
-    if not isinstance(unit, str) or not unit.strip():
-        raise SpecError("work.unit", "must be a word (samples, inferences)")
-    per = value.get("per", "")
-    if not isinstance(per, str):
-        raise SpecError("work.per", "must be a word (epoch, million inferences)")
-    extra = sorted(set(value) - {"amount", "unit", "per"})
-    if extra:
-        raise SpecError(f"work.{extra[0]}", "unknown key: amount, unit or per")
-    return Work(float(amount), unit.strip(), per.strip())
-
-
-def _arms(value: Any, known: Callable[[str], bool]) -> tuple[Arm, ...]:
-    if not isinstance(value, list) or not value:
-        raise SpecError("arms", "at least one [[arms]] table with an instance_type")
-    arms: list[Arm] = []
-    for index, item in enumerate(value):
+def _arms(arms: list[Arm], known: Callable[[str], bool]) -> tuple[Arm, ...]:
+    """The arms, each of a known instance type and MIG profile, none the same as another."""
+    for index, arm in enumerate(arms):
         where = f"arms[{index}]"
-        if not isinstance(item, dict):
-            raise SpecError(where, "must be a table")
-        extra = sorted(set(item) - ARM_KEYS)
-        if extra:
-            raise SpecError(f"{where}.{extra[0]}", f"unknown key: {', '.join(sorted(ARM_KEYS))}")
-        itype = item.get("instance_type")
-        if not isinstance(itype, str) or not itype:
-            raise SpecError(f"{where}.instance_type", "required")
-        if not known(itype):
-            raise SpecError(f"{where}.instance_type", f"unknown instance type {itype!r}")
-        market = item.get("market", "on-demand")
-        if market not in MARKETS:
-            raise SpecError(f"{where}.market", f"on-demand or spot, got {market!r}")
-        gpus = item.get("gpus", 0)
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_GPUS:
-            raise SpecError(f"{where}.gpus", f"a whole number from 1 to {MAX_GPUS}")
-        mig = item.get("mig_profile", "")
-        if not isinstance(mig, str) or (mig and mig not in MIG_PROFILES):
+        if not known(arm.instance_type):
+            raise SpecError(f"{where}.instance_type", f"unknown instance type {arm.instance_type!r}")
+        if arm.mig_profile and arm.mig_profile not in MIG_PROFILES:
             raise SpecError(f"{where}.mig_profile", "not a MIG profile: e.g. 1g.10gb, 3g.40gb")
-        label = item.get("name", "")
-        if not isinstance(label, str) or (label and (not _NAME.match(label) or len(label) > 12)):
-            raise SpecError(f"{where}.name", "lowercase a-z, 0-9 and '-', at most 12 characters")
-        arm = Arm(itype, market, gpus, mig, label)
-        if any(a.key == arm.key for a in arms):
+        if any(a.key == arm.key for a in arms[:index]):
             raise SpecError(where, f"the same arm as another one ({arm.title}): give it a name")
-        arms.append(arm)
     return tuple(arms)
