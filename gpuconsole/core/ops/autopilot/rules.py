@@ -29,31 +29,84 @@ Three kinds (see the README's rule language)::
     fallback_after = 2
 
 Every problem is one :class:`RuleError` line naming the rule and the key, so a typo in a
-threshold is found when the file is read, never when the rule would act.
+threshold is found when the file is read, never when the rule would act. Each kind's table is a
+Struct (:class:`ScaleTable`, :class:`IdleStopTable`, :class:`SpotRecoverTable`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
+from msgspec import Meta
+
+from gpuconsole.core.config_decode import TableError, decode, fields_of
 from gpuconsole.core.ops.autopilot.expr import ExpressionError, Node, parse, parse_duration
 from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import Instance, Job, LaunchSpec, Market
 
-KINDS = ("scale", "idle-stop", "spot-recover")
-COMMON_KEYS = ("name", "kind", "scope")
-KIND_KEYS = {
-    "scale": ("pool", "launch", "scale_out", "scale_in", "min", "max", "step", "cooldown", "budget_guard", "spot"),
-    "idle-stop": ("idle_for", "threshold", "spot", "cooldown"),
-    "spot-recover": ("fallback_after", "cooldown"),
-}
-LAUNCH_KEYS = ("type", "region", "market", "ami", "zone", "tags")
-SPOT_CHOICES = ("keep", "terminate")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+SpotChoice = Literal["keep", "terminate"]
+LAUNCH_EXAMPLE = 'a table, e.g. { type = "g5.xlarge", region = "us-east-1", ami = "ami-…" }'
+
+
+class LaunchTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A scale rule's ``launch = { ... }``."""
+
+    type: Annotated[str, Meta(min_length=1)]
+    region: Annotated[str, Meta(min_length=1)]
+    ami: Annotated[str, Meta(min_length=1)]
+    market: Literal["on-demand", "spot"] = "on-demand"
+    zone: str = ""
+    tags: Annotated[dict[str, str], Meta(description='a table of string values, e.g. { Pool = "train" }')] = {}
+
+
+class RuleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """What every ``[[rules]]`` table has."""
+
+    name: Annotated[str, Meta(pattern=_NAME, description="a name of letters, digits, '.', '_' or '-'")]
+    kind: str
+    scope: str | None = None
+
+
+class ScaleTable(RuleTable, frozen=True, kw_only=True):
+    """A ``scale`` rule: a pool kept between min and max by conditions."""
+
+    pool: str | None = None
+    launch: Annotated[LaunchTable | None, Meta(description=LAUNCH_EXAMPLE)] = None  # required: checked last
+    scale_out: str | None = None
+    scale_in: str | None = None
+    min: Annotated[int, Meta(ge=0)] = 0
+    max: Annotated[int, Meta(ge=1)] = 1
+    step: Annotated[int, Meta(ge=1)] = 1
+    cooldown: str = "15m"
+    budget_guard: str = ""
+    spot: SpotChoice = "keep"
+
+
+class IdleStopTable(RuleTable, frozen=True, kw_only=True):
+    """An ``idle-stop`` rule: instances idle for a while are stopped."""
+
+    idle_for: str = "30m"
+    threshold: Annotated[float, Meta(ge=0, le=100, description="a utilization percent from 0 to 100")] = 5.0
+    spot: SpotChoice = "keep"
+    cooldown: str = "0s"
+
+
+class SpotRecoverTable(RuleTable, frozen=True, kw_only=True):
+    """A ``spot-recover`` rule: an interrupted spot instance is replaced."""
+
+    fallback_after: Annotated[int, Meta(ge=0)] = 2
+    cooldown: str = "0s"
+
+
+TABLES: dict[str, type[RuleTable]] = {"scale": ScaleTable, "idle-stop": IdleStopTable, "spot-recover": SpotRecoverTable}
+KINDS = tuple(TABLES)
+COMMON_KEYS = fields_of(RuleTable)
+KIND_KEYS = {kind: tuple(k for k in fields_of(table) if k not in COMMON_KEYS) for kind, table in TABLES.items()}
 
 
 class RuleError(ValueError):
@@ -132,109 +185,69 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
     def fail(key: str, problem: str) -> RuleError:
         return RuleError(f"{label} key {key}: {problem}")
 
-    if not isinstance(raw_name, str) or not _NAME.fullmatch(raw_name):
-        raise fail("name", "a name of letters, digits, '.', '_' or '-' is required")
     kind = table.get("kind")
-    if kind not in KINDS:
+    if kind not in TABLES:
         raise fail("kind", f"{kind!r} is not a kind (kinds: {', '.join(KINDS)})")
-    known = COMMON_KEYS + KIND_KEYS[kind]
-    for key in table:
-        if key not in known:
-            raise fail(key, f"unknown key for a {kind} rule (known: {', '.join(known)})")
+    try:
+        given = decode(dict(table), TABLES[kind])
+    except TableError as exc:
+        problem = f"unknown key for a {kind} rule (known: {', '.join(exc.known)})" if exc.unknown else exc.problem
+        raise fail(exc.key or "rules", problem) from None
 
-    def text(key: str, default: str | None = None) -> str:
-        value = table.get(key, default)
-        if not isinstance(value, str) or (default is None and not value):
-            raise fail(key, "a string is required" if key not in table else f"expected a string, got {value!r}")
-        return value
-
-    def whole(key: str, default: int, low: int) -> int:
-        value = table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise fail(key, f"expected a whole number of {low} or more, got {value!r}")
-        return value
-
-    def seconds(key: str, default: str) -> float:
+    def seconds(key: str, text: str) -> float:
         try:
-            return parse_duration(text(key, default))
+            return parse_duration(text)
         except ExpressionError as exc:
             raise fail(key, str(exc)) from None
 
-    def condition(key: str) -> Node | None:
-        if key not in table:
-            return None
+    def condition(key: str, text: str | None) -> Node | None:
         try:
-            return parse(text(key))
+            return None if text is None else parse(text)
         except ExpressionError as exc:
             raise fail(key, str(exc)) from None
 
-    def scope_of(key: str, default: str | None = None) -> Scope:
+    def scope_of(key: str, text: str | None) -> Scope:
+        if text is None:
+            raise fail(key, "required: a string")
         try:
-            return Scope.parse(text(key, default))
+            return Scope.parse(text)
         except ValueError as exc:
             raise fail(key, str(exc)) from None
 
-    def spot_choice() -> str:
-        value = text("spot", "keep")
-        if value not in SPOT_CHOICES:
-            raise fail("spot", f"{value!r}: choose keep or terminate")
-        return value
-
-    common: dict[str, Any] = {"name": raw_name, "kind": kind, "origin": origin, "source": dict(table)}
-    if kind == "scale":
-        pool = scope_of("pool" if "pool" in table else "scope")
-        jobs = scope_of("scope") if "pool" in table and "scope" in table else pool
-        low, high = whole("min", 0, 0), whole("max", 1, 1)
-        if low > high:
-            raise fail("min", f"min {low} is above max {high}")
-        out, inn = condition("scale_out"), condition("scale_in")
+    common: dict[str, Any] = {"name": given.name, "kind": kind, "origin": origin, "source": dict(table)}
+    if isinstance(given, ScaleTable):
+        pool = scope_of("pool", given.pool) if given.pool is not None else scope_of("scope", given.scope)
+        jobs = scope_of("scope", given.scope) if given.pool is not None and given.scope is not None else pool
+        if given.min > given.max:
+            raise fail("min", f"min {given.min} is above max {given.max}")
+        out, inn = condition("scale_out", given.scale_out), condition("scale_in", given.scale_in)
         if out is None and inn is None:
             raise fail("scale_out", "a scale rule needs scale_out, scale_in or both")
-        guard = text("budget_guard", "")
-        return Rule(scope=pool, launch=_launch(table.get("launch"), pool, fail), scale_out=out, scale_in=inn,
-                    min=low, max=high, step=whole("step", 1, 1), cooldown_s=seconds("cooldown", "15m"),
-                    budget_guard=guard, spot=spot_choice(), jobs=jobs, **common)
-    scope = scope_of("scope", "all")
-    if kind == "idle-stop":
-        threshold = table.get("threshold", 5.0)
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 100:
-            raise fail("threshold", f"expected a utilization percent from 0 to 100, got {threshold!r}")
-        return Rule(scope=scope, jobs=scope, idle_for_s=seconds("idle_for", "30m"), idle_threshold=float(threshold),
-                    spot=spot_choice(), cooldown_s=seconds("cooldown", "0s"), **common)
-    return Rule(scope=scope, jobs=scope, fallback_after=whole("fallback_after", 2, 0), cooldown_s=seconds("cooldown", "0s"), **common)
+        return Rule(scope=pool, launch=_launch(given.launch, pool, fail), scale_out=out, scale_in=inn,
+                    min=given.min, max=given.max, step=given.step, cooldown_s=seconds("cooldown", given.cooldown),
+                    budget_guard=given.budget_guard, spot=given.spot, jobs=jobs, **common)
+    scope = scope_of("scope", given.scope if given.scope is not None else "all")
+    if isinstance(given, IdleStopTable):
+        return Rule(scope=scope, jobs=scope, idle_for_s=seconds("idle_for", given.idle_for),
+                    idle_threshold=given.threshold, spot=given.spot, cooldown_s=seconds("cooldown", given.cooldown),
+                    **common)
+    if not isinstance(given, SpotRecoverTable):
+        raise fail("kind", f"{kind!r} is not a kind (kinds: {', '.join(KINDS)})")
+    return Rule(scope=scope, jobs=scope, fallback_after=given.fallback_after,
+                cooldown_s=seconds("cooldown", given.cooldown), **common)
 
 
-def _launch(value: Any, pool: Scope, fail: Any) -> LaunchSpec:
+def _launch(given: LaunchTable | None, pool: Scope, fail: Any) -> LaunchSpec:
     """The launch spec of a scale rule; its tags always include the pool's tag, so what it
     launches is counted in the pool."""
-    if not isinstance(value, Mapping):
-        raise fail("launch", "a table is required, e.g. { type = \"g5.xlarge\", region = \"us-east-1\", ami = \"ami-…\" }")
-    for key in value:
-        if key not in LAUNCH_KEYS:
-            raise fail(f"launch.{key}", f"unknown key (known: {', '.join(LAUNCH_KEYS)})")
-    parts: dict[str, str] = {}
-    for key in ("type", "region", "ami"):
-        item = value.get(key)
-        if not isinstance(item, str) or not item:
-            raise fail(f"launch.{key}", "a non-empty string is required")
-        parts[key] = item
-    market_text = value.get("market", "on-demand")
-    try:
-        market = Market(market_text)
-    except ValueError:
-        raise fail("launch.market", f"{market_text!r}: choose on-demand or spot") from None
-    zone = value.get("zone", "")
-    if not isinstance(zone, str):
-        raise fail("launch.zone", f"expected a string, got {zone!r}")
-    tags = value.get("tags", {})
-    if not isinstance(tags, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
-        raise fail("launch.tags", "a table of string values is required, e.g. { Pool = \"train\" }")
-    merged = dict(tags)
+    if given is None:
+        raise fail("launch", f"required: {LAUNCH_EXAMPLE}")
+    merged = dict(given.tags)
     if pool.kind == "tag":
         if merged.get(pool.key, pool.value) != pool.value:
             raise fail("launch.tags", f"tag {pool.key} must be {pool.value!r}, the pool's, or what it launches is not in the pool")
         merged[pool.key] = pool.value
-    spec = LaunchSpec(parts["region"], parts["type"], parts["ami"], market, availability_zone=zone,
+    spec = LaunchSpec(given.region, given.type, given.ami, Market(given.market), availability_zone=given.zone,
                       tags=tuple(sorted(merged.items())))
     keys = {"region": "launch.region", "instance_type": "launch.type", "image_id": "launch.ami"}
     for field_name, problem in validate(spec).items():  # what a launch would refuse, refused when read
