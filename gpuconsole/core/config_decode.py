@@ -1,7 +1,7 @@
 """A configuration table or spec file decoded into a msgspec Struct, with one-line problems.
 
 Each table is declared once, as a Struct with ``forbid_unknown_fields`` and ``msgspec.Meta``
-constraints; :func:`decode` converts the TOML's dict into it and turns msgspec's error
+constraints; :func:`decode_table` converts the TOML's dict into it and turns msgspec's error
 (``Expected `int` >= 1 - at `$.arms[0].gpus```) into a :class:`TableError` whose ``key`` is the
 dotted key (``arms[0].gpus``) and whose ``problem`` is a short sentence (``expected a whole number
 of 1 or more, got 0``), which each module words into its file/table/key line. A field's
@@ -39,7 +39,7 @@ class TableError(ValueError):
         self.known = known
 
 
-def decode(data: Any, into: type[T]) -> T:
+def decode_table(data: Any, into: type[T]) -> T:
     """``data`` (a TOML table) as an ``into`` Struct. Raises :class:`TableError`."""
     root = mi.type_info(into)
     for path, value in _floats(data):

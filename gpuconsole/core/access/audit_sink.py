@@ -38,20 +38,38 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any
+
+import msgspec
 
 from gpuconsole.backends.base import BackendError
 from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
+from gpuconsole.core.config_decode import TableError, decode_table, fields_of
 from gpuconsole.core.paths import PRIVATE_FILE, private_dir
 from gpuconsole.model import AuditRecord
 
 log = logging.getLogger(__name__)
 
 TABLE = "audit"
-KEYS = ("cloudwatch_log_group", "region", "profile", "stream", "syslog", "syslog_socket", "db")  # db: the site's log (core.access.site)
 SCHEMA = "gpuconsole.audit/1"
 DEFAULT_SYSLOG_SOCKET = "/dev/log"
+_Text = Annotated[str, msgspec.Meta(pattern=r"\S", description="a non-empty string")]
+
+
+class AuditTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The ``[audit]`` table as written."""
+
+    cloudwatch_log_group: _Text | None = None
+    region: _Text | None = None
+    profile: _Text | None = None
+    stream: _Text = ""
+    syslog: bool = False
+    syslog_socket: _Text = DEFAULT_SYSLOG_SOCKET
+    db: _Text | None = None  # the site's log (core.access.site)
+
+
+KEYS = fields_of(AuditTable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,21 +107,16 @@ def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, s
     table = data.get(TABLE)
     if table is None:
         return SinkSettings()
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: key {TABLE}: write it as an [audit] table")
-    for key, value in table.items():
-        if key not in KEYS:
-            raise ConfigError(f"{path}: [audit] key {key}: unknown key (known: {', '.join(KEYS)})")
-        if key == "syslog":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{path}: [audit] key syslog: expected true or false, got {value!r}")
-        elif not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"{path}: [audit] key {key}: expected a non-empty string, got {value!r}")
-    if "cloudwatch_log_group" in table and "region" not in table:
+    try:
+        given = decode_table(table, AuditTable)
+    except TableError as exc:
+        if not exc.key:
+            raise ConfigError(f"{path}: key {TABLE}: write it as an [audit] table") from None
+        raise ConfigError(f"{path}: [audit] key {exc.key}: {exc.problem}") from None
+    if given.cloudwatch_log_group is not None and given.region is None:
         raise ConfigError(f"{path}: [audit] key region: the log group's region is needed with cloudwatch_log_group")
-    return SinkSettings(table.get("cloudwatch_log_group"), table.get("region"), table.get("profile"),
-                        table.get("stream", ""), table.get("syslog", False),
-                        table.get("syslog_socket", DEFAULT_SYSLOG_SOCKET))
+    return SinkSettings(given.cloudwatch_log_group, given.region, given.profile, given.stream, given.syslog,
+                        given.syslog_socket)
 
 
 def login_name() -> str:

@@ -31,11 +31,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from gpuconsole.backends.base import BackendError, BackendPermissionDenied, BackendUnavailable
 from gpuconsole.core.access.site import site_table
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
+from gpuconsole.core.config_decode import TableError, decode_table
 from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import Role
 
@@ -47,6 +50,20 @@ ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 MFA_ARN = re.compile(r"^(arn:aws[a-z-]*:iam::\d{12}:(mfa|u2f)/[\w+=,.@/-]+|GAHT[0-9A-Z]{8,})$")
 # The actions that reach AWS: for an admin under [aws.roles], AWS checks their MFA code.
 CLOUD_KINDS = frozenset({ActionKind.LAUNCH, ActionKind.START, ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE})
+
+
+RoleArn = Annotated[str, msgspec.Meta(pattern=ROLE_ARN.pattern, description="an IAM role ARN")]
+# [aws.roles]: one optional IAM role ARN per gpuconsole role.
+AwsRolesTable = msgspec.defstruct("AwsRolesTable", [(r.value, RoleArn | None, None) for r in Role],
+                                  frozen=True, forbid_unknown_fields=True)
+
+
+class AwsTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The ``[aws]`` table as written."""
+
+    roles: AwsRolesTable | None = None  # type: ignore[valid-type]
+    mfa_serial: Annotated[str, msgspec.Meta(pattern=MFA_ARN.pattern)] = ""
+    session_seconds: Annotated[int, msgspec.Meta(ge=900, le=43200)] = DEFAULT_DURATION_S
 
 
 class MfaCodeNeeded(BackendPermissionDenied):
@@ -85,27 +102,32 @@ def load_aws_roles(config_path: Path | str | None = None, env: Mapping[str, str]
         aws = parse_toml(text, path).get("aws")
     if aws is None:
         return None
-    if not isinstance(aws, dict):
-        raise ConfigError(f"{path}: [aws] must be a table")
-    roles = aws.get("roles")
-    if roles is None:
+    try:
+        table = decode_table(aws, AwsTable)
+    except TableError as exc:
+        raise ConfigError(f"{path}: {_aws_problem(exc, aws)}") from None
+    if table.roles is None:
         return None
-    if not isinstance(roles, dict):
-        raise ConfigError(f"{path}: [aws.roles] must be a table of role = \"arn:aws:iam::…:role/…\"")
-    checked = []
-    for name, arn in roles.items():
-        if name not in {r.value for r in Role}:
-            raise ConfigError(f"{path}: [aws.roles] {name}: not a gpuconsole role (admin, developer or auditor)")
-        if not isinstance(arn, str) or not ROLE_ARN.match(arn):
-            raise ConfigError(f"{path}: [aws.roles] {name}: not an IAM role ARN: {arn!r}")
-        checked.append((name, arn))
-    serial = aws.get("mfa_serial", "")
-    if not isinstance(serial, str) or (serial and not MFA_ARN.match(serial)):
-        raise ConfigError(f"{path}: [aws] mfa_serial: not an MFA device ARN: {serial!r}")
-    duration = aws.get("session_seconds", DEFAULT_DURATION_S)
-    if not isinstance(duration, int) or isinstance(duration, bool) or not 900 <= duration <= 43200:
-        raise ConfigError(f"{path}: [aws] session_seconds: a whole number from 900 to 43200, not {duration!r}")
-    return AwsRoleSettings(tuple(sorted(checked)), serial, duration)
+    checked = tuple((r.value, arn) for r in Role if (arn := getattr(table.roles, r.value)) is not None)
+    return AwsRoleSettings(tuple(sorted(checked)), table.mfa_serial, table.session_seconds)
+
+
+def _aws_problem(exc: TableError, aws: Any) -> str:
+    """A problem of the ``[aws]`` table in its key's words."""
+    head, _, role = exc.key.partition(".")
+    if not exc.key:
+        return "[aws] must be a table"
+    if head == "roles" and not role:
+        return "[aws.roles] must be a table of role = \"arn:aws:iam::…:role/…\""
+    if head == "roles":
+        if exc.unknown:
+            return f"[aws.roles] {role}: not a gpuconsole role (admin, developer or auditor)"
+        return f"[aws.roles] {role}: not an IAM role ARN: {aws['roles'][role]!r}"
+    if head == "mfa_serial" and not exc.unknown:
+        return f"[aws] mfa_serial: not an MFA device ARN: {aws['mfa_serial']!r}"
+    if head == "session_seconds" and not exc.unknown:
+        return f"[aws] session_seconds: a whole number from 900 to 43200, not {aws['session_seconds']!r}"
+    return f"[aws] {exc.key}: {exc.problem}"
 
 
 def os_login() -> str:

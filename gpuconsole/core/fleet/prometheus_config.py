@@ -20,18 +20,36 @@ to decide: with ``--gpus auto`` the GPU source is Prometheus exactly when a URL 
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from gpuconsole.backends.prometheus import PrometheusSettings
 from gpuconsole.core.config import ConfigError, config_path
+from gpuconsole.core.config_decode import TableError, decode_table, fields_of
 
 TABLE = "prometheus"
-KEYS = ("url", "token_file", "username", "password_file", "ca_file", "timeout", "selector", "compress")
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class PrometheusTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The ``[prometheus]`` table as written (a key left out is None)."""
+
+    url: Annotated[str, msgspec.Meta(min_length=1, extra={"missing": "the table needs the server's URL"})]
+    token_file: _Text | None = None
+    username: _Text | None = None
+    password_file: _Text | None = None
+    ca_file: _Text | None = None
+    timeout: Annotated[float, msgspec.Meta(description="a number of seconds")] | None = None
+    selector: _Text | None = None
+    compress: bool | None = None
+
+
+KEYS = fields_of(PrometheusTable)
 # What the command line calls a key, after --prometheus-, where it is not the key itself.
 _FLAGS = {"token_file": "token-file", "username": "user", "password_file": "password-file", "ca_file": "ca",
           "compress": "gzip"}
@@ -54,22 +72,14 @@ def from_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.
     table = data.get(TABLE)
     if table is None:
         return {}
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: key {TABLE}: write it as a [prometheus] table")
-    for key, value in table.items():
-        if key not in KEYS:
-            raise ConfigError(f"{path}: [prometheus] key {key}: unknown key (known: {', '.join(KEYS)})")
-        if key == "timeout":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"{path}: [prometheus] key timeout: expected a number of seconds, got {value!r}")
-        elif key == "compress":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{path}: [prometheus] key compress: expected true or false, got {value!r}")
-        elif not isinstance(value, str) or not value:
-            raise ConfigError(f"{path}: [prometheus] key {key}: expected a non-empty string, got {value!r}")
-    if "url" not in table:
-        raise ConfigError(f"{path}: [prometheus] key url: the table needs the server's URL")
-    return {**table, "_path": str(path)}
+    try:
+        decoded = decode_table(table, PrometheusTable)
+    except TableError as exc:
+        if not exc.key:
+            raise ConfigError(f"{path}: key {TABLE}: write it as a [prometheus] table") from None
+        raise ConfigError(f"{path}: [prometheus] key {exc.key}: {exc.problem}") from None
+    given = {k: v for k, v in msgspec.structs.asdict(decoded).items() if v is not None}
+    return {**given, "_path": str(path)}
 
 
 def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,

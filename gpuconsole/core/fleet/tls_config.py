@@ -16,9 +16,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
+
+import msgspec
 
 from gpuconsole.backends import tls
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
+from gpuconsole.core.config_decode import TableError, decode_table
+
+
+class TlsTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The ``[tls]`` table as written (the versions are those of :data:`gpuconsole.backends.tls.VERSIONS`)."""
+
+    min_version: Literal["1.2", "1.3"] = "1.3"
 
 
 def read_min_version(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> str:
@@ -31,12 +41,15 @@ def read_min_version(explicit: Path | str | None = None, env: Mapping[str, str] 
     if text is None:
         return tls.DEFAULT_MINIMUM
     table = parse_toml(text, path).get("tls", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tls] must be a table")
-    value = table.get("min_version", tls.DEFAULT_MINIMUM)
-    if value not in tls.VERSIONS:
-        raise ConfigError(f"{path}: key min_version of [tls]: {value!r} is not \"1.2\" or \"1.3\"")
-    return str(value)
+    try:
+        value = decode_table(table, TlsTable).min_version
+    except TableError as exc:
+        if not exc.key:
+            raise ConfigError(f"{path}: [tls] must be a table") from None
+        if exc.key == "min_version":
+            exc = TableError(exc.key, f"{table['min_version']!r} is not \"1.2\" or \"1.3\"")
+        raise ConfigError(f"{path}: key {exc.key} of [tls]: {exc.problem}") from None
+    return value
 
 
 def apply_tls_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> str | None:

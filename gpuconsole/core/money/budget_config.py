@@ -31,7 +31,7 @@ from typing import Annotated, Any
 import msgspec
 
 from gpuconsole.core.config import ConfigError, ConfigFile, parse_toml, read_config_text
-from gpuconsole.core.config_decode import TableError, decode, fields_of
+from gpuconsole.core.config_decode import TableError, decode_table, fields_of
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.model import DEFAULT_THRESHOLDS, Budget, BudgetPeriod
 
@@ -94,7 +94,7 @@ def budget_from_table(table: Mapping[str, Any], where: str) -> Budget:
         return ConfigError(f"{label} key {key}: {problem}")
 
     try:
-        given = decode(dict(table), BudgetTable)
+        given = decode_table(dict(table), BudgetTable)
     except TableError as exc:
         raise ConfigError(f"{where if exc.unknown else label} key {exc.key or 'budgets'}: {exc.problem}") from None
     fields: dict[str, Any] = {"name": given.name, "amount": given.amount, "origin": "config"}

@@ -43,7 +43,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from gpuconsole.core.config_decode import TableError, decode, fields_of
+from gpuconsole.core.config_decode import TableError, decode_table, fields_of
 from gpuconsole.core.ops.autopilot.expr import ExpressionError, Node, parse, parse_duration
 from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import Instance, Job, LaunchSpec, Market
@@ -189,7 +189,7 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
     if kind not in TABLES:
         raise fail("kind", f"{kind!r} is not a kind (kinds: {', '.join(KINDS)})")
     try:
-        given = decode(dict(table), TABLES[kind])
+        given = decode_table(dict(table), TABLES[kind])
     except TableError as exc:
         problem = f"unknown key for a {kind} rule (known: {', '.join(exc.known)})" if exc.unknown else exc.problem
         raise fail(exc.key or "rules", problem) from None

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from gpuconsole.core.config_decode import TableError, decode
+from gpuconsole.core.config_decode import TableError, decode_table
 from gpuconsole.core.money.budgets import namespace_problem
 from gpuconsole.core.money.catalog import bundled_catalog
 from gpuconsole.core.ops.manifests import MAX_GPUS, MIG_PROFILES, JobRequest, validate
@@ -210,7 +210,7 @@ def from_mapping(data: Mapping[str, Any], known_type: Callable[[str], bool] | No
     """Check an experiment given as a mapping (a form builds one too)."""
     known = known_type or (lambda name: bundled_catalog().get(name) is not None)
     try:
-        given = decode(dict(data), ExperimentFile)
+        given = decode_table(dict(data), ExperimentFile)
     except TableError as exc:
         raise SpecError(exc.key or "file", exc.problem) from None
     namespace = given.namespace.strip()
