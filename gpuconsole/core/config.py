@@ -7,8 +7,9 @@ default place means no configuration; a missing file that was named explicitly i
 Each table is read where it is used: ``[[budgets]]`` by :mod:`gpuconsole.core.money.budget_config`
 (which gives the :class:`ConfigFile`), ``[prometheus]`` by
 :mod:`gpuconsole.core.fleet.prometheus_config`, ``[aws]`` and ``[aws.roles]`` by
-:mod:`gpuconsole.core.access.aws_roles`. Every problem is one :class:`ConfigError` line
-naming the file and the key.
+:mod:`gpuconsole.core.access.aws_roles`, each into its msgspec Struct through
+:mod:`gpuconsole.core.config_decode`. Every problem is one :class:`ConfigError` line naming the
+file and the key.
 """
 
 from __future__ import annotations

@@ -41,14 +41,13 @@ class TableError(ValueError):
 
 def decode_table(data: Any, into: type[T]) -> T:
     """``data`` (a TOML table) as an ``into`` Struct. Raises :class:`TableError`."""
-    root = mi.type_info(into)
     for path, value in _floats(data):
         if not math.isfinite(value):
-            raise TableError(_where(root, path)[0], f"expected a finite number, got {value!r}")
+            raise TableError(_where(mi.type_info(into), path)[0], f"expected a finite number, got {value!r}")
     try:
         return msgspec.convert(data, into)
     except msgspec.ValidationError as exc:
-        raise _translate(str(exc), root, data) from None
+        raise _translate(str(exc), mi.type_info(into), data) from None
 
 
 def fields_of(into: type[Any]) -> tuple[str, ...]:
@@ -57,6 +56,7 @@ def fields_of(into: type[Any]) -> tuple[str, ...]:
 
 
 def _translate(message: str, root: mi.Type, data: Any) -> TableError:
+    """msgspec's ``Expected ... - at `$.x[0].y``` as a key and a short problem."""
     match = _ERROR.match(message)
     text, raw = (match["text"], match["path"] or "") if match else (message, "")
     path = [name or (_ANY_KEY if i == "..." else int(i)) for name, i in _SEGMENT.findall(raw)]
@@ -162,7 +162,9 @@ def _bounds(node: mi.IntType | mi.FloatType) -> str:
     low, high = node.ge, node.le
     if low is not None and high is not None:
         return f" from {low:g} to {high:g}"
-    parts = [f"more than {node.gt:g}" if node.gt is not None else "", f"of {low:g} or more" if low is not None else "",
-             f"less than {node.lt:g}" if node.lt is not None else "", f"of at most {high:g}" if high is not None else ""]
+    parts = [f"more than {node.gt:g}" if node.gt is not None else "",
+             f"of {low:g} or more" if low is not None else "",
+             f"less than {node.lt:g}" if node.lt is not None else "",
+             f"of at most {high:g}" if high is not None else ""]
     said = " and ".join(p for p in parts if p)
     return f" {said}" if said else ""

@@ -191,7 +191,9 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
     try:
         given = decode_table(dict(table), TABLES[kind])
     except TableError as exc:
-        problem = f"unknown key for a {kind} rule (known: {', '.join(exc.known)})" if exc.unknown else exc.problem
+        problem = exc.problem
+        if exc.unknown and "." not in exc.key:  # not launch.…, whose table says its own keys
+            problem = f"unknown key for a {kind} rule (known: {', '.join(exc.known)})"
         raise fail(exc.key or "rules", problem) from None
 
     def seconds(key: str, text: str) -> float:

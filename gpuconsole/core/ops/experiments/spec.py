@@ -192,8 +192,10 @@ class ExperimentFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     image: Annotated[str, Meta(pattern=r"\S", description="an image name")]
     arms: Annotated[list[Arm], Meta(min_length=1, description="at least one [[arms]] table with an instance_type")]
     namespace: str = "default"
-    command: Annotated[list[str] | str, Meta(description='a list of strings (["python", "bench.py"]) or a shell line')] = []
-    env: Annotated[dict[str, str | int | float], Meta(description='a table of names and values: env = { BATCH = "256" }')] = {}
+    command: Annotated[list[str] | str, Meta(
+        description='a list of strings (["python", "bench.py"]) or a shell line')] = []
+    env: Annotated[dict[str, str | int | float], Meta(
+        description='a table of names and values: env = { BATCH = "256" }')] = {}
     gpus: Annotated[int, Meta(ge=0, le=MAX_GPUS)] = 1
     metric: MetricTable = msgspec.field(default_factory=MetricTable)
     work: Work = msgspec.field(default_factory=Work)
