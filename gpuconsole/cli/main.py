@@ -18,7 +18,7 @@ from gpuconsole.cli.parser import (
     DEFAULTS,
     EPILOG,
     ArgumentError,
-    _names_no_command,  # re-exported: the first-frame test reads it here
+    _names_no_command,  # noqa: F401 - re-exported: the first-frame test reads it here
     build_parser,
     parse_args,
 )
