@@ -1,7 +1,8 @@
 """The AWS adapter: EC2 instances, prices, capacity and launches through boto3, and Cost Explorer.
 
 Modules (private to this folder unless named below):
-    source: :class:`AwsCloud`, the cloud backend (boto3 is imported on first use).
+    source: :class:`AwsCloud`, the cloud backend (boto3 is imported on first use), over
+        session (credentials, clients, errors) and catalog (types, prices, networks, images).
     mapping: EC2 and pricing answers translated into the model.
     ec2_request: the RunInstances request a launch sends, and its Terraform twin.
     audit_logs: :class:`CloudWatchAuditStore`, the audit log's remote copy in CloudWatch Logs.

@@ -18,7 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from gpuconsole.backends.aws import mapping as aws_mapping
-from gpuconsole.backends.aws.source import _new_session
+from gpuconsole.backends.aws.session import new_session
 from gpuconsole.backends.base import BackendError, BackendUnavailable
 
 # PutLogEvents takes at most 10,000 events and 1,048,576 bytes a call, counting 26 bytes of
@@ -76,7 +76,7 @@ class CloudWatchAuditStore:
         with self._lock:
             if self._client is None:
                 try:
-                    session = _new_session(self._profile)
+                    session = new_session(self._profile)
                     credentials = session.get_credentials()
                     frozen = credentials.get_frozen_credentials() if credentials is not None else None
                     if frozen is None or not frozen.access_key:

@@ -1,9 +1,6 @@
 """AWS answers → gpuconsole types, as pure functions: EC2, SSM and Pricing JSON → model, and
-botocore exceptions → :class:`~gpuconsole.backends.base.BackendError` subclasses.
-
-Kept apart from the boto3 calls in :mod:`gpuconsole.backends.aws.source` so the translation can be read
-(and tested) without a session, and so the adapter module stays about talking to AWS. Input is
-the plain ``dict`` boto3 returns, or the exception it raised; nothing here does I/O.
+botocore exceptions → :class:`~gpuconsole.backends.base.BackendError` subclasses. No I/O: input
+is the plain ``dict`` boto3 returns, or the exception it raised.
 """
 
 from __future__ import annotations

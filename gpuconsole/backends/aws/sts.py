@@ -20,7 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from gpuconsole.backends.aws import mapping as aws_mapping
-from gpuconsole.backends.aws.source import _new_session
+from gpuconsole.backends.aws.session import new_session
 from gpuconsole.backends.base import BackendError
 
 STS_REGION = "us-east-1"  # any region answers; the regional endpoint is used when one is set
@@ -56,7 +56,7 @@ def client_as(profile: str | None, service: str, config: Config, access_key: str
     keys = {"aws_access_key_id": access_key, "aws_secret_access_key": secret_key,
             "aws_session_token": token or None} if access_key else {}
     try:
-        session = _new_session(profile)
+        session = new_session(profile)
         return session.client(service, region_name=session.region_name or STS_REGION, config=config, **keys)
     except (ClientError, BotoCoreError) as exc:
         raise aws_mapping.backend_error(exc, service.upper(), secrets=(access_key, secret_key, token)) from exc
@@ -160,7 +160,7 @@ class StsCalls:
         if parts.scheme != "https":
             return f"none ({parts.scheme} endpoint)"
         try:  # the CA bundle botocore verifies with: AWS_CA_BUNDLE or the profile's ca_bundle, else its own
-            bundle = _new_session(self._profile)._session.get_config_variable("ca_bundle") or get_cert_path(True)
+            bundle = new_session(self._profile)._session.get_config_variable("ca_bundle") or get_cert_path(True)
         except BotoCoreError as exc:
             raise aws_mapping.backend_error(exc, "TLS") from exc
         context = create_urllib3_context()

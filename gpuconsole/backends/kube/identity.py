@@ -4,7 +4,7 @@ A kubeconfig names its user entry (``users[].name``) as its author chose, which 
 name the API server authenticates (a token's ServiceAccount, an OIDC e-mail). The server says
 which with a ``SelfSubjectReview`` (``authentication.k8s.io/v1``, Kubernetes 1.28 and later),
 which needs no permission of its own; an older server answers 404, and then the kubeconfig's
-name is all there is (:func:`~gpuconsole.backends.kube.source.kubeconfig_user`). This module
+name is all there is (:func:`~gpuconsole.backends.kube.kubeconfig.kubeconfig_user`). This module
 writes the question and reads the answer; the request goes through
 :meth:`~gpuconsole.backends.kube.control.KubeJobControl.identity`.
 """

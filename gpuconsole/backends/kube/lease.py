@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuconsole.backends.base import BackendError
-from gpuconsole.backends.kube.source import KubeJobs, _kubernetes
+from gpuconsole.backends.kube.kubeconfig import import_kubernetes
+from gpuconsole.backends.kube.source import KubeJobs
 
 LEASE_S = 15
 RETRY_S = 2.0  # client-go's retry period: the API server is asked at most this often
@@ -56,7 +57,7 @@ class KubeLease:
         self._to_share: dict[str, float] = {}  # written with the next renewal
 
     def _api(self) -> Any:
-        return _kubernetes().client.CoordinationV1Api(self.jobs._client())
+        return import_kubernetes().client.CoordinationV1Api(self.jobs._client())
 
     def _body(self, spec: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         shared = {**self._shared, **self._to_share}
@@ -74,7 +75,7 @@ class KubeLease:
             return self._holder == self.identity
         self._tried_at = now_s
         api = self._api()
-        k8s = _kubernetes()
+        k8s = import_kubernetes()
         where = f"for the Lease {self.namespace}/{self.name}"
         now = _now_micro()
         mine = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_s, "renewTime": now}

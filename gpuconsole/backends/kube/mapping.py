@@ -1,604 +1,86 @@
-"""Kubernetes answers → gpuconsole types, as pure functions over the JSON the API server sends.
+"""Kubernetes answers into gpuconsole types: records joined into a :class:`~gpuconsole.model.JobsReading`.
 
-Kept apart from :mod:`gpuconsole.backends.kube.source` (which talks to the API server) so the
-translation can be read and tested without a cluster. Input is the plain ``dict`` of one object
-as it appears in a list or a watch event; nothing here does I/O or imports the client.
-
-The translation happens in two steps. Each object is first reduced to a small record
-(:class:`JobRecord`, :class:`PodRecord`, :class:`NodeRecord`, :class:`CronJobRecord`,
-:class:`WarningRecord`) when it arrives, so a watch cache holds only what the console shows and
-an object that cannot be read fails alone. :func:`compose` then joins the records into a
-:class:`~gpuconsole.model.JobsReading`: a Job's state, node and pending reason come from its
-pods and their events, a node's allocated GPUs from the pods bound to it.
-
-Conventions:
-
-* **GPUs** are the ``nvidia.com/gpu`` extended resource; MIG devices are the ``nvidia.com/mig-<profile>``
-  resources of the NVIDIA device plugin's *mixed* strategy (``nvidia.com/mig-1g.10gb``). A
-  container's limit counts (extended resources must have request = limit), else its request; a
-  pod asks for the sum over its containers, or the largest init container if that is more.
-* **A Job's GPUs** are one pod's GPUs times the pods it runs at once (``spec.parallelism``,
-  default 1, at most ``spec.completions``); a CronJob's are those of its ``jobTemplate``.
-* **Owner** is the ``owner`` label of the Job (or of its pod template), else the
-  ``app.kubernetes.io/created-by`` label.
-* **Nodes** are listed when they offer GPUs (``nvidia.com/gpu`` or MIG capacity, or a
-  ``nvidia.com/gpu.product`` label from GPU feature discovery); allocated GPUs are the requests
-  of the pods bound to the node that have not terminated (what ``kubectl describe node`` sums).
+Pure functions, no I/O: :mod:`records` reduces each object as it arrives, :mod:`pending` and
+:mod:`cron` say what a Job or CronJob is doing, and :func:`compose` joins one moment's records.
+The names of those modules are re-exported here for the rest of the adapter.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from types import MappingProxyType
-from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from collections.abc import Iterable
 
-from cronsim import CronSim, CronSimError
 from msgspec.structs import replace
 
-from gpuconsole.backends.base import (
-    BackendError,
-    BackendPermissionDenied,
-    BackendThrottled,
-    BackendTimeout,
+from gpuconsole.backends.kube.cron import cron_expression, cronjob_record, next_cron_change, next_run
+from gpuconsole.backends.kube.errors import one_line, status_error, status_message
+from gpuconsole.backends.kube.pending import WarningIndex, job_model, pending_reason
+from gpuconsole.backends.kube.records import (
+    COMPLETION_INDEX,
+    GPU_RESOURCE,
+    JOB_NAME_LABELS,
+    JOB_REASONS,
+    JOB_UID_LABELS,
+    MIG_RESOURCE_PREFIX,
+    MIG_STRATEGY_LABEL,
+    OWNER_LABELS,
+    PRODUCT_LABEL,
+    SCHEDULING_REASONS,
+    CronJobRecord,
+    JobRecord,
+    NodeRecord,
+    PodRecord,
+    WarningRecord,
+    container_devices,
+    describe,
+    gpu_request,
+    job_record,
+    node_record,
+    owner_of,
+    parse_time,
+    pod_devices,
+    pod_record,
+    warning_record,
 )
-from gpuconsole.backends.kube import schema
-from gpuconsole.model import CronJob, Job, JobsReading, JobState, Node
-
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
-OWNER_LABELS = ("owner", "app.kubernetes.io/created-by")
-# Job pods carry these labels (the batch.kubernetes.io/ forms since Kubernetes 1.27).
-JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # pods of an Indexed Job
-
-# Warning events worth keeping: why a pod is not scheduled, why a Job cannot create its pods.
-SCHEDULING_REASONS = frozenset({"FailedScheduling"})
-JOB_REASONS = frozenset({"FailedCreate"})
-
-_TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
-_QUANTITY = re.compile(r"^\s*(\d+)\s*$")
-
-
-# --------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """What a Job object itself says; :func:`compose` adds what its pods say."""
-
-    uid: str
-    name: str
-    namespace: str
-    created: float
-    final: JobState | None  # SUCCEEDED, FAILED or SUSPENDED when the Job says so; else None
-    active: int
-    ready: int
-    started: float | None
-    finished: float | None
-    gpus: int
-    mig_profile: str | None
-    cronjob: str | None
-    image: str
-    owner: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    uid: str
-    name: str
-    namespace: str
-    created: float
-    phase: str
-    node: str | None
-    job_uid: str | None
-    job_name: str | None
-    gpus: int
-    mig: tuple[tuple[str, int], ...]  # (profile, count)
-    unschedulable: str | None  # the PodScheduled=False condition's message
-    waiting: str | None  # a container waiting to start: "ImagePullBackOff: …"
-    index: int | None = None  # completion index of an Indexed Job's pod
-
-    @property
-    def terminated(self) -> bool:
-        return self.phase in _TERMINATED_PHASES
-
-    @property
-    def running(self) -> bool:
-        return self.phase == "Running"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    node: Node  # gpu_allocated and mig_allocated are filled in by compose
-
-
-@dataclass(frozen=True, slots=True)
-class CronJobRecord:
-    cronjob: CronJob  # next_schedule is filled in by compose
-    expression: str  # five cron fields, macros expanded, time zone prefix removed
-    zone: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class WarningRecord:
-    """A FailedScheduling event of a pod, or a FailedCreate event of a Job."""
-
-    kind: str  # "Pod" or "Job"
-    uid: str | None
-    namespace: str
-    name: str
-    reason: str
-    message: str
-    at: float
-
-
-# --------------------------------------------------------------------------- small readers
-
-
-def parse_time(text: Any) -> float | None:
-    """An RFC 3339 timestamp (``2024-05-01T10:00:00Z``, with or without microseconds) in POSIX
-    seconds; ``None`` for no value.
-
-    Raises:
-        ValueError: a value that is not such a timestamp.
-    """
-    if text is None or text == "":
-        return None
-    if not isinstance(text, str):
-        raise ValueError(f"not a timestamp: {text!r}")
-    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj["metadata"]
-    if type(meta) is not dict and not isinstance(meta, Mapping):
-        raise ValueError("metadata is not an object")
-    if not isinstance(meta.get("uid"), str) or not isinstance(meta.get("name"), str):
-        raise ValueError("metadata without uid or name")
-    return meta
-
-
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if type(value) is dict:  # what JSON gives: skip the (slow) abstract-class check
-        return value
-    if value is None:
-        return _EMPTY
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{what} is not an object")
-    return value
-
-
-def _items(value: Any, what: str) -> list[Any]:
-    if type(value) is list:
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{what} is not a list")
-    return value
-
-
-def _count(value: Any) -> int:
-    """A device count: extended resources are whole numbers (``"2"`` or ``2``)."""
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"not a device count: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _QUANTITY.match(str(value))
-    if match is None:
-        raise ValueError(f"not a device count: {value!r}")
-    return int(match.group(1))
-
-
-def owner_of(kind: str, meta: schema.Metadata) -> schema.OwnerReference | None:
-    """The owner reference of ``kind`` (the controller one first)."""
-    refs = [r for r in meta.ownerReferences or () if r.kind == kind]
-    refs.sort(key=lambda r: not r.controller)
-    return refs[0] if refs else None
-
-
-def describe(obj: Any) -> str:
-    """``namespace/name`` of an object, as far as it can be read, for log lines."""
-    if isinstance(obj, schema.Job | schema.Pod | schema.CronJob):
-        meta: Any = {"name": obj.metadata.name, "namespace": obj.metadata.namespace}
-    else:
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(meta, Mapping):
-        return "(no metadata)"
-    name = meta.get("name", "?")
-    return f"{meta['namespace']}/{name}" if meta.get("namespace") else str(name)
-
-
-# --------------------------------------------------------------------------- GPU requests
-
-
-def container_devices(container: schema.Container) -> dict[str, int]:
-    """GPUs (key ``""``) and MIG devices (key: the profile) one container asks for."""
-    resources = container.resources
-    if resources is None:
-        return {}
-    limits = resources.limits or _EMPTY
-    requests = resources.requests or _EMPTY
-    devices: dict[str, int] = {}
-    for name in set(limits) | set(requests):
-        if name == GPU_RESOURCE:
-            key = ""
-        elif name.startswith(MIG_RESOURCE_PREFIX):
-            key = name[len(MIG_RESOURCE_PREFIX):]
-        else:
-            continue
-        count = _count(limits[name] if name in limits else requests[name])
-        if count:
-            devices[key] = count
-    return devices
-
-
-def pod_devices(spec: schema.PodSpec) -> dict[str, int]:
-    """What a pod spec asks for: the sum over its containers, or an init container's if more."""
-    total: dict[str, int] = {}
-    for container in spec.containers or ():
-        for key, count in container_devices(container).items():
-            total[key] = total.get(key, 0) + count
-    for container in spec.initContainers or ():
-        for key, count in container_devices(container).items():
-            total[key] = max(total.get(key, 0), count)
-    return total
-
-
-def gpu_request(devices: Mapping[str, int], pods: int = 1) -> tuple[int, str | None]:
-    """``(gpus, mig_profile)`` for the model: whole GPUs when any, else the main MIG profile."""
-    if devices.get(""):
-        return devices[""] * pods, None
-    mig = {k: v for k, v in devices.items() if k}
-    if not mig:
-        return 0, None
-    profile = max(sorted(mig), key=lambda p: mig[p])
-    return mig[profile] * pods, profile
-
-
-def _pods_at_once(job_spec: schema.JobSpec) -> int:
-    pods = 1 if job_spec.parallelism is None else _count(job_spec.parallelism)
-    if job_spec.completions is not None:
-        pods = min(pods, _count(job_spec.completions))
-    return max(pods, 1)
-
-
-def _template_spec(job_spec: schema.JobSpec) -> schema.PodSpec:
-    template = job_spec.template
-    return template.spec if template is not None and template.spec is not None else schema.EMPTY_POD_SPEC
-
-
-def _first_image(pod_spec: schema.PodSpec) -> str:
-    for container in pod_spec.containers or ():
-        if isinstance(container.image, str):
-            return container.image
-    return ""
-
-
-def _owner_label(*label_sets: Mapping[str, Any]) -> str | None:
-    for key in OWNER_LABELS:
-        for labels in label_sets:
-            value = labels.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None
-
-
-# --------------------------------------------------------------------------- objects → records
-
-
-def job_record(obj: Mapping[str, Any] | schema.Job) -> JobRecord:
-    """Read a batch/v1 Job (plain JSON or already decoded as :class:`schema.Job`).
-
-    Raises:
-        KeyError, TypeError, ValueError: an object of a shape that cannot be read.
-    """
-    job = schema.convert(obj, schema.Job)
-    meta = job.metadata
-    spec = job.spec or schema.EMPTY_JOB_SPEC
-    status = job.status or schema.EMPTY_JOB_STATUS
-    conditions = {c.type: c for c in status.conditions or ()}
-
-    def holds(kind: str) -> schema.Condition | None:
-        condition = conditions.get(kind)
-        return condition if condition is not None and condition.status == "True" else None
-
-    final: JobState | None = None
-    finished = parse_time(status.completionTime)
-    if holds("Complete") or holds("SuccessCriteriaMet"):
-        final = JobState.SUCCEEDED
-    elif failed := (holds("Failed") or holds("FailureTarget")):
-        final = JobState.FAILED
-        finished = finished or parse_time(failed.lastTransitionTime)
-    elif spec.suspend is True:
-        final = JobState.SUSPENDED
-    pod_spec = _template_spec(spec)
-    gpus, mig = gpu_request(pod_devices(pod_spec), _pods_at_once(spec))
-    cron = owner_of("CronJob", meta)
-    template = spec.template
-    template_labels = (template.metadata.labels if template is not None and template.metadata is not None else None)
-    return JobRecord(
-        uid=meta.uid,
-        name=meta.name,
-        namespace=meta.namespace or "default",
-        created=parse_time(meta.creationTimestamp) or 0.0,
-        final=final,
-        active=_count(status.active or 0),
-        ready=_count(status.ready or 0),
-        started=parse_time(status.startTime),
-        finished=finished if final in (JobState.SUCCEEDED, JobState.FAILED) else None,
-        gpus=gpus,
-        mig_profile=mig,
-        cronjob=str(cron.name) if cron is not None and cron.name else None,
-        image=_first_image(pod_spec),
-        owner=_owner_label(meta.labels or _EMPTY, template_labels or _EMPTY),
-    )
-
-
-def pod_record(obj: Mapping[str, Any] | schema.Pod) -> PodRecord:
-    """Read a core/v1 Pod (plain JSON or already decoded as :class:`schema.Pod`).
-
-    Raises:
-        KeyError, TypeError, ValueError: an object of a shape that cannot be read.
-    """
-    pod = schema.convert(obj, schema.Pod)
-    meta = pod.metadata
-    spec = pod.spec or schema.EMPTY_POD_SPEC
-    status = pod.status or schema.EMPTY_POD_STATUS
-    labels = meta.labels or _EMPTY
-    job = owner_of("Job", meta)
-    job_uid = str(job.uid) if job is not None and job.uid else next(
-        (labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
-    job_name = str(job.name) if job is not None and job.name else next(
-        (labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
-    unschedulable = None
-    for condition in status.conditions or ():
-        if condition.type == "PodScheduled" and condition.status == "False":
-            unschedulable = str(condition.message or condition.reason or "") or None
-    waiting = None
-    for cs in status.containerStatuses or ():
-        wait = cs.state.waiting if cs.state is not None else None
-        if wait is not None and wait.reason and wait.reason != "ContainerCreating":
-            waiting = f"{wait.reason}: {wait.message}" if wait.message else str(wait.reason)
-            break
-    devices = pod_devices(spec)
-    node = spec.nodeName
-    index = labels.get(COMPLETION_INDEX) or (meta.annotations or _EMPTY).get(COMPLETION_INDEX)
-    return PodRecord(
-        uid=meta.uid,
-        name=meta.name,
-        namespace=meta.namespace or "default",
-        created=parse_time(meta.creationTimestamp) or 0.0,
-        phase=str(status.phase or "Pending"),
-        node=node if isinstance(node, str) and node else None,
-        job_uid=job_uid,
-        job_name=job_name,
-        gpus=devices.get("", 0),
-        mig=tuple(sorted((k, v) for k, v in devices.items() if k)),
-        unschedulable=unschedulable,
-        waiting=waiting,
-        index=_count(index) if index is not None else None,
-    )
-
-
-def _instance_id(provider_id: Any) -> str | None:
-    """``aws:///us-east-1a/i-0abc…`` → ``i-0abc…``; other clouds' ids are not instance ids here."""
-    if not isinstance(provider_id, str) or not provider_id.startswith("aws://"):
-        return None
-    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
-    return last if last.startswith("i-") else None
-
-
-def node_record(obj: Mapping[str, Any]) -> NodeRecord | None:
-    """Read a core/v1 Node; ``None`` for a node without GPUs (it is not listed).
-
-    Raises:
-        KeyError, TypeError, ValueError: an object of a shape that cannot be read.
-    """
-    meta = _metadata(obj)
-    labels = _mapping(meta.get("labels"), "labels")
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
-    capacity = _mapping(status.get("capacity"), "capacity")
-    allocatable = _mapping(status.get("allocatable"), "allocatable")
-    mig = tuple(sorted((name[len(MIG_RESOURCE_PREFIX):], _count(value)) for name, value in capacity.items()
-                       if isinstance(name, str) and name.startswith(MIG_RESOURCE_PREFIX)))
-    gpu_capacity = _count(capacity.get(GPU_RESOURCE, 0))
-    product = labels.get(PRODUCT_LABEL)
-    if not gpu_capacity and not mig and not product:
-        return None
-    ready = any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
-                for c in _items(status.get("conditions"), "conditions"))
-    strategy = labels.get(MIG_STRATEGY_LABEL)
-    return NodeRecord(Node(
-        name=meta["name"],
-        gpu_product=str(product or ""),
-        gpu_capacity=gpu_capacity,
-        gpu_allocatable=_count(allocatable.get(GPU_RESOURCE, 0)),
-        gpu_allocated=0,
-        instance_id=_instance_id(spec.get("providerID")),
-        mig_strategy=str(strategy) if strategy and strategy != "none" else None,
-        mig_capacity=mig,
-        ready=ready,
-    ))
-
-
-# Kubernetes accepts these shorthands; cron itself wants five fields.
-_CRON_MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
-}
-
-
-def cron_expression(schedule: str, time_zone: str | None) -> tuple[str, str | None]:
-    """``(five fields, zone)`` of a CronJob schedule: macros expanded, a ``CRON_TZ=`` / ``TZ=``
-    prefix moved into the zone (``spec.timeZone`` wins, as in the CronJob controller)."""
-    fields = schedule.split()
-    zone = time_zone
-    if fields and fields[0].startswith(("CRON_TZ=", "TZ=")):
-        zone = zone or fields[0].split("=", 1)[1]
-        fields = fields[1:]
-    text = " ".join(fields)
-    return _CRON_MACROS.get(text, text), zone
-
-
-def next_run(expression: str, zone: str | None, after: float) -> float | None:
-    """The first run of ``expression`` in ``zone`` (UTC when unknown) strictly after ``after``;
-    ``None`` for a schedule cron cannot read."""
-    try:
-        tz = ZoneInfo(zone) if zone else UTC
-    except (ZoneInfoNotFoundError, ValueError):
-        tz = UTC
-    try:
-        when = next(CronSim(expression, datetime.fromtimestamp(after, tz)), None)
-    except (CronSimError, ValueError):
-        return None
-    return when.timestamp() if when is not None else None
-
-
-def cronjob_record(obj: Mapping[str, Any] | schema.CronJob) -> CronJobRecord:
-    """Read a batch/v1 CronJob (plain JSON or already decoded as :class:`schema.CronJob`).
-
-    Raises:
-        KeyError, TypeError, ValueError: an object of a shape that cannot be read.
-    """
-    cron = schema.convert(obj, schema.CronJob)
-    meta, spec = cron.metadata, cron.spec
-    status = cron.status or schema.EMPTY_CRONJOB_STATUS
-    schedule = spec.schedule
-    job_spec = spec.jobTemplate.spec if spec.jobTemplate is not None else None
-    job_spec = job_spec or schema.EMPTY_JOB_SPEC
-    gpus, mig = gpu_request(pod_devices(_template_spec(job_spec)), _pods_at_once(job_spec))
-    zone = spec.timeZone
-    expression, zone = cron_expression(schedule, zone if isinstance(zone, str) else None)
-    cronjob = CronJob(
-        uid=meta.uid,
-        name=meta.name,
-        namespace=meta.namespace or "default",
-        schedule=schedule,
-        created=parse_time(meta.creationTimestamp) or 0.0,
-        suspended=spec.suspend is True,
-        last_schedule=parse_time(status.lastScheduleTime),
-        gpus=gpus,
-        mig_profile=mig,
-        active=len(status.active or ()),
-    )
-    return CronJobRecord(cronjob, expression, zone)
-
-
-def warning_record(obj: Mapping[str, Any]) -> WarningRecord | None:
-    """Read a core/v1 Event; ``None`` unless it says why a pod or a Job is stuck.
-
-    Raises:
-        KeyError, TypeError, ValueError: an object of a shape that cannot be read.
-    """
-    meta = _metadata(obj)
-    involved = _mapping(obj.get("involvedObject") or obj.get("regarding"), "involvedObject")
-    kind, reason = involved.get("kind"), obj.get("reason")
-    if not ((kind == "Pod" and reason in SCHEDULING_REASONS) or (kind == "Job" and reason in JOB_REASONS)):
-        return None
-    series = _mapping(obj.get("series"), "series")
-    at = (parse_time(series.get("lastObservedTime")) or parse_time(obj.get("lastTimestamp"))
-          or parse_time(obj.get("eventTime")) or parse_time(obj.get("firstTimestamp"))
-          or parse_time(meta.get("creationTimestamp")) or 0.0)
-    return WarningRecord(
-        kind=str(kind),
-        uid=str(involved["uid"]) if involved.get("uid") else None,
-        namespace=str(involved.get("namespace") or meta.get("namespace") or "default"),
-        name=str(involved.get("name") or ""),
-        reason=str(reason),
-        message=str(obj.get("message") or reason).strip(),
-        at=at,
-    )
-
-
-# --------------------------------------------------------------------------- records → reading
-
-
-class _Warnings:
-    """The latest warning per object, found by uid or by namespace and name."""
-
-    def __init__(self, records: Iterable[WarningRecord]) -> None:
-        self._latest: dict[tuple[str, str, str], WarningRecord] = {}
-        for record in records:
-            keys = [(record.kind, record.namespace, record.name)]
-            if record.uid:
-                keys.append((record.kind, "uid", record.uid))
-            for key in keys:
-                seen = self._latest.get(key)
-                if seen is None or record.at >= seen.at:
-                    self._latest[key] = record
-
-    def latest(self, kind: str, uid: str, namespace: str, name: str) -> WarningRecord | None:
-        by_uid = self._latest.get((kind, "uid", uid))
-        by_name = self._latest.get((kind, namespace, name))
-        if by_name is not None and by_name.uid not in (None, uid):
-            by_name = None  # an event of an earlier object of the same name
-        found = [w for w in (by_uid, by_name) if w is not None]
-        return max(found, key=lambda w: w.at) if found else None
-
-
-def _pending_reason(job: JobRecord, pods: list[PodRecord], warnings: _Warnings) -> str | None:
-    for pod in sorted((p for p in pods if not p.terminated), key=lambda p: p.created, reverse=True):
-        if pod.node is None:
-            if pod.unschedulable:
-                return pod.unschedulable
-            warning = warnings.latest("Pod", pod.uid, pod.namespace, pod.name)
-            if warning is not None:
-                return warning.message
-        if pod.waiting:
-            return pod.waiting
-    warning = warnings.latest("Job", job.uid, job.namespace, job.name)
-    return warning.message if warning is not None else None
-
-
-def job_model(job: JobRecord, pods: list[PodRecord], warnings: _Warnings) -> Job:
-    """A Job with its state, node and pending reason from its pods and their events."""
-    running = [p for p in pods if p.running]
-    if job.final is not None:
-        state = job.final
-    elif running or (not pods and job.ready > 0):
-        state = JobState.RUNNING
-    else:
-        state = JobState.PENDING
-    # The pod shown (its node, its logs): a running one before others, index 0 of an Indexed
-    # Job before the other indexes, the newest before older tries.
-    candidates = running or pods
-    pod = min(candidates, key=lambda p: (p.index or 0, -p.created)) if candidates else None
-    return Job(
-        uid=job.uid,
-        name=job.name,
-        namespace=job.namespace,
-        state=state,
-        created=job.created,
-        gpus=job.gpus,
-        mig_profile=job.mig_profile,
-        node=pod.node if pod is not None else None,
-        started=job.started if state is not JobState.PENDING else None,
-        finished=job.finished,
-        pending_reason=_pending_reason(job, pods, warnings) if state is JobState.PENDING else None,
-        cronjob=job.cronjob,
-        image=job.image,
-        owner=job.owner,
-        pod_uid=pod.uid if pod is not None else None,
-        pod=pod.name if pod is not None else None,
-    )
+from gpuconsole.model import JobsReading
+
+__all__ = [
+    "COMPLETION_INDEX",
+    "GPU_RESOURCE",
+    "JOB_NAME_LABELS",
+    "JOB_REASONS",
+    "JOB_UID_LABELS",
+    "MIG_RESOURCE_PREFIX",
+    "MIG_STRATEGY_LABEL",
+    "OWNER_LABELS",
+    "PRODUCT_LABEL",
+    "SCHEDULING_REASONS",
+    "CronJobRecord",
+    "JobRecord",
+    "NodeRecord",
+    "PodRecord",
+    "WarningIndex",
+    "WarningRecord",
+    "compose",
+    "container_devices",
+    "cron_expression",
+    "cronjob_record",
+    "describe",
+    "gpu_request",
+    "job_model",
+    "job_record",
+    "next_cron_change",
+    "next_run",
+    "node_record",
+    "one_line",
+    "owner_of",
+    "parse_time",
+    "pending_reason",
+    "pod_devices",
+    "pod_record",
+    "status_error",
+    "status_message",
+    "warning_record",
+]
 
 
 def compose(
@@ -625,7 +107,7 @@ def compose(
                 counts[""] = counts.get("", 0) + pod.gpus
             for profile, count in pod.mig:
                 counts[profile] = counts.get(profile, 0) + count
-    index = _Warnings(warnings)
+    index = WarningIndex(warnings)
     job_models = tuple(
         job_model(j, by_job.get(j.uid) or by_job_name.get((j.namespace, j.name), []), index)
         for j in sorted(jobs, key=lambda j: (j.namespace, j.name, j.uid))
@@ -643,52 +125,3 @@ def compose(
             mig_allocated=tuple(sorted((k, v) for k, v in counts.items() if k)),
         ))
     return JobsReading(job_models, cron_models, tuple(node_models), now)
-
-
-def next_cron_change(reading: JobsReading) -> float | None:
-    """When a reading's next-run times go out of date: its earliest next run."""
-    times = [c.next_schedule for c in reading.cronjobs if c.next_schedule is not None]
-    return min(times) if times else None
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def status_message(body: Any, limit: int = 200) -> str:
-    """The ``message`` of a Kubernetes ``Status`` body, else the body's first line."""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if not body:
-        return ""
-    try:
-        doc = json.loads(body)
-    except (TypeError, ValueError):
-        return one_line(str(body), limit)
-    if isinstance(doc, Mapping) and doc.get("message"):
-        return one_line(str(doc["message"]), limit)
-    return one_line(str(body), limit)
-
-
-def one_line(text: str, limit: int = 200) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    line = lines[0] if lines else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def status_error(status: int, body: Any, where: str) -> BackendError:
-    """The error for an HTTP status the API server answered ``where`` (e.g. "listing Jobs")."""
-    message = status_message(body)
-    detail = f": {message}" if message else ""
-    if status == 401:
-        return BackendPermissionDenied(f"the API server refused the credentials (401 Unauthorized) {where}")
-    if status == 403:
-        return BackendPermissionDenied(f"forbidden {where}{detail}")
-    if status == 429:
-        return BackendThrottled(f"the API server asked to slow down {where}{detail}")
-    if status == 404:
-        return BackendError(f"not found {where}{detail}")
-    if status in (408, 504):
-        return BackendTimeout(f"the API server timed out {where}{detail}")
-    if status == 0:
-        return BackendError(f"cannot talk to the API server {where}{detail}")
-    return BackendError(f"the API server answered {status} {where}{detail}")
