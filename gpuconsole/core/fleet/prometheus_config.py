@@ -25,10 +25,13 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuconsole.backends.prometheus import PrometheusSettings
+from gpuconsole.backends.registry import prometheus_settings
 from gpuconsole.core.config import ConfigError, config_path
+
+if TYPE_CHECKING:
+    from gpuconsole.backends.registry import PrometheusSettings
 
 TABLE = "prometheus"
 KEYS = ("url", "token_file", "username", "password_file", "ca_file", "timeout", "selector", "compress")
@@ -91,7 +94,7 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
         if given:
             raise ValueError(f"--prometheus-{_FLAGS.get(next(iter(given)), next(iter(given)))} needs --prometheus URL")
         return None
-    settings = PrometheusSettings(
+    settings = prometheus_settings(
         url=str(merged["url"]),
         token_file=_path(merged.get("token_file")),
         username=merged.get("username"),
