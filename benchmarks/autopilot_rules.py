@@ -50,9 +50,8 @@ def measure(runs: int) -> dict[str, float]:
     clock = FrozenClock()
     console = showcase_console(nodes=139, clock=clock)
     try:
-        for runner in console.hub.runners.values():  # one answer from every source, no threads
-            runner.run_once(runner._poll_fn())
-        snap = console._compose()
+        console.hub.poll_once()  # one answer from every source, no supervisor threads
+        snap = console.compose()
         owners = sorted({i.tag("Owner") for i in snap.instances if i.tag("Owner")})
         engine = Engine(fifty_rules(owners), AutopilotState())
         engine.tick(snap)  # warm: the first tick fills the histories

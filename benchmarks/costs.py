@@ -39,9 +39,8 @@ def measure(nodes: int | None, runs: int) -> dict[str, float]:
     clock = FrozenClock()
     console = showcase_console(nodes=nodes, clock=clock)
     try:
-        for runner in console.hub.runners.values():  # one answer from every source, no threads
-            runner.run_once(runner._poll_fn())
-        snap = console._compose()
+        console.hub.poll_once()  # one answer from every source, no supervisor threads
+        snap = console.compose()
         instances, gpus = snap.instances, snap.gpus
         tracker = IdleTracker()
         tracker.update(gpus, instances, clock())
@@ -50,10 +49,10 @@ def measure(nodes: int | None, runs: int) -> dict[str, float]:
         return {
             "gpus": len(gpus),
             "instances": len(instances),
-            "compose ms": median_ms(console._compose, runs),
+            "compose ms": median_ms(console.compose, runs),
             "spend (month) ms": median_ms(lambda: costs.spend(instances, month, now), runs),
             "idle tracker ms": median_ms(lambda: tracker.update(gpus, instances, now), runs),
-            "budgets ms": median_ms(lambda: console.budget_ops.evaluate(snap), runs),
+            "budgets ms": median_ms(lambda: console.services.budget_ops.evaluate(snap), runs),
         }
     finally:
         console.close()

@@ -73,7 +73,7 @@ def expected_allowed(kind: ActionKind, role: Role, scope: str) -> bool:
 def door(console, kind: ActionKind, scope: str) -> Callable[[], object]:
     """The core call that runs ``kind`` on a target in the ``scope`` namespace."""
     ns = OWN_NS if scope == "own" else OTHER_NS
-    jobs, cloud, budgets = console.jobs, console.cloud, console.budget_ops
+    jobs, cloud, budgets = console.services.jobs, console.services.cloud, console.services.budget_ops
     job, cron = JOBS[ns], CRONJOBS[ns]
     doors: dict[ActionKind, Callable[[], object]] = {
         ActionKind.LAUNCH: lambda: cloud.launch(LaunchSpec("us-east-1", "g5.xlarge", "ami-0123456789abcdef0"),
@@ -97,7 +97,7 @@ def door(console, kind: ActionKind, scope: str) -> Callable[[], object]:
         return doors[kind]
     # Kinds without a door of their own (notify, users, and any added later) take the path directly.
     request = ActionRequest(kind, f"{ns}/matrix-target", params=(("namespace", ns),))
-    return lambda: run_action(request, lambda: f"{kind.value} done", console.actions)
+    return lambda: run_action(request, lambda: f"{kind.value} done", console.services.actions)
 
 
 def _kill_a_process_of(console, ns: str, job_name: str) -> object:
@@ -108,16 +108,16 @@ def _kill_a_process_of(console, ns: str, job_name: str) -> object:
     job = next(j for j in snap.jobs if j.namespace == ns and j.name == job_name)
     gpu, proc = next((g, p) for g in snap.gpus for p in g.processes if p.pod_uid == job.pod_uid)
     KILLED[ns] = proc.pid
-    return console.gpus.kill(gpu.uuid, proc.pid, "SIGTERM", "yes")
+    return console.services.gpus.kill(gpu.uuid, proc.pid, "SIGTERM", "yes")
 
 
 def _unguarded(console, call: Callable[[], object]) -> None:
     """Set the scene (a budget to remove) without the guard."""
-    guard, console.actions.guard = console.actions.guard, None
+    guard, console.services.actions.guard = console.services.actions.guard, None
     try:
         call()
     finally:
-        console.actions.guard = guard
+        console.services.actions.guard = guard
 
 
 def target_of(kind: ActionKind, scope: str) -> str:

@@ -95,20 +95,20 @@ async def set_the_scene(app, kind: ActionKind, scope: str) -> None:
     """What an action needs to act on (a saved budget, a stopped instance, a suspended job),
     made through the core without the guard, and seen in the snapshot."""
     core = app.core
-    guard, core.actions.guard = core.actions.guard, None
+    guard, core.services.actions.guard = core.services.actions.guard, None
     try:
         if kind is ActionKind.BUDGET_REMOVE:
-            core.budget_ops.add(Budget(name="matrix", amount=100.0))
+            core.services.budget_ops.add(Budget(name="matrix", amount=100.0))
         elif kind is ActionKind.START:
-            core.cloud.perform(ActionRequest(ActionKind.STOP, INSTANCE, "us-east-1", "yes"))
+            core.services.cloud.perform(ActionRequest(ActionKind.STOP, INSTANCE, "us-east-1", "yes"))
             core.clock.advance(300)  # the simulated instance finishes stopping
         elif kind is ActionKind.RESUME_JOB:
             ns = OWN_NS if scope == "own" else OTHER_NS
-            core.jobs.suspend("Job", ns, JOBS[ns], "yes")
+            core.services.jobs.suspend("Job", ns, JOBS[ns], "yes")
         else:
             return
     finally:
-        core.actions.guard = guard
+        core.services.actions.guard = guard
     core.refresh()
     if kind is ActionKind.START:
         await wait_until(lambda: any(i.instance_id == INSTANCE and i.state is InstanceState.STOPPED
@@ -145,11 +145,11 @@ async def test_actions_for_every_role_through_the_ui(tmp_path, kind, role, scope
         await set_the_scene(app, kind, scope)
         await select_row(app, pilot, pane_key, table_id, row_key(app, kind, scope))
         pane = app.query_one(f"#{pane_id}-pane")
-        audit = app.core.guard.audit
+        audit = app.core.services.guard.audit
         before = len(audit.records())
         if not expected_allowed(kind, role, scope):
             assert pane.check_action(action, params) is None  # dimmed in the footer, the key does nothing
-            reason = app.core.guard.why_not(kind, namespace=OTHER_NS if scope == "other" else OWN_NS)
+            reason = app.core.services.guard.why_not(kind, namespace=OTHER_NS if scope == "other" else OWN_NS)
             assert (key, reason) in pane.access_reasons()
             keys, _, first = access_line(app, pane_id).partition(" — ")
             assert key in keys.split() and first == pane.access_reasons()[0][1]
@@ -199,7 +199,7 @@ async def test_cancelling_the_mfa_prompt_runs_nothing(tmp_path) -> None:
         await pilot.pause()
         state = next(i.state for i in app.snapshot.instances if i.instance_id == INSTANCE)
         assert state is InstanceState.RUNNING
-        assert not [r for r in app.core.guard.audit.records() if r.action == "stop"]
+        assert not [r for r in app.core.services.guard.audit.records() if r.action == "stop"]
 
 
 async def test_read_only_disables_every_change_and_says_so(tmp_path) -> None:
@@ -215,7 +215,7 @@ async def test_read_only_disables_every_change_and_says_so(tmp_path) -> None:
 
 async def test_the_audit_pane_filters_exports_and_analyses_usage(tmp_path) -> None:
     async with console_app(tmp_path, Role.AUDITOR) as (app, pilot, _secret):
-        audit = app.core.guard.audit
+        audit = app.core.services.guard.audit
         audit.append("dev", "developer", "delete-job", "team-nlp/a", (("kind", "Job"),), "ok")
         audit.append("ada", "admin", "stop", "i-1", (), "ok")
         audit.append("aud", "auditor", "stop", "i-2", (), "denied: auditors may change nothing")
@@ -266,7 +266,7 @@ async def test_submitting_through_the_wizard_for_every_role(tmp_path, role, scop
 
     ns = OWN_NS if scope == "own" else OTHER_NS
     async with console_app(tmp_path, role) as (app, pilot, secret):
-        audit = app.core.guard.audit
+        audit = app.core.services.guard.audit
         before = len(audit.records())
         await pilot.press("3")
         await pilot.pause()
@@ -314,14 +314,14 @@ async def test_launching_through_the_wizard_for_every_role(tmp_path, role, scope
     )
 
     async with console_app(tmp_path, role) as (app, pilot, secret):
-        audit = app.core.guard.audit
+        audit = app.core.services.guard.audit
         before = len(audit.records())
         await pilot.press("4")
         await pilot.pause()
         pane = app.query_one("#instances-pane")
         if not expected_allowed(ActionKind.LAUNCH, role, scope):
             assert pane.check_action("new_instance", ()) is None
-            assert ("n", app.core.guard.why_not(ActionKind.LAUNCH)) in pane.access_reasons()
+            assert ("n", app.core.services.guard.why_not(ActionKind.LAUNCH)) in pane.access_reasons()
             await pilot.press("n")
             await pilot.pause()
             assert not isinstance(app.screen, ProvisionWizard)

@@ -302,7 +302,7 @@ async def test_cache_database_opens_after_the_first_complete_frame(tmp_path):
     from gpuconsole.core.fleet.store import Store
 
     console = demo_console()
-    console._open_store = lambda: Store(tmp_path / "cache.db")  # as `gpuconsole` builds it
+    console.cache.opener = lambda: Store(tmp_path / "cache.db")  # as `gpuconsole` builds it
     async with running(console) as (app, pilot):
         await wait_until(lambda: console.store is not None)
         uuid = app.snapshot.gpus[0].uuid

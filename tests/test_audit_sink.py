@@ -293,7 +293,7 @@ def test_the_console_copies_its_records_to_the_sinks_of_its_config_file(tmp_path
     config.write_text(f'[audit]\nsyslog = true\nsyslog_socket = "{tmp_path / "log.sock"}"\n')
     console = Console(ConsoleOptions(config_path=config))
     try:
-        (sink,) = console.guard.audit.sinks
+        (sink,) = console.services.guard.audit.sinks
         assert str(tmp_path / "log.sock") in sink.name
     finally:
         console.close()

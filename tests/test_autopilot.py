@@ -406,7 +406,7 @@ def sim_console(tables: tuple[dict, ...], clock: FrozenClock, tmp_path: Path):  
     assert tomllib.loads(config.read_text())["rules"]
     console = showcase_console(clock=clock)
     console.options.config_path = config
-    console.autopilot.reload()
+    console.services.autopilot.reload()
     return console
 
 
@@ -421,9 +421,8 @@ def _toml(table: dict) -> str:
 
 def step(console, clock: FrozenClock, seconds: int) -> FleetSnapshot:  # noqa: ANN001 - a Console
     clock.advance(seconds)
-    for runner in console.hub.runners.values():
-        runner.run_once(runner._poll_fn())
-    return console._compose()
+    console.hub.poll_once()
+    return console.compose()
 
 
 def test_on_the_simulator_idle_stop_never_touches_a_gpu_with_a_process(tmp_path: Path) -> None:
@@ -437,7 +436,7 @@ def test_on_the_simulator_idle_stop_never_touches_a_gpu_with_a_process(tmp_path:
     try:
         for _ in range(40):  # ten minutes, a refresh every 15 s
             snapshot = step(console, clock, 15)
-            for d in console.autopilot.engine.tick(snapshot, Hands_(console.cloud)):
+            for d in console.services.autopilot.engine.tick(snapshot, Hands_(console.services.cloud)):
                 if d.verb in ("stop", "terminate") and d.ok:
                     by_id = {i.instance_id: i for i in snapshot.instances}
                     for target in d.targets:
@@ -462,8 +461,8 @@ def test_on_the_simulator_scale_out_comes_after_the_duration_not_before(tmp_path
     console = sim_console((rule,), clock, tmp_path)
     try:
         first = step(console, clock, 0)
-        assert dict(console.autopilot.engine.tick(first, Hands_(console.cloud))[0].figures)["pending_gpus"] > 0
-        verbs = [console.autopilot.engine.tick(step(console, clock, 15), Hands_(console.cloud))[0].verb for _ in range(8)]
+        assert dict(console.services.autopilot.engine.tick(first, Hands_(console.services.cloud))[0].figures)["pending_gpus"] > 0
+        verbs = [console.services.autopilot.engine.tick(step(console, clock, 15), Hands_(console.services.cloud))[0].verb for _ in range(8)]
     finally:
         console.close()
     assert verbs[:7] == ["none"] * 7  # 15 … 105 s: pending, but not for two minutes yet

@@ -52,7 +52,7 @@ async def test_every_kind_acted_in_the_demos_first_minutes_and_the_overview_says
         await pilot.pause()
         shown = app.screen.query_one("#card-alerts")._shown
         assert shown is not None and "rule vision-pool acted: launch" in shown.plain
-        records = [r for r in app.core.guard.audit.records() if r.actor.startswith("autopilot:")]
+        records = [r for r in app.core.services.guard.audit.records() if r.actor.startswith("autopilot:")]
         assert {r.actor for r in records} == {"autopilot:vision-pool", "autopilot:autostop", "autopilot:spot-recover"}
         assert all("figures" in json.loads(r.params) for r in records)
 
@@ -71,7 +71,7 @@ async def test_p_pauses_and_resumes_the_selected_rule(autopilot_app) -> None:
         await wait_until(lambda: any(r.name == "vision-pool" and r.paused for r in app.snapshot.autopilot))
         await pilot.press("p")
         await wait_until(lambda: any(r.name == "vision-pool" and not r.paused for r in app.snapshot.autopilot))
-        actions = [r.action for r in app.core.guard.audit.records() if r.target == "vision-pool" and r.result != "started"]
+        actions = [r.action for r in app.core.services.guard.audit.records() if r.target == "vision-pool" and r.result != "started"]
         assert actions[-2:] == ["rule-pause", "rule-resume"]
 
 

@@ -115,13 +115,13 @@ def test_capacity_error_in_the_first_zone_then_the_second_launches(aws_peer: Aws
     console = aws_console((EAST,))
     try:
         seen = []
-        result = console.cloud.launch(spec(aws_peer), seen.append)
+        result = console.services.cloud.launch(spec(aws_peer), seen.append)
         assert [(a.availability_zone, a.ok) for a in seen] == [("us-east-1a", False), ("us-east-1b", True)]
         assert "InsufficientInstanceCapacity" in seen[0].message
         assert result.ok and result.instances[0].availability_zone == "us-east-1b"
         zones = [r.params.get("Placement.AvailabilityZone") for r in aws_peer.proxy.sent("RunInstances")]
         assert zones == ["us-east-1a", "us-east-1b"]
-        assert console.actions.recent()[-1].ok
+        assert console.services.actions.recent()[-1].ok
     finally:
         console.close()
 
@@ -131,10 +131,10 @@ def test_no_capacity_anywhere_says_what_was_tried(aws_peer: AwsPeer) -> None:
     console = aws_console((EAST,))
     try:
         with pytest.raises(LaunchFailed, match="nothing launched after") as info:
-            console.cloud.launch(spec(aws_peer), try_alternatives=False)
+            console.services.cloud.launch(spec(aws_peer), try_alternatives=False)
         attempts = info.value.result.attempts
         assert len(attempts) >= 2 and not any(a.ok for a in attempts)
-        assert not console.actions.recent()[-1].ok
+        assert not console.services.actions.recent()[-1].ok
     finally:
         console.close()
 
@@ -249,16 +249,16 @@ async def test_no_secret_in_the_database_the_log_or_the_screen(aws_peer: AwsPeer
     try:
         async with running(console, live=False) as (app, pilot):
             await wait_until(lambda: len(app.snapshot.instances) == 1, timeout=20)
-            console.cloud.catalog()
-            console.cloud.spot_prices(EAST, ("g5.xlarge",))
-            console.cloud.launch(spec(aws_peer, availability_zone="us-east-1c"))
+            console.services.cloud.catalog()
+            console.services.cloud.spot_prices(EAST, ("g5.xlarge",))
+            console.services.cloud.launch(spec(aws_peer, availability_zone="us-east-1c"))
             aws_peer.proxy.fail("DescribeInstances", "AuthFailure", "AWS was not able to validate the provided access credentials")
             console.refresh()
             await wait_until(lambda: cloud_state(console) is SourceState.ERROR, timeout=20)
             await pilot.press("4")
             await pilot.pause()
             screen = app.export_screenshot()
-            console._persist(SourceKind.CLOUD, "aws", console.hub.reading(SourceKind.CLOUD))
+            console.cache.persist(SourceKind.CLOUD, "aws", console.hub.reading(SourceKind.CLOUD))
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
@@ -278,15 +278,15 @@ def test_billed_spend_from_cost_explorer_shows_with_its_age_and_respects_the_bou
 
     _canned(aws_peer, {"ResultsByTime": [_day("2026-11-01", "2026-11-02", "120.50"), _day("2026-11-02", "2026-11-03", "79.50")]})
     off = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(EAST,)), cost_explorer_calls=0))
-    assert off.cost_explorer is None
+    assert off.services.cost_explorer is None
     off.close()
     console = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(EAST,)), cost_explorer_calls=1))
     try:
-        assert console.cost_explorer is not None and console.cost_explorer.refresh(max_age_s=0)
+        assert console.services.cost_explorer is not None and console.services.cost_explorer.refresh(max_age_s=0)
         console.start(open_store=False)
         wait_for(lambda: console.snapshot.billed_month == pytest.approx(200.0), timeout=20)
         assert console.snapshot.billed_note.startswith("Cost Explorer, ")
-        assert not console.cost_explorer.refresh(max_age_s=0), "one call a day: the second is not made"
+        assert not console.services.cost_explorer.refresh(max_age_s=0), "one call a day: the second is not made"
         assert len(aws_peer.proxy.sent("GetCostAndUsage")) == 1
     finally:
         console.close()

@@ -246,7 +246,7 @@ def test_the_key_age_alert_sees_the_login_key_under_a_role_session(
     console = Console(ConsoleOptions(sources=SourceOptions(cloud="aws", regions=(TEST_REGION,), gpus="off", jobs="off"),
                                      config_path=config))
     try:
-        assert console.aws_roles is not None
+        assert console.services.aws_roles is not None
         keys = console.hub.runners[SourceKind.CLOUD].source.access_keys()
     finally:
         console.close()

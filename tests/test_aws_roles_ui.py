@@ -52,11 +52,11 @@ async def test_the_admin_opens_the_aws_session_in_the_mfa_dialog_then_stops(
                              timeout=20)
             await select_row(app, pilot, "4", "instance-table", iam_world.instance_id)
             await pilot.press("s", "y")
-            await wait_until(lambda: any(r.action == "stop" and r.result != "started" for r in console.guard.audit.records()), timeout=20)
+            await wait_until(lambda: any(r.action == "stop" and r.result != "started" for r in console.services.guard.audit.records()), timeout=20)
             assert not isinstance(app.screen, MfaPrompt)  # the open session serves the stop
     finally:
         console.close()
-    [stop] = [r for r in console.guard.audit.records() if r.action == "stop" and r.result != "started"]
+    [stop] = [r for r in console.services.guard.audit.records() if r.action == "stop" and r.result != "started"]
     assert stop.result == "ok"
     [assume] = [r for r in iam_world.moto.proxy.requests if r.action == "AssumeRole"]
     assert (assume.params["SerialNumber"], assume.params["TokenCode"]) == (MFA_SERIAL, "246810")

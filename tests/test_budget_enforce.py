@@ -83,17 +83,17 @@ def test_automatic_budget_stops_exactly_the_tagged_on_demand_instances_once(
         aws_peer: AwsPeer, fleet: dict[str, list[str]], tmp_path: Path) -> None:
     store = Store(tmp_path / "cache.db")
     console = console_on(store)
-    console.budget_ops.add(research())
+    console.services.budget_ops.add(research())
     console.start(open_store=False)
     try:
         wait_for(lambda: len(stopped_ids(aws_peer)) >= 2, timeout=30)
-        assert console.budget_ops.wait_idle(30)
+        assert console.services.budget_ops.wait_idle(30)
         assert sorted(stopped_ids(aws_peer)) == sorted(fleet["tagged"])
         assert not aws_peer.proxy.sent("TerminateInstances"), "a budget never terminates"
         now = states(aws_peer)
         assert {now[i] for i in fleet["tagged"]} <= {"stopping", "stopped"}
         assert all(now[i] == "running" for i in fleet["other"] + fleet["spot"])
-        results = [r for r in console.actions.recent() if r.request.kind.value == "stop"]
+        results = [r for r in console.services.actions.recent() if r.request.kind.value == "stop"]
         assert {r.request.confirmation for r in results} == {"automatic:research"}
         wait_for(lambda: any("stopped" in a.message and "cannot stop one-time spot instance" in a.message
                              for a in console.snapshot.alerts), timeout=30)
@@ -110,8 +110,8 @@ def test_automatic_budget_stops_exactly_the_tagged_on_demand_instances_once(
         wait_for(lambda: bool(waiting()), timeout=30)
         [pending] = waiting()
         assert not pending.automatic and "runs again only when confirmed" in pending.detail
-        assert console.budget_ops.wait_idle(30) and len(stopped_ids(aws_peer)) == 2
-        result = console.budget_ops.run(pending, "yes")
+        assert console.services.budget_ops.wait_idle(30) and len(stopped_ids(aws_peer)) == 2
+        result = console.services.budget_ops.run(pending, "yes")
         assert result.ok and stopped_ids(aws_peer)[-1] == again
     finally:
         console.close()
@@ -127,7 +127,7 @@ def test_automatic_budget_stops_exactly_the_tagged_on_demand_instances_once(
         wait_for(lambda: any(i.instance_id == fleet["tagged"][1] and i.state is InstanceState.RUNNING
                              for i in console.snapshot.instances), timeout=30)
         time.sleep(0.5)
-        assert console.budget_ops.wait_idle(30)
+        assert console.services.budget_ops.wait_idle(30)
         assert len(stopped_ids(aws_peer)) == sent, "once per threshold per period, across sessions"
         # The first poll may still see the other tagged instance stopping: wait for the fleet to
         # settle, then only the restarted one is waiting for a yes.
@@ -142,7 +142,7 @@ def test_a_budget_that_is_not_automatic_stops_nothing_until_a_yes(
         aws_peer: AwsPeer, fleet: dict[str, list[str]], tmp_path: Path) -> None:
     store = Store(tmp_path / "cache.db")
     console = console_on(store)
-    console.budget_ops.add(research(automatic=False))
+    console.services.budget_ops.add(research(automatic=False))
     console.start(open_store=False)
     try:
         wait_for(lambda: bool(console.snapshot.pending_actions), timeout=30)
@@ -152,13 +152,13 @@ def test_a_budget_that_is_not_automatic_stops_nothing_until_a_yes(
         assert f"cannot stop one-time spot instance {fleet['spot'][0]}: terminate it by hand" in pending.detail
         assert any("waits for confirmation" in a.message for a in console.snapshot.alerts)
         time.sleep(0.5)
-        assert console.budget_ops.wait_idle(30) and aws_peer.proxy.sent("StopInstances") == []
+        assert console.services.budget_ops.wait_idle(30) and aws_peer.proxy.sent("StopInstances") == []
         for refused in ("", "no", "automatic:research"):
             with pytest.raises(ActionError):
-                console.budget_ops.run(pending, refused)
+                console.services.budget_ops.run(pending, refused)
         assert aws_peer.proxy.sent("StopInstances") == []
 
-        result = console.budget_ops.run(pending, "yes")
+        result = console.services.budget_ops.run(pending, "yes")
         assert result.ok
         assert sorted(stopped_ids(aws_peer)) == sorted(fleet["tagged"])
         assert all(states(aws_peer)[i] == "running" for i in fleet["other"] + fleet["spot"])
@@ -171,7 +171,7 @@ def test_check_path_enforces_only_when_asked(aws_peer: AwsPeer, fleet: dict[str,
     """What ``budget check`` does: a console that does not act, then :meth:`enforce` once."""
     store = Store(tmp_path / "cache.db")
     console = console_on(store, act=False)
-    console.budget_ops.add(research())
+    console.services.budget_ops.add(research())
     console.start(open_store=False)
     try:
         console.wait_for_first_answers(30)
@@ -179,12 +179,12 @@ def test_check_path_enforces_only_when_asked(aws_peer: AwsPeer, fleet: dict[str,
         time.sleep(0.5)
         assert aws_peer.proxy.sent("StopInstances") == [], "evaluating alone changes nothing"
         console.stop()
-        console.budget_ops.evaluate(console.snapshot)
-        results = console.budget_ops.enforce()
+        console.services.budget_ops.evaluate(console.snapshot)
+        results = console.services.budget_ops.enforce()
         kinds = sorted(r.request.kind.value for r in results)
         assert kinds == ["notify", "stop"] and all(r.ok for r in results)
         assert sorted(stopped_ids(aws_peer)) == sorted(fleet["tagged"])
-        assert console.budget_ops.enforce() == (), "nothing is due twice"
+        assert console.services.budget_ops.enforce() == (), "nothing is due twice"
     finally:
         console.close()
         store.close()

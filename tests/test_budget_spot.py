@@ -184,7 +184,7 @@ def test_a_user_runs_terminate_spot_only_by_typing_the_budget_name() -> None:
     console.start(open_store=False)
     try:
         wait_for(lambda: all(s.state is SourceState.LIVE for s in console.snapshot.sources))
-        ops = console.budget_ops
+        ops = console.services.budget_ops
         ops.add(Budget("spot-cap", 0.01, scope="all", starts=0.0, period=BudgetPeriod.CUSTOM,
                        thresholds=(Threshold(100.0, actions=(BudgetAction.TERMINATE_SPOT,)),)))
         console.refresh()
@@ -194,7 +194,7 @@ def test_a_user_runs_terminate_spot_only_by_typing_the_budget_name() -> None:
         assert set(pending.targets) == one_time and one_time and not pending.automatic
         with pytest.raises(ActionError, match="type spot-cap exactly"):
             ops.run(pending, "yes")
-        assert console.actions.recent()[-1].message.startswith("refused: not confirmed")
+        assert console.services.actions.recent()[-1].message.startswith("refused: not confirmed")
         result = ops.run(pending, "spot-cap")
         assert result.ok and result.message.startswith("budget spot-cap at 100%: terminated ")
         wait_for(lambda: all(i.state.value in ("shutting-down", "terminated") for i in console.snapshot.instances
@@ -325,14 +325,14 @@ async def test_the_console_asks_for_a_code_before_adding_an_automatic_budget(tmp
         await wait_until(lambda: isinstance(app.screen, MfaPrompt))
         await pilot.press("escape")
         await pilot.pause(0.2)
-        assert app.core.budget_ops.get("pause-at-1000") is None, "no code, no automatic budget"
+        assert app.core.services.budget_ops.get("pause-at-1000") is None, "no code, no automatic budget"
         await pilot.press("a")
         await wait_until(lambda: isinstance(app.screen, BudgetForm))
         await pilot.press("f2", "ctrl+s")
         await wait_until(lambda: isinstance(app.screen, MfaPrompt))
         await pilot.press(*code_at(secret, NOW), "enter")
-        await wait_until(lambda: app.core.budget_ops.get("pause-at-1000") is not None)
-        budget = app.core.budget_ops.get("pause-at-1000")
+        await wait_until(lambda: app.core.services.budget_ops.get("pause-at-1000") is not None)
+        budget = app.core.services.budget_ops.get("pause-at-1000")
         assert budget.automatic and budget.period is BudgetPeriod.CUSTOM
         await wait_until(lambda: "pause-at-1000" in table(app, "budget-table").shown_keys)
 

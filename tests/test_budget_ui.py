@@ -33,11 +33,11 @@ async def test_a_budget_from_the_form_lands_in_the_pane():
         assert app.screen.query_one("#budget-name", Input).value == "team-cv"
         scope.value = "tag:Project=vision"
         await pilot.press("ctrl+s")
-        await wait_until(lambda: app.core.budget_ops.get("team-cv") is not None)
-        budget = app.core.budget_ops.get("team-cv")
+        await wait_until(lambda: app.core.services.budget_ops.get("team-cv") is not None)
+        budget = app.core.services.budget_ops.get("team-cv")
         assert (budget.amount, budget.scope, budget.period) == (12000.0, "tag:Project=vision", BudgetPeriod.MONTHLY)
         await wait_until(lambda: "team-cv" in table(app, "budget-table").shown_keys)
-        assert app.core.actions.recent()[-1].ok
+        assert app.core.services.actions.recent()[-1].ok
 
 
 async def test_the_guides_rule_in_a_few_keys():
@@ -46,8 +46,8 @@ async def test_the_guides_rule_in_a_few_keys():
         await pilot.press("5", "a")
         await wait_until(lambda: isinstance(app.screen, BudgetForm))
         await pilot.press("f2", "ctrl+s")
-        await wait_until(lambda: app.core.budget_ops.get("pause-at-1000") is not None)
-        budget = app.core.budget_ops.get("pause-at-1000")
+        await wait_until(lambda: app.core.services.budget_ops.get("pause-at-1000") is not None)
+        budget = app.core.services.budget_ops.get("pause-at-1000")
         assert budget.amount == 1000 and budget.automatic and budget.period is BudgetPeriod.CUSTOM
         assert budget.starts == app.core.clock()
         top = max(budget.thresholds, key=lambda t: t.percent)
@@ -88,7 +88,7 @@ async def test_sprint_rings_for_new_crossings_only_and_its_stop_waits_for_a_yes(
         await pilot.press("y")
         await wait_until(lambda: all(i.state is not InstanceState.RUNNING for i in app.snapshot.instances
                                      if i.instance_id in running_before), timeout=10)
-        assert app.core.actions.recent()[-1].ok
+        assert app.core.services.actions.recent()[-1].ok
 
 
 async def test_idle_waste_after_thirty_minutes_is_on_the_overview_and_the_gpu_line():
@@ -131,7 +131,7 @@ async def test_the_launch_review_says_what_the_launch_does_to_its_budget():
 async def test_a_budget_action_confirmation_lists_every_target_with_its_price_and_the_total():
     """The dialog once said "stop 5 instances: … and 1 more", and the hidden one was the $98/h p5."""
     async with running(demo_console(nodes=24)) as (app, pilot):
-        app.core.budget_ops.add(Budget("everything", 1.0, thresholds=(Threshold(100.0, actions=(BudgetAction.STOP_ALL,)),)))
+        app.core.services.budget_ops.add(Budget("everything", 1.0, thresholds=(Threshold(100.0, actions=(BudgetAction.STOP_ALL,)),)))
         app.core.refresh()
         await wait_until(lambda: any(p.budget == "everything" for p in app.snapshot.pending_actions), timeout=10)
         stop = next(p for p in app.snapshot.pending_actions if p.budget == "everything")

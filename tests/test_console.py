@@ -55,7 +55,7 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
     not three; one that answers alone is composed after a while; a source that comes up or fails
     is shown at once."""
     from gpuconsole.backends.base import BackendError
-    from gpuconsole.core.fleet import console as module
+    from gpuconsole.core.fleet import coalescer as module
 
     monkeypatch.setattr(module, "COALESCE_S", 60.0)  # no composition comes by the clock unless asked below
     console = demo_console()  # not started: the test polls each source itself
@@ -68,9 +68,9 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
         assert len(seen) == len(runners) and all(s.state is SourceState.LIVE for s in seen[-1].sources)
         for runner in runners[:-1]:  # the next answers change none
             runner.run_once(runner._poll_fn())
-        assert len(seen) == len(runners) and console._soon is not None, "waiting for the last source"
+        assert len(seen) == len(runners) and console.coalescer.pending, "waiting for the last source"
         runners[-1].run_once(runners[-1]._poll_fn())
-        assert len(seen) == len(runners) + 1 and console._soon is None, "all answered: composed at once"
+        assert len(seen) == len(runners) + 1 and not console.coalescer.pending, "all answered: composed at once"
         composed = seen[-1]
         assert composed.gpus is console.hub.reading(SourceKind.GPUS).gpus
         assert composed.jobs is console.hub.reading(SourceKind.JOBS).jobs
@@ -89,10 +89,10 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
         assert len(seen) == len(runners) + 3 and seen[-1].source(SourceKind.GPUS).state is SourceState.ERROR
         monkeypatch.setattr(module, "COALESCE_S", 60.0)
         runners[-1].run_once(runners[-1]._poll_fn())  # pending when the console stops: never composed
-        assert console._soon is not None
+        assert console.coalescer.pending
     finally:
         console.close()
-    assert console._soon is None
+    assert not console.coalescer.pending
 
 
 def test_a_snapshot_works_out_each_instances_spend_once_per_window(monkeypatch):
@@ -106,7 +106,7 @@ def test_a_snapshot_works_out_each_instances_spend_once_per_window(monkeypatch):
     real = costs._instance_spend
     monkeypatch.setattr(costs, "_instance_spend", lambda i, start, now: billed.append((i.instance_id, start, now))
                         or real(i, start, now))
-    snap = console._compose()
+    snap = console.compose()
     console.close()
     assert billed and len(billed) == len(set(billed)), "no instance billed twice for one window"
     assert any(b.budget.scope == "all" and b.budget.period is BudgetPeriod.MONTHLY for b in snap.budgets)
@@ -210,7 +210,7 @@ def test_store_opened_in_background_seeds_the_cache_and_reports_a_rebuilt_file(t
 
     # Every source hangs, so only the cache can fill the snapshot.
     console = demo_console(faults="gpus:hang,jobs:hang,cloud:hang")
-    console._open_store = lambda: Store(db)  # what the full-screen console does
+    console.cache.opener = lambda: Store(db)  # what the full-screen console does
     assert console.store is None and not console.snapshot.gpus
     console.start()
     wait_for(lambda: console.store is not None and bool(console.snapshot.gpus))
@@ -219,7 +219,7 @@ def test_store_opened_in_background_seeds_the_cache_and_reports_a_rebuilt_file(t
 
     db.write_bytes(b"this is not a database" * 100)
     broken = demo_console()
-    broken._open_store = lambda: Store(db)
+    broken.cache.opener = lambda: Store(db)
     broken.start()
     wait_for(lambda: any(a.source == "cache" for a in broken.snapshot.alerts))
     assert any("rebuilt" in a.message for a in broken.snapshot.alerts)
@@ -232,7 +232,7 @@ def test_a_store_that_cannot_open_becomes_an_alert_not_a_crash():
     def refuse():
         raise OSError("disk I/O error\nsecond line")
 
-    console._open_store = refuse
+    console.cache.opener = refuse
     console.start()
     wait_for(lambda: any(a.source == "cache" for a in console.snapshot.alerts))
     alert = next(a for a in console.snapshot.alerts if a.source == "cache")

@@ -179,8 +179,8 @@ def test_the_overview_shows_the_fleet_difference_for_the_last_full_day(aws_peer:
         console.start(open_store=False)
         console.wait_for_first_answers(20)
         console.stop()
-        assert console.cost_explorer is not None
-        console.cost_explorer.fetch_resources()
+        assert console.services.cost_explorer is not None
+        console.services.cost_explorer.fetch_resources()
         console.load_cloud_history()
         snap = console.snapshot
     finally:

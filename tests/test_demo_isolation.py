@@ -45,19 +45,19 @@ async def test_a_budget_an_action_and_a_wrong_code_in_the_demo_leave_the_real_ho
         await pilot.press("5", "a")  # the steps: 5, a, f2, ctrl+s
         await wait_until(lambda: isinstance(app.screen, BudgetForm))
         with pytest.raises(MfaError, match="wrong code"):
-            app.core.guard.verify_mfa("000000", "stop i-demo")
+            app.core.services.guard.verify_mfa("000000", "stop i-demo")
         await pilot.press("f2", "ctrl+s")
         # The preset is an automatic budget: an admin adds it with a code, in the demo too, and
         # the real authenticator's code works there.
         await wait_until(lambda: isinstance(app.screen, MfaPrompt))
         await pilot.press(*code_at(secret, time.time()), "enter")
-        await wait_until(lambda: app.core.budget_ops.get("pause-at-1000") is not None)
-        assert app.core.budget_ops.get("pause-at-1000").origin == "store"  # shown in the demo as added
+        await wait_until(lambda: app.core.services.budget_ops.get("pause-at-1000") is not None)
+        assert app.core.services.budget_ops.get("pause-at-1000").origin == "store"  # shown in the demo as added
         instance = next(i for i in app.snapshot.instances if i.state.value == "running")
-        result = app.core.cloud.perform(ActionRequest(ActionKind.STOP, instance.instance_id, region=instance.region,
+        result = app.core.services.cloud.perform(ActionRequest(ActionKind.STOP, instance.instance_id, region=instance.region,
                                                       confirmation="yes"))
         assert result.ok
-        demo_audit = [r.action for r in app.core.guard.audit.records()]
+        demo_audit = [r.action for r in app.core.services.guard.audit.records()]
         assert "mfa-verify" in demo_audit and "stop" in demo_audit and "budget-add" in demo_audit
     real = Store(db)
     try:
@@ -77,12 +77,12 @@ async def test_switching_to_the_demo_leaves_the_real_budgets_and_log_behind(real
     real.close()
     console = demo_console(db=db, demo=False)
     async with running(console, live=False) as (app, pilot):
-        await wait_until(lambda: app.core.budget_ops.get("real-team") is not None)
+        await wait_until(lambda: app.core.services.budget_ops.get("real-team") is not None)
         app.core.switch_to_demo()
-        await wait_until(lambda: app.core.budget_ops.get("real-team") is None)
-        app.core.budget_ops.add(Budget("demo-only", 100.0))
+        await wait_until(lambda: app.core.services.budget_ops.get("real-team") is None)
+        app.core.services.budget_ops.add(Budget("demo-only", 100.0))
         with pytest.raises(MfaError):
-            app.core.guard.verify_mfa("000000")
+            app.core.services.guard.verify_mfa("000000")
     real = Store(db)
     try:
         assert [b.name for b in real.budgets()] == ["real-team"]

@@ -113,7 +113,7 @@ async def test_stop_asks_then_stops_the_running_experiment(frozen_app) -> None:
         await wait_until(lambda: pane.book.store.experiment("resnet50-infer").state == "stopped")
         runs = pane.book.runs("resnet50-infer")
         assert not any(r.state in ("running", "pending") for r in runs)
-        assert any(r.request.kind.value == "delete-job" for r in app.core.actions.recent())
+        assert any(r.request.kind.value == "delete-job" for r in app.core.services.actions.recent())
 
 
 async def test_export_writes_csv_and_json(frozen_app, tmp_path) -> None:
@@ -143,7 +143,7 @@ async def test_n_starts_an_experiment_from_a_file_and_the_pane_follows_it(frozen
         await wait_until(lambda: pane.book.store.experiment("pane-epoch").state == "done", timeout=60)
         runs = pane.book.runs("pane-epoch")
         assert len(runs) == 1 and runs[0].counts and runs[0].node.endswith("p4d.24xlarge")
-        assert any(r.request.kind.value == "submit-job" and r.ok for r in app.core.actions.recent())
+        assert any(r.request.kind.value == "submit-job" and r.ok for r in app.core.services.actions.recent())
 
 
 async def test_a_bad_file_in_the_pane_is_one_line_and_starts_nothing(frozen_app, tmp_path) -> None:

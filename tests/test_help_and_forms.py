@@ -181,10 +181,10 @@ async def test_an_absurd_amount_stays_in_the_form_with_the_amounts_own_message()
             assert app.screen.query_one("#budget-amount", Input).value == amount
             assert app.screen.query_one("#budget-name", Input).value == "team-cv"
             assert app.focused is app.screen.query_one("#budget-amount", Input)
-        assert app.core.budget_ops.get("team-cv") is None
+        assert app.core.services.budget_ops.get("team-cv") is None
         await save_with(app, pilot, amount="$100,000,000")
-        await wait_until(lambda: app.core.budget_ops.get("team-cv") is not None)
-        assert app.core.budget_ops.get("team-cv").amount == 100_000_000
+        await wait_until(lambda: app.core.services.budget_ops.get("team-cv") is not None)
+        assert app.core.services.budget_ops.get("team-cv").amount == 100_000_000
 
 
 async def test_a_bad_namespace_scope_stays_in_the_form():
@@ -198,8 +198,8 @@ async def test_a_bad_namespace_scope_stays_in_the_form():
         assert app.screen.query_one("#budget-scope", Input).value == "namespace:Bad NS"
         assert app.focused is app.screen.query_one("#budget-scope", Input)
         await save_with(app, pilot, scope="namespace:team-nlp")
-        await wait_until(lambda: app.core.budget_ops.get("team-ns") is not None)
-        assert app.core.budget_ops.get("team-ns").scope == "namespace:team-nlp"
+        await wait_until(lambda: app.core.services.budget_ops.get("team-ns") is not None)
+        assert app.core.services.budget_ops.get("team-ns").scope == "namespace:team-nlp"
 
 
 async def test_a_bad_name_stays_in_the_form_too():

@@ -109,7 +109,8 @@ def test_unconfigured_carries_hint(hub_and_source):
 
 def test_backoff_grows_and_is_capped():
     source = ScriptedSource()
-    hub = Hub({SourceKind.GPUS: source}, lambda kind: None, {SourceKind.GPUS: PollPolicy(interval=1.0, max_backoff=30.0)})
+    hub = Hub({SourceKind.GPUS: source}, lambda kind: None, {SourceKind.GPUS: PollPolicy(interval=1.0, max_backoff=30.0)},
+              rand=lambda: 0.0)  # no jitter: the doubling itself
     runner = hub.runners[SourceKind.GPUS]
     source.mode = "error"
     delays = [runner.run_once(source.poll_gpus) for _ in range(7)]
@@ -118,6 +119,54 @@ def test_backoff_grows_and_is_capped():
     source.mode = "ok"
     assert runner.run_once(source.poll_gpus) == 1.0
     assert runner.failures == 0
+    hub.stop()
+
+
+def test_backoff_is_jittered_within_its_bounds():
+    """Two consoles that failed together do not retry together: each backoff is shortened by a
+    random part of up to ``jitter`` of it, and never exceeds the cap."""
+    import random
+
+    def delays(seed: int) -> list[float]:
+        source = ScriptedSource()
+        source.mode = "error"
+        policy = PollPolicy(interval=1.0, max_backoff=30.0, jitter=0.25)
+        hub = Hub({SourceKind.GPUS: source}, lambda kind: None, {SourceKind.GPUS: policy}, rand=random.Random(seed).random)
+        try:
+            return [hub.runners[SourceKind.GPUS].run_once(source.poll_gpus) for _ in range(7)]
+        finally:
+            hub.stop()
+
+    first, second = delays(1), delays(2)
+    assert first != second, "two seeds, two schedules"
+    assert first == delays(1), "a seed gives the same schedule again"
+    for run in (first, second):
+        for failures, delay in enumerate(run, start=1):
+            full = min(2.0 ** failures, 30.0)
+            assert 0.75 * full <= delay <= full, (failures, delay)
+
+
+def test_polls_run_on_one_long_lived_worker_per_source():
+    """Every poll of a source runs on the same thread; none is started per poll."""
+    seen: list[threading.Thread] = []
+
+    class Where(ScriptedSource):
+        def poll_gpus(self) -> GpuReading:
+            seen.append(threading.current_thread())
+            return super().poll_gpus()
+
+    source = Where()
+    hub = Hub({SourceKind.GPUS: source}, lambda kind: None)
+    runner = hub.runners[SourceKind.GPUS]
+    try:
+        before = threading.active_count()
+        for _ in range(5):
+            runner.run_once(source.poll_gpus)
+        assert len(seen) == 5 and len(set(seen)) == 1 and seen[0] is not threading.current_thread()
+        assert threading.active_count() <= before + 1, "at most the one worker, started with the first poll"
+    finally:
+        hub.stop()
+    wait_for(lambda: not seen[0].is_alive(), timeout=5)  # the worker ends with the hub
 
 
 def test_polls_at_the_interval_fall_on_one_grid_so_sources_answer_together():

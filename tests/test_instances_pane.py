@@ -43,7 +43,7 @@ async def test_stop_asks_yes_or_no_and_goes_through_the_core():
         assert state_of(app, target) is InstanceState.RUNNING
         await pilot.press("s", "y")
         await wait_until(lambda: state_of(app, target) in (InstanceState.STOPPING, InstanceState.STOPPED))
-        result = app.core.actions.recent()[-1]
+        result = app.core.services.actions.recent()[-1]
         assert result.ok and result.request.target == target and result.request.confirmation == "yes"
 
 
@@ -62,7 +62,7 @@ async def test_terminate_wants_the_id_typed():
         app.screen.query_one(Input).value = target
         await pilot.press("enter")
         await wait_until(lambda: state_of(app, target) in (InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED))
-        assert app.core.actions.recent()[-1].request.confirmation == target
+        assert app.core.services.actions.recent()[-1].request.confirmation == target
 
 
 async def test_refused_before_asking_when_the_state_does_not_allow_it():
@@ -75,7 +75,7 @@ async def test_refused_before_asking_when_the_state_does_not_allow_it():
         await pilot.press("S")  # start: it is running already
         await pilot.pause()
         assert any(f"cannot start {spot}: it is running" in n for n in notes(app))
-        assert app.core.actions.recent() == ()
+        assert app.core.services.actions.recent() == ()
 
 
 async def test_tab_over_a_dialog_leaves_the_panes_alone():

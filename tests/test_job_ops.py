@@ -38,17 +38,17 @@ def test_the_simulator_is_a_job_control_and_the_console_offers_it() -> None:
     assert isinstance(jobs, JobControl)
     console = demo_console()
     try:
-        assert console.jobs.available
-        assert console.jobs.control is console.hub.runners[SourceKind.JOBS].source
+        assert console.services.jobs.available
+        assert console.services.jobs.control is console.hub.runners[SourceKind.JOBS].source
     finally:
         console.close()
     off = demo_console(demo=False)
     try:
-        assert not off.jobs.available
+        assert not off.services.jobs.available
         with pytest.raises(ActionError, match="cannot change jobs"):
-            off.jobs.submit(JobRequest("x", "default"))
+            off.services.jobs.submit(JobRequest("x", "default"))
         off.switch_to_demo()
-        assert off.jobs.available
+        assert off.services.jobs.available
     finally:
         off.close()
 

@@ -104,7 +104,7 @@ async def test_submit_a_job_through_the_wizard_and_see_it_in_the_queue():
         await wait_until(lambda: created.uid in table(app, "job-table").shown_keys)
         assert created.state is JobState.PENDING and created.gpus == 2
         assert "created Job team-nlp/bert-sweep" in notes(app)
-        result = app.core.actions.recent()[-1]
+        result = app.core.services.actions.recent()[-1]
         assert result.ok and result.request.kind is ActionKind.SUBMIT_JOB
 
 
@@ -142,7 +142,7 @@ async def test_invalid_input_is_refused_with_the_fields_message():
         await pilot.press("ctrl+n")
         await pilot.pause()
         assert wizard.step == 1
-        assert app.core.actions.recent() == ()
+        assert app.core.services.actions.recent() == ()
 
 
 async def test_distributed_training_with_four_workers_is_an_indexed_job_and_a_service():
@@ -197,10 +197,10 @@ async def test_delete_asks_first_and_goes_through_the_core():
         assert outside(app) == []
         await pilot.press("n")
         await pilot.pause()
-        assert job(app, uid) is not None and app.core.actions.recent() == ()
+        assert job(app, uid) is not None and app.core.services.actions.recent() == ()
         await pilot.press("ctrl+d", "y")
         await wait_until(lambda: job(app, uid) is None)
-        result = app.core.actions.recent()[-1]
+        result = app.core.services.actions.recent()[-1]
         assert result.ok and result.request.kind is ActionKind.DELETE_JOB and result.request.confirmation == "yes"
 
 
@@ -220,7 +220,7 @@ async def test_suspend_asks_resume_does_not():
         await pilot.press("s")
         await wait_until(lambda: job(app, uid).state is JobState.PENDING)
         assert not isinstance(app.screen, ConfirmScreen)
-        kinds = [r.request.kind for r in app.core.actions.recent()]
+        kinds = [r.request.kind for r in app.core.services.actions.recent()]
         assert kinds == [ActionKind.SUSPEND_JOB, ActionKind.RESUME_JOB]
 
 

@@ -124,10 +124,10 @@ def test_a_console_launch_records_what_hygiene_needs(tmp_path) -> None:
 
     console = demo_console()
     try:
-        console.guard = guard = default_guard(user="ada")
-        console.actions.guard = guard
+        guard = default_guard(user="ada")
+        console.services.actions.guard = guard
         spec = replace(LaunchSpec("us-east-1", "g5.xlarge", "ami-0123456789abcdef0"), encrypted=False, imdsv2_required=False)
-        result = console.cloud.launch(spec, try_alternatives=False)
+        result = console.services.cloud.launch(spec, try_alternatives=False)
         [launched] = result.instances
         alerts = KeyHygiene(None, None, guard.audit).check(result.instances, console.clock())
         assert [a.message for a in alerts] == [
@@ -146,7 +146,7 @@ def test_the_overview_alert_follows_a_launch(tmp_path) -> None:
     try:
         console.start(open_store=False)
         spec = replace(LaunchSpec("us-east-1", "g5.xlarge", "ami-0123456789abcdef0"), encrypted=False)
-        [launched] = console.cloud.launch(spec, try_alternatives=False).instances
+        [launched] = console.services.cloud.launch(spec, try_alternatives=False).instances
         console.refresh()
         wait_for(lambda: any(i.instance_id == launched.instance_id for i in console.snapshot.instances))
         console.refresh()

@@ -597,15 +597,15 @@ def test_the_console_submits_to_the_cluster_it_watches(kube: KubeCluster, monkey
     console = Console(options)
     console.start(open_store=False)
     try:
-        assert console.jobs.available
+        assert console.services.jobs.available
         request = JobRequest(name="bert-ft", namespace="ml", command="python train.py", gpus=2, owner="ana")
-        console.jobs.submit(request, dry_run=True)
+        console.services.jobs.submit(request, dry_run=True)
         assert not any(r.method == "POST" and "dryRun" not in r.query for r in kube.server.requests)
-        console.jobs.submit(request)
+        console.services.jobs.submit(request)
         wait_until(lambda: any(j.name == "bert-ft" for j in console.snapshot.jobs), timeout=10)
         job = next(j for j in console.snapshot.jobs if j.name == "bert-ft")
         assert job.gpus == 2 and job.namespace == "ml"
-        assert console.actions.recent()[-1].ok
+        assert console.services.actions.recent()[-1].ok
     finally:
         console.close()
 

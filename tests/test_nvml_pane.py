@@ -142,7 +142,7 @@ async def test_sigterm_a_simulated_process_after_confirmation():
         assert "SIGTERM" in str(app.screen.query_one("#confirm-prompt").content)
         await pilot.press("y")
         await wait_until(lambda: key not in gpu_table(app).shown_keys)
-        result = app.core.actions.recent()[-1]
+        result = app.core.services.actions.recent()[-1]
         assert result.ok and result.request.kind.value == "kill-process" and "SIGTERM" in result.message
 
 
@@ -152,7 +152,7 @@ async def test_signal_keys_on_a_gpu_row_ask_for_a_process():
         await pilot.press("T")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
-        assert not app.core.actions.recent()
+        assert not app.core.services.actions.recent()
 
 
 @pytest.fixture
@@ -177,8 +177,8 @@ async def test_the_os_refusing_a_signal_is_one_line_and_the_app_goes_on(monkeypa
         await pilot.press("K")
         await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await wait_until(lambda: bool(app.core.actions.recent()))
-        result = app.core.actions.recent()[-1]
+        await wait_until(lambda: bool(app.core.services.actions.recent()))
+        result = app.core.services.actions.recent()[-1]
         assert not result.ok and "the operating system refused to send SIGKILL" in result.message
         assert child.poll() is None
         await pilot.press("3")

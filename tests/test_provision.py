@@ -548,7 +548,7 @@ def test_sim_start_stop_reboot_terminate(sim) -> None:
 def test_console_launches_on_the_simulator_end_to_end() -> None:
     console = demo_console()
     try:
-        cloud = console.cloud
+        cloud = console.services.cloud
         assert cloud.available and cloud.regions == ("us-east-1", "us-west-2")
         catalog = cloud.catalog()
         assert catalog.source == "live" and "live catalog" in cloud.catalog_note
@@ -560,12 +560,12 @@ def test_console_launches_on_the_simulator_end_to_end() -> None:
         result = cloud.launch(spec, seen.append)
         assert result.ok and seen == list(result.attempts)
         assert [a.availability_zone for a in seen] == ["us-east-1a", "us-east-1b"]
-        last = console.actions.recent()[-1]
+        last = console.services.actions.recent()[-1]
         assert last.ok and last.request.kind is ActionKind.LAUNCH and last.request.target == "p5.48xlarge"
         assert result.instances[0].instance_id in last.message and "us-east-1b" in last.message
 
         iid = result.instances[0].instance_id
         done = cloud.perform(ActionRequest(ActionKind.TERMINATE, iid, "us-east-1", confirmation=iid))
-        assert done.ok and console.actions.recent()[-1] is done
+        assert done.ok and console.services.actions.recent()[-1] is done
     finally:
         console.close()

@@ -208,7 +208,7 @@ async def test_no_capacity_in_the_chosen_zone_falls_back_to_another():
 
 async def test_dry_run_failure_keeps_launch_disabled_until_the_request_changes(monkeypatch):
     console = demo_console()
-    backend = console.cloud.backend
+    backend = console.services.cloud.backend
     listed = backend.key_pairs
     # A key pair deleted after it was listed: the dry run is the first to notice.
     monkeypatch.setattr(backend, "key_pairs", lambda region: (*listed(region), KeyPair("retired-laptop", "rsa")))
@@ -333,7 +333,7 @@ async def test_price_step_stays_usable_when_the_cloud_cannot_say_where(monkeypat
     from gpuconsole.backends.base import BackendError
 
     console = demo_console()
-    backend = console.cloud.backend
+    backend = console.services.cloud.backend
 
     def refuse(*_args, **_kwargs):
         raise BackendError("RequestLimitExceeded: Request limit exceeded.")

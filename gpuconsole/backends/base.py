@@ -1,21 +1,25 @@
-"""The three interfaces every backend implements, with capability flags and typed errors.
+"""The three interfaces every backend implements, the optional features some have, typed errors.
 
 A backend is a thin, stateless translator between one protocol and :mod:`gpuconsole.model`.
 It never imports ``gpuconsole.core`` or ``textual``; the Hub in ``core`` polls it in a worker
 thread with a timeout, so a backend may block, but must raise one of the errors below rather
-than anything protocol-specific.
+than anything protocol-specific. A feature only some backends have (billing reports, a GPU
+history, kubeconfig contexts, poll hints, …) is a ``runtime_checkable`` Protocol below, found
+with ``isinstance``: the core asks, it never probes for attribute names.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from gpuconsole.model import (
     CloudReading,
+    CostLine,
     GpuReading,
+    GpuSample,
     Instance,
     InstanceType,
     JobsReading,
@@ -26,6 +30,7 @@ from gpuconsole.model import (
     SecurityGroup,
     SpotPrice,
     Subnet,
+    Volume,
     Workload,
 )
 
@@ -253,4 +258,160 @@ class JobControl(Protocol):
 
     def describe(self, kind: str, namespace: str, name: str) -> str:
         """The object as YAML, then its recent events (for a Job, its pods' too)."""
+        ...
+
+
+# ---------------------------------------------------------------------- optional features
+
+
+@runtime_checkable
+class IntervalHint(Protocol):
+    """A source polled no faster than ``min_interval`` seconds (a rate-limited cloud API)."""
+
+    min_interval: float
+
+
+@runtime_checkable
+class TimeoutHint(Protocol):
+    """A source whose poll may take up to ``poll_timeout`` seconds (many regions, first lists)."""
+
+    poll_timeout: float
+
+
+@runtime_checkable
+class SetupHint(Protocol):
+    """A source nobody has set up: ``reason`` says what is missing, ``hint`` how to set it up."""
+
+    reason: str
+    hint: str
+
+
+@runtime_checkable
+class BillingReports(Protocol):
+    """A cloud that reports its billed spend (Cost Explorer)."""
+
+    name: str
+
+    def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
+        """Billed spend between ``start`` and ``end``, per tag value of ``group_by_tag``."""
+        ...
+
+
+@runtime_checkable
+class ResourceCosts(Protocol):
+    """A cloud that bills per resource and says so: ``(resource id, UTC day, dollars)`` rows."""
+
+    def resource_costs(self, start: float, end: float) -> tuple[tuple[str, str, float], ...]:
+        ...
+
+
+@runtime_checkable
+class GpuHistory(Protocol):
+    """A GPU source that keeps its own history (Prometheus: ``query_range``), where its
+    capabilities include :attr:`Capability.HISTORY`."""
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    def history(self, uuid: str, since: float, until: float, step: float) -> tuple[GpuSample, ...]:
+        ...
+
+
+@runtime_checkable
+class InstanceHistory(Protocol):
+    """A cloud that can say when an instance ran: ``(time, running)`` changes (CloudTrail)."""
+
+    def instance_history(self, region: str, instance_id: str, since: float,
+                         until: float) -> tuple[tuple[float, bool], ...]:
+        ...
+
+
+@runtime_checkable
+class VolumeListing(Protocol):
+    """A cloud whose block volumes bill on their own (EBS), listed per region."""
+
+    def volumes(self, region: str) -> tuple[Volume, ...]:
+        ...
+
+
+@runtime_checkable
+class Regional(Protocol):
+    """A cloud that watches a known set of regions."""
+
+    regions: tuple[str, ...]
+
+
+@runtime_checkable
+class CredentialSwitching(Protocol):
+    """A cloud that can make its calls with other credentials (a role session of ``[aws.roles]``)."""
+
+    def use_credentials(self, refresh: Callable[[], dict[str, str]] | None) -> None:
+        ...
+
+
+@runtime_checkable
+class NamedProfile(Protocol):
+    """A cloud that uses a named credentials profile (``None``: the default chain)."""
+
+    profile: str | None
+
+
+@runtime_checkable
+class AccessKeys(Protocol):
+    """A cloud that lists the login's access keys: ``(key id, created, active, used recently)``."""
+
+    def access_keys(self) -> tuple[tuple[str, float, bool, bool], ...]:
+        ...
+
+
+@runtime_checkable
+class KubeconfigContexts(Protocol):
+    """A job source that reads a kubeconfig: which file, which context, which namespaces.
+
+    Such a source can be rebuilt for another context of the same file (like ``kubectl config
+    use-context``); the registry lists the contexts and builds the new source.
+    """
+
+    name: str
+    kubeconfig: str | None
+    context: str | None
+    namespaces: tuple[str, ...]
+
+
+@runtime_checkable
+class OffersJobControl(Protocol):
+    """A job source whose changes go through a :class:`JobControl` of its own (same API client)."""
+
+    job_control: JobControl
+
+
+@runtime_checkable
+class AccessReview(Protocol):
+    """A job control that asks the cluster what the credentials may do (SelfSubjectAccessReview)."""
+
+    def review(self, verb: str, namespace: str) -> tuple[bool, str]:
+        ...
+
+
+@runtime_checkable
+class CronJobSuspension(Protocol):
+    """A job source that suspends a CronJob by its uid (the simulator)."""
+
+    def suspend_cronjob(self, uid: str, suspended: bool = True) -> object:
+        ...
+
+
+@runtime_checkable
+class Lease(Protocol):
+    """Leadership shared by the replicas of one cluster (a ``coordination.k8s.io`` Lease)."""
+
+    identity: str
+
+    def acquire(self) -> bool:
+        ...
+
+    def holder(self) -> str:
+        ...
+
+    def release(self) -> None:
         ...

@@ -58,7 +58,7 @@ def record_history(console: Console, clock: FrozenClock, seconds: int) -> None:
     """Run the world ``seconds`` seconds forward, storing every GPU reading as the Hub would."""
     if console.store is None:
         raise ValueError("recording history needs a console with a Store")
-    source = console.hub.runners[SourceKind.GPUS].source
+    source = console.source(SourceKind.GPUS)
     for _ in range(seconds):
         clock.advance(1)
         reading = source.poll_gpus()
@@ -70,6 +70,5 @@ def run_autopilot(console: Console, clock: FrozenClock, seconds: int, step: int 
     ``step`` seconds, so the demo's rules have decided and acted before the first frame."""
     for _ in range(0, seconds, step):
         clock.advance(step)
-        for runner in console.hub.runners.values():
-            runner.run_once(runner._poll_fn())
-        console.services.autopilot.tick(console._compose())
+        console.hub.poll_once()
+        console.services.autopilot.tick(console.compose())

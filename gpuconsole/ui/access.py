@@ -21,6 +21,12 @@ def principal_of(app: Any) -> Principal | None:
     return getattr(app, "access_principal", None)
 
 
+def services_of(app: Any) -> Any:
+    """The services of ``app``'s console, or None before the console is built."""
+    core = getattr(app, "core", None)
+    return core.services if core is not None else None
+
+
 def why_not(app: Any, kind: ActionKind, namespace: str | None = None) -> str | None:
     """Why the user of ``app`` may not run ``kind`` (in ``namespace``), or None: the local rules
     first, then what the cluster answered for that namespace (only once it was asked).
@@ -29,8 +35,8 @@ def why_not(app: Any, kind: ActionKind, namespace: str | None = None) -> str | N
     allows stays enabled.
     """
     principal = principal_of(app)
-    core = getattr(app, "core", None)
-    guard = getattr(core, "guard", None)
+    services = services_of(app)
+    guard = services.guard if services is not None else None
     if principal is None or guard is None:
         return None
     if namespace is None and principal.namespaces:
@@ -39,15 +45,15 @@ def why_not(app: Any, kind: ActionKind, namespace: str | None = None) -> str | N
     local = denial(principal, ActionRequest(kind, namespace or "-", params=params), read_only=guard.read_only)
     if local is not None or not namespace:
         return local
-    rbac = getattr(core, "rbac", None)  # the cluster's own answer, where one was asked for
-    return rbac.why_not(kind, namespace) if rbac is not None else None
+    return services.rbac.why_not(kind, namespace)  # the cluster's own answer, where one was asked for
 
 
 def identity_text(app: Any) -> str:
     """``ada · admin``, ``dev · developer (team-nlp)``, ``READ-ONLY``… for the top bar; empty for
     a fresh install without a users table (the OS user acts as admin)."""
     principal = principal_of(app)
-    guard = getattr(getattr(app, "core", None), "guard", None)
+    services = services_of(app)
+    guard = services.guard if services is not None else None
     parts = []
     if principal is not None and principal.managed:
         role = principal.role_text

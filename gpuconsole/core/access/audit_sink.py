@@ -362,9 +362,9 @@ def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, 
     host = host or socket.gethostname()
     login = login or login_name()
     if settings.log_group and settings.region:
-        from gpuconsole.backends.aws import CloudWatchAuditStore
+        from gpuconsole.backends.registry import cloudwatch_audit_store
 
-        store = CloudWatchAuditStore(settings.log_group, settings.region, profile=settings.profile)
+        store = cloudwatch_audit_store(settings.log_group, settings.region, profile=settings.profile)
         queue = audit.path.with_name(audit.path.name + ".cloudwatch-queue")
         audit.sinks.append(CloudWatchSink(store, settings.stream or host, queue, host=host, login=login))
     if settings.syslog:

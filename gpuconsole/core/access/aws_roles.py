@@ -35,7 +35,13 @@ from typing import Annotated, Any
 
 import msgspec
 
-from gpuconsole.backends.base import BackendError, BackendPermissionDenied, BackendUnavailable
+from gpuconsole.backends.base import (
+    BackendError,
+    BackendPermissionDenied,
+    BackendUnavailable,
+    CredentialSwitching,
+    NamedProfile,
+)
 from gpuconsole.core.access.site import site_table
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.config_decode import TableError, decode_table
@@ -281,9 +287,9 @@ def attach_aws_roles(cloud: object | None, guard: Any, config_path: Path | str |
 
     A broken table stops every AWS call (fail closed) rather than using the login's own keys.
     """
-    use = getattr(cloud, "use_credentials", None)
-    if not callable(use):
+    if not isinstance(cloud, CredentialSwitching):
         return None
+    use = cloud.use_credentials
     try:
         settings = load_aws_roles(config_path)
     except ConfigError as exc:
@@ -291,9 +297,10 @@ def attach_aws_roles(cloud: object | None, guard: Any, config_path: Path | str |
         return None
     if settings is None:
         return None
-    from gpuconsole.backends.aws import StsCalls
+    from gpuconsole.backends.registry import sts_calls
 
-    sessions = AwsRoleSessions(settings, lambda: guard.principal.role, StsCalls(getattr(cloud, "profile", None)))
+    profile = cloud.profile if isinstance(cloud, NamedProfile) else None
+    sessions = AwsRoleSessions(settings, lambda: guard.principal.role, sts_calls(profile))
     use(sessions.refresh)
     guard.aws_roles = sessions
     return sessions

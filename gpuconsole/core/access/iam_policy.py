@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconsole.backends.aws import MANAGED_TAG
+from gpuconsole.backends.registry import managed_tag
 
-TAG_KEY, TAG_VALUE = MANAGED_TAG  # what every launch tags its instances and volumes with
+TAG_KEY, TAG_VALUE = managed_tag()  # what every launch tags its instances and volumes with
 ACCOUNT_PLACEHOLDER = "ACCOUNT_ID"
 TERRAFORM_ACCOUNT = "${data.aws_caller_identity.current.account_id}"
 MFA_MAX_AGE_S = 3600

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gpuconsole.backends.base import BackendError
+from gpuconsole.backends.base import AccessKeys, BackendError, KubeconfigContexts
 from gpuconsole.model import Alert, Instance, InstanceState, Severity
 
 log = logging.getLogger(__name__)
@@ -120,18 +120,16 @@ class KeyHygiene:
 
     def _credentials(self, now: float) -> list[Alert]:
         alerts: list[Alert] = []
-        keys = getattr(self.cloud, "access_keys", None)
-        if callable(keys):
+        if isinstance(self.cloud, AccessKeys):
             try:
-                alerts += aws_key_alerts(keys(), now)
+                alerts += aws_key_alerts(self.cloud.access_keys(), now)
             except BackendError as exc:
                 log.info("access key age not checked: %s", exc)
-        if self.jobs is not None and getattr(self.jobs, "name", "").startswith("kube"):
-            from gpuconsole.backends.kube import credential_expiries
+        if isinstance(self.jobs, KubeconfigContexts) and self.jobs.name.startswith("kube"):
+            from gpuconsole.backends.registry import credential_expiries
 
             try:
-                alerts += expiry_alerts(credential_expiries(getattr(self.jobs, "kubeconfig", None),
-                                                            getattr(self.jobs, "context", None)), now)
+                alerts += expiry_alerts(credential_expiries(self.jobs.kubeconfig, self.jobs.context), now)
             except BackendError as exc:
                 log.info("kubeconfig expiry not checked: %s", exc)
         return alerts

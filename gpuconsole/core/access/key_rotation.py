@@ -150,9 +150,9 @@ def iam_keys_for(profile: str | None) -> Callable[[str, str], Any]:
     """The IAM calls of ``profile``'s region and endpoint, signed with a given key pair."""
 
     def make(key_id: str, secret: str) -> Any:
-        from gpuconsole.backends.aws import IamKeys
+        from gpuconsole.backends.registry import iam_keys
 
-        return IamKeys(profile, key_id, secret)
+        return iam_keys(profile, key_id, secret)
 
     return make
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, one_line
+from gpuconsole.backends.base import AccessReview, BackendError, one_line
 from gpuconsole.core.ops.actions import ActionKind
 
 CACHE_S = 60.0
@@ -97,12 +97,11 @@ class ClusterPermissions:
         if kept is not None:
             return kept
         control = self._control()
-        review = getattr(control, "review", None)
-        if review is None:
+        if not isinstance(control, AccessReview):
             answer = ClusterAnswer(None, NO_RBAC, self.clock())
         else:
             try:
-                allowed, reason = review(verb, namespace)
+                allowed, reason = control.review(verb, namespace)
                 answer = ClusterAnswer(bool(allowed), str(reason), self.clock())
             except BackendError as exc:
                 answer = ClusterAnswer(None, f"could not ask the cluster: {one_line(exc)}", self.clock())
@@ -131,9 +130,9 @@ def job_permissions(namespace: str, kubeconfig: str | None = None,
     """What the kubeconfig's user may do to the jobs of ``namespace``, for a command that has no
     console (``access whoami``): :meth:`ClusterPermissions.job_permissions` over a connection of
     its own, closed afterwards. Without a cluster every verb is ``None`` with the reason."""
-    from gpuconsole.backends.kube import KubeJobs  # the kubernetes client is imported only here
+    from gpuconsole.backends.registry import cluster_session  # the kubernetes client is imported only here
 
-    source = KubeJobs(kubeconfig, context, watch=False)
+    source = cluster_session(kubeconfig, context)
     try:
         return ClusterPermissions(lambda: source.job_control).job_permissions(namespace)
     finally:

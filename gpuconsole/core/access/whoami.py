@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuconsole.backends import tls
-from gpuconsole.backends.base import BackendError, BackendTimeout, BackendUnavailable, one_line
+from gpuconsole.backends.base import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    CredentialSwitching,
+    JobBackend,
+    KubeconfigContexts,
+    NamedProfile,
+    SetupHint,
+    one_line,
+)
 from gpuconsole.core.access.aws_roles import AwsRoleSessions, os_login
 from gpuconsole.core.access.rbac import ClusterPermissions, job_permissions
 from gpuconsole.core.ops.actions import ActionKind
@@ -69,7 +79,8 @@ def aws_section(ctx: WhoamiContext) -> dict[str, Any]:
     if ctx.sts is None:
         return {"configured": False, "missing": ["configure AWS credentials (aws configure, or AWS_PROFILE) "
                                                  "and a region"]}
-    section: dict[str, Any] = {"configured": True, "profile": getattr(ctx.cloud, "profile", None) or "default chain",
+    profile = ctx.cloud.profile if isinstance(ctx.cloud, NamedProfile) else None
+    section: dict[str, Any] = {"configured": True, "profile": profile or "default chain",
                                "missing": []}
     try:
         me = ctx.sts.caller_identity()
@@ -124,9 +135,9 @@ def kubernetes_section(ctx: WhoamiContext) -> dict[str, Any]:
     """The Kubernetes user (the cluster's name for it, else the kubeconfig's) and, per watched
     namespace, what RBAC lets it do to jobs."""
     jobs = ctx.jobs
-    if jobs is None or not hasattr(jobs, "kubeconfig"):
+    if not isinstance(jobs, KubeconfigContexts):
         return _no_cluster(jobs)
-    from gpuconsole.backends.kube import kubeconfig_user  # the kubernetes client is imported only here
+    from gpuconsole.backends.registry import kubeconfig_user  # the kubernetes client is imported only here
 
     try:
         names = kubeconfig_user(jobs.kubeconfig, jobs.context)
@@ -176,10 +187,10 @@ def _cluster_user(control: Any, kubeconfig_name: str) -> dict[str, Any]:
 
 def _no_cluster(jobs: Any) -> dict[str, Any]:
     """The section of a job source with no cluster: unconfigured (what to do), or simulated."""
-    if jobs is not None and hasattr(jobs, "hint"):
+    if isinstance(jobs, SetupHint):
         return {"configured": False, "problem": str(jobs.reason), "missing": [str(jobs.hint)]}
     if jobs is not None:
-        name = getattr(jobs, "name", "this")
+        name = str(jobs.name) if isinstance(jobs, JobBackend) else "this"
         return {"configured": False, "cluster": f"none: the {name} job source has no RBAC to ask", "missing": []}
     return {"configured": False, "problem": NO_CLUSTER,
             "missing": ["point KUBECONFIG at a kubeconfig, create ~/.kube/config, or pass --kubeconfig PATH"]}
@@ -226,13 +237,12 @@ def whoami(ctx: WhoamiContext) -> dict[str, dict[str, Any]]:
 
 def context_for(console: Any) -> WhoamiContext:
     """The context of a running console (its guard, sources and AWS role sessions)."""
-    runners = console.hub.runners
-    cloud = getattr(runners.get(SourceKind.CLOUD), "source", None)
-    jobs = getattr(runners.get(SourceKind.JOBS), "source", None)
-    roles = getattr(console, "aws_roles", None)
+    services = console.services
+    cloud, jobs = console.source(SourceKind.CLOUD), console.source(SourceKind.JOBS)
+    roles = services.aws_roles
     sts = roles.sts if roles is not None else None
-    if sts is None and callable(getattr(cloud, "use_credentials", None)):
-        from gpuconsole.backends.aws import StsCalls
+    if sts is None and isinstance(cloud, CredentialSwitching):
+        from gpuconsole.backends.registry import sts_calls
 
-        sts = StsCalls(getattr(cloud, "profile", None))
-    return WhoamiContext(console.guard, cloud, roles, sts, jobs, getattr(console, "rbac", None))
+        sts = sts_calls(cloud.profile if isinstance(cloud, NamedProfile) else None)
+    return WhoamiContext(services.guard, cloud, roles, sts, jobs, services.rbac)

@@ -43,17 +43,18 @@ def experiment_book(console: Console) -> ExperimentBook:
 
 
 def _make(console: Console) -> ExperimentBook:
-    user = console.guard.user or ""
+    services = console.services
+    user = services.guard.user or ""
     if console.demo:
         from gpuconsole.core.ops.experiments.demo import demo_book
 
-        return demo_book(console.actions, user, console.clock())[0]
+        return demo_book(services.actions, user, console.clock())[0]
 
     def read_jobs() -> tuple[Job, ...]:
         reading = console.hub.reading(SourceKind.JOBS)
         if reading is not None and console.options.sources.watch_jobs:
             return reading.jobs  # type: ignore[union-attr]
-        backend = console.jobs.backend
+        backend = console.services.jobs.backend
         return backend.poll_jobs().jobs if backend is not None else ()
 
     path = experiment_store_path(console)
@@ -61,4 +62,4 @@ def _make(console: Console) -> ExperimentBook:
         store = ExperimentStore(path)
     except (OSError, sqlite3.Error) as exc:
         raise ActionError(f"cannot open the experiments database at {path}: {exc}") from None
-    return ExperimentBook(store, console.jobs, read_jobs, owner=user, clock=console.clock)
+    return ExperimentBook(store, services.jobs, read_jobs, owner=user, clock=console.clock)

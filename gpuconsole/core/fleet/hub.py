@@ -1,8 +1,9 @@
 """The Hub: polls every source on its own interval, supervises failures, publishes snapshots.
 
-Each source gets a supervisor thread. A poll runs in a short-lived daemon thread so that a hung
-driver (an NVML call stuck in the kernel, a TCP connection that never answers) can be abandoned
-after its timeout without blocking the supervisor, the other sources, or interpreter exit.
+Each source gets a supervisor thread and one long-lived poll worker (a daemon thread): the
+supervisor hands each poll to the worker and waits at most the timeout, so a hung driver (an NVML
+call stuck in the kernel, a TCP connection that never answers) is abandoned without blocking the
+supervisor, the other sources, or interpreter exit; no poll is handed over while one still hangs.
 
 Status rules, shown by every pane next to the data they describe:
 
@@ -11,8 +12,9 @@ Status rules, shown by every pane next to the data they describe:
 * a poll that does not answer within the timeout → ``stale for N s``;
 * a backend that says it is not configured → ``unconfigured`` with its set-up hint.
 
-After a failure the next attempt waits ``interval × 2^failures`` (capped), so a broken endpoint
-is not hammered; the first success resets everything. Polls at the normal interval fall on the
+After a failure the next attempt waits ``interval × 2^failures`` (capped), less a random part of
+up to :attr:`PollPolicy.jitter` of it, so a broken endpoint is not hammered and consoles that
+failed together do not retry together; the first success resets everything. Polls at the normal interval fall on the
 interval's grid of the monotonic clock, so sources of the same interval poll together and the
 console composes their answers into one snapshot.
 """
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -58,6 +62,51 @@ class PollPolicy:
     timeout: float = 5.0
     max_backoff: float = 30.0
     unconfigured_retry: float = 60.0
+    jitter: float = 0.25  # a backoff is shortened by a random fraction of it, up to this
+
+
+class PollWorker:
+    """One long-lived daemon thread that runs the polls of one source, one at a time.
+
+    :meth:`submit` hands a call over and returns an event set when it has finished; the caller
+    waits on it with its own timeout, and may walk away from a call that hangs (the worker is
+    then busy until the call returns, and :attr:`busy` says so).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = \
+            queue.SimpleQueue()
+        self._busy = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a call handed over has not finished yet."""
+        return self._busy.is_set()
+
+    def submit(self, call: Callable[[], Any]) -> tuple[dict[str, Any], threading.Event]:
+        """Run ``call`` on the worker; its ``reading`` or ``error`` lands in the box returned."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+        self._busy.set()
+        self._calls.put((call, box, done))
+        return box, done
+
+    def close(self) -> None:
+        """End the worker once the call it runs (if any) returns."""
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            call, box, done = item
+            try:
+                box["reading"] = call()
+            except BaseException as exc:  # noqa: BLE001 - every failure becomes a status
+                box["error"] = exc
+            finally:
+                self._busy.clear()
+                done.set()
 
 
 class _Runner:
@@ -70,6 +119,7 @@ class _Runner:
         policy: PollPolicy,
         clock: Callable[[], float],
         on_result: Callable[[_Runner], None],
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self.kind = kind
         self.source = source
@@ -84,7 +134,8 @@ class _Runner:
         self.lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._inflight: threading.Thread | None = None
+        self._rand = rand
+        self._worker: PollWorker | None = None  # started with the first poll
         self._inflight_since = 0.0
         self._thread = threading.Thread(target=self._loop, name=f"hub-{kind.value}", daemon=True)
 
@@ -95,6 +146,8 @@ class _Runner:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        if self._worker is not None:
+            self._worker.close()
 
     def poke(self) -> None:
         """Poll now instead of waiting for the next interval (user pressed refresh)."""
@@ -137,31 +190,19 @@ class _Runner:
 
     def run_once(self, poll: Callable[[], Reading]) -> float:
         """One supervised poll. Returns the delay before the next one."""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def call() -> None:
-            try:
-                box["reading"] = poll()
-            except BaseException as exc:  # noqa: BLE001 - every failure becomes a status
-                box["error"] = exc
-            finally:
-                done.set()
-
-        if self._inflight is not None and self._inflight.is_alive():
-            # The previous call is still hung: do not pile up threads behind it.
+        if self._worker is None:
+            self._worker = PollWorker(f"poll-{self.kind.value}")
+        elif self._worker.busy:
+            # The previous call is still hung: nothing more is handed to the worker behind it.
             self._mark_stale(f"no answer for {self.clock() - self._inflight_since:.0f} s")
             return self.policy.interval
         t0 = time.monotonic()
         self._inflight_since = self.clock()
-        thread = threading.Thread(target=call, name=f"poll-{self.kind.value}", daemon=True)
-        self._inflight = thread
-        thread.start()
+        box, done = self._worker.submit(poll)
         if not done.wait(self.policy.timeout):
             self.failures += 1
             self._mark_stale(f"no answer in {self.policy.timeout:g} s")
             return self._backoff()
-        self._inflight = None
         latency = time.monotonic() - t0
         error = box.get("error")
         if error is None:
@@ -200,7 +241,10 @@ class _Runner:
             self.polls += 1
 
     def _backoff(self) -> float:
-        return min(self.policy.interval * (2 ** min(self.failures, 10)), self.policy.max_backoff)
+        """``interval × 2^failures`` capped at ``max_backoff``, shortened by a random part of up
+        to ``jitter`` of it (never longer than the cap)."""
+        delay = min(self.policy.interval * (2 ** min(self.failures, 10)), self.policy.max_backoff)
+        return delay * (1.0 - self.policy.jitter * self._rand())
 
 
 def _one_line(error: BaseException) -> str:
@@ -218,6 +262,7 @@ class Hub:
             the Console composes the snapshot and posts it to the UI.
         policies: poll interval/timeout per kind (defaults: 1 s / 5 s).
         clock: wall clock, injectable for tests.
+        rand: the random numbers in [0, 1) of the backoff's jitter (seeded in tests).
     """
 
     def __init__(
@@ -226,11 +271,13 @@ class Hub:
         on_update: Callable[[SourceKind], None],
         policies: dict[SourceKind, PollPolicy] | None = None,
         clock: Callable[[], float] = time.time,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self._on_update = on_update
+        self._rand = rand
         policies = policies or {}
         self.runners: dict[SourceKind, _Runner] = {
-            kind: _Runner(kind, source, policies.get(kind, PollPolicy()), clock, self._result)
+            kind: _Runner(kind, source, policies.get(kind, PollPolicy()), clock, self._result, rand)
             for kind, source in sources.items()
         }
         self._started = False
@@ -249,6 +296,12 @@ class Hub:
         for runner in self.runners.values():
             runner.poke()
 
+    def poll_once(self) -> None:
+        """One supervised poll of every source, on the caller's thread (no supervisor): for a
+        command, a benchmark or a test that steps the world itself."""
+        for runner in self.runners.values():
+            runner.run_once(runner._poll_fn())
+
     def stop(self, timeout: float = 1.0) -> None:
         """Stop polling and close the sources. Never blocks longer than ``timeout`` per source."""
         for runner in self.runners.values():
@@ -264,7 +317,7 @@ class Hub:
         stopped and closed in the background, so a hung one never holds the caller."""
         old = self.runners.get(kind)
         runner = _Runner(kind, source, policy or (old.policy if old else PollPolicy()), old.clock if old else time.time,
-                         self._result)
+                         self._result, self._rand)
         self.runners[kind] = runner
         if old is not None:
             old.stop()

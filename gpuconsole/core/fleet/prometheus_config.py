@@ -24,13 +24,16 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from gpuconsole.backends.prometheus import PrometheusSettings
+from gpuconsole.backends.registry import prometheus_settings
 from gpuconsole.core.config import ConfigError, config_path
 from gpuconsole.core.config_decode import TableError, decode_table, fields_of
+
+if TYPE_CHECKING:
+    from gpuconsole.backends.registry import PrometheusSettings
 
 TABLE = "prometheus"
 _Text = Annotated[str, msgspec.Meta(min_length=1)]
@@ -101,7 +104,7 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
         if given:
             raise ValueError(f"--prometheus-{_FLAGS.get(next(iter(given)), next(iter(given)))} needs --prometheus URL")
         return None
-    settings = PrometheusSettings(
+    settings = prometheus_settings(
         url=str(merged["url"]),
         token_file=_path(merged.get("token_file")),
         username=merged.get("username"),

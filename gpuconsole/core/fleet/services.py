@@ -1,7 +1,8 @@
 """The console's collaborators as one frozen set: what the UI and the command line act through.
 
-A :class:`Services` is built once per world (start-up, the switch to the demo, a new Kubernetes
-context); the Console hands out the current one as :attr:`Console.services`.
+A :class:`Services` is built once per world by :func:`gpuconsole.core.fleet.wiring.build_services`
+(start-up, the switch to the demo; a new Kubernetes context replaces the job operations); the
+Console hands out the current one as :attr:`Console.services`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ if TYPE_CHECKING:
     from gpuconsole.core.access.aws_roles import AwsRoleSessions
     from gpuconsole.core.access.guard import Guard
     from gpuconsole.core.access.rbac import ClusterPermissions
+    from gpuconsole.core.fleet.cron_memo import CronCostMemo
+    from gpuconsole.core.money.idle import IdleTracker
     from gpuconsole.core.money.cost_explorer import CostExplorer
     from gpuconsole.core.ops.actions import ActionLog
     from gpuconsole.core.ops.autopilot.service import AutopilotService
@@ -38,6 +41,8 @@ class Services:
         aws_roles: the AWS role sessions when ``[aws.roles]`` is set (else None).
         clock: the console's clock (frozen in tests and screenshots).
         demo: whether this is the simulated world.
+        idle: how long each GPU has been idle while billed (kept between snapshots).
+        cron_costs: the schedules' monthly costs, kept until a reading or the budgets change.
     """
 
     guard: Guard
@@ -52,3 +57,5 @@ class Services:
     aws_roles: AwsRoleSessions | None
     clock: Callable[[], float]
     demo: bool
+    idle: IdleTracker
+    cron_costs: CronCostMemo

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from gpuconsole.backends.base import BillingReports, ResourceCosts
 from gpuconsole.core.money.costs import month_start
 from gpuconsole.core.money.periods import RESOURCE_DAYS
 from gpuconsole.model import CostLine, from_jsonable, to_jsonable
@@ -33,10 +34,7 @@ ResourceRow = tuple[str, str, float]  # resource id, UTC day ("2026-11-30"), dol
 ResourceAnswer = tuple[tuple[ResourceRow, ...], float]  # rows, fetched at
 
 
-class CostSource(Protocol):
-    """A cloud that reports billed spend (:meth:`gpuconsole.backends.aws.source.AwsCloud.cost_and_usage`)."""
-
-    def cost_and_usage(self, start: float, end: float, group_by_tag: str | None) -> tuple[CostLine, ...]: ...
+CostSource = BillingReports  # a cloud that reports billed spend
 
 
 class SettingsStore(Protocol):
@@ -178,7 +176,7 @@ class CostExplorer:
         with self._lock:
             now = self._count_a_call()
             start = now - min(days, RESOURCE_DAYS) * 86400.0
-            rows = tuple(self.provider.resource_costs(start, now))  # type: ignore[attr-defined]
+            rows = tuple(self.provider.resource_costs(start, now)) if isinstance(self.provider, ResourceCosts) else ()
             fetched = self.clock()
             self._set(self._resources_key, {"rows": [list(r) for r in rows], "fetched_at": fetched})
             return rows, fetched
@@ -197,7 +195,7 @@ class CostExplorer:
     def resources_due(self) -> bool:
         """Whether the per-resource answer is missing or from before today (UTC), with a call left
         and a provider that has the call."""
-        if not hasattr(self.provider, "resource_costs") or self.calls_left() <= 0:
+        if not isinstance(self.provider, ResourceCosts) or self.calls_left() <= 0:
             return False
         answer = self.resources()
         return answer is None or _day(answer[1]) != _day(self.clock())

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpuconsole.backends.base import BackendError
+from gpuconsole.backends.base import BackendError, CronJobSuspension
 from gpuconsole.core.ops.actions import (
     AUTOMATIC_PREFIX,
     ActionError,
@@ -126,12 +126,10 @@ def suspend_cronjob(uid: str, confirmation: str, params: tuple[tuple[str, str], 
         ActionError: refused, or the backend failed or cannot suspend CronJobs (one line).
     """
     backend = jobs()
-    suspend = getattr(backend, "suspend_cronjob", None)
-
     def do() -> str:
-        if suspend is None:
+        if not isinstance(backend, CronJobSuspension):
             raise BackendError("the job backend cannot suspend CronJobs")
-        suspend(uid, True)
+        backend.suspend_cronjob(uid, True)
         return f"suspended CronJob {uid}"
 
     run_action(ActionRequest(ActionKind.SUSPEND_CRONJOB, uid, confirmation=confirmation, params=params),

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from msgspec.structs import replace
 
-from gpuconsole.backends.base import BackendError, Provisioner
+from gpuconsole.backends.base import BackendError, InstanceHistory, Provisioner, Regional, VolumeListing
 from gpuconsole.core.money.catalog import Catalog, CatalogService, bundled_catalog
 from gpuconsole.core.money.costs import spent_by
 from gpuconsole.core.money.run_history import RunBook
@@ -77,7 +77,7 @@ class CloudOps:
         self._service: CatalogService | None = None
         self._lock = threading.Lock()
         self._catalog: Catalog | None = None
-        self.runs = RunBook(backend if hasattr(backend, "instance_history") else None, store)
+        self.runs = RunBook(backend if isinstance(backend, InstanceHistory) else None, store)
         self.volumes: tuple[Volume, ...] = ()  # the watched regions' EBS volumes, attached or not
         self._volumes_at = float("-inf")
         self._history_worker: threading.Thread | None = None
@@ -260,10 +260,11 @@ class CloudOps:
             if self.runs.needs_trail(inst):
                 self.runs.load_trail(inst, now)
         self._load_spot_series(instances)
-        if now - self._volumes_at < VOLUMES_EVERY_S or not hasattr(self.backend, "volumes"):
+        if now - self._volumes_at < VOLUMES_EVERY_S or not isinstance(self.backend, VolumeListing):
             return
         self._volumes_at = now
-        regions = sorted({i.region for i in instances} | set(getattr(self.backend, "regions", ()) or ()))
+        watched = self.backend.regions if isinstance(self.backend, Regional) else ()
+        regions = sorted({i.region for i in instances} | set(watched or ()))
         found: list[Volume] = []
         for region in regions:
             try:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from gpuconsole.backends.base import BackendError, JobControl
+from gpuconsole.backends.base import BackendError, JobControl, OffersJobControl
 from gpuconsole.core.ops import manifests as jobspec
 from gpuconsole.core.ops.actions import (
     ActionError,
@@ -43,7 +43,7 @@ def control_of(backend: Any) -> JobControl | None:
     """The :class:`JobControl` of a job source, if it has one."""
     if isinstance(backend, JobControl):
         return backend
-    control = getattr(backend, "job_control", None)
+    control = backend.job_control if isinstance(backend, OffersJobControl) else None
     return control if isinstance(control, JobControl) else None
 
 

@@ -8,6 +8,7 @@ the core, rather than in the AWS backend that builds them.
 
 from __future__ import annotations
 
-from gpuconsole.backends.aws import request_json, terraform_block
+from gpuconsole.backends.registry import launch_request_json as request_json
+from gpuconsole.backends.registry import launch_terraform_block as terraform_block
 
 __all__ = ["request_json", "terraform_block"]

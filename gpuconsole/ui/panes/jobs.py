@@ -326,7 +326,8 @@ class JobsPane(Pane):
         """Also ask the cluster what it allows in the selected row's namespace, once a minute at
         most (in a worker); its answer dims the keys it would refuse."""
         chosen = self.selected()
-        rbac = getattr(getattr(self.app, "core", None), "rbac", None)
+        core = getattr(self.app, "core", None)
+        rbac = core.services.rbac if core is not None else None
         if chosen is not None and rbac is not None:
             namespace = chosen[1].namespace
             if namespace not in self._asking and rbac.needs_asking(namespace):

@@ -97,11 +97,11 @@ def leadership_for(job_backend: object, namespace: str, lock_path: Path, *, iden
                    lease_s: int = 15) -> Leadership:
     """The Lease ``gpuconsole-autopilot`` in ``namespace`` when the jobs come from a cluster,
     else the file lock at ``lock_path`` (one host)."""
-    from gpuconsole.backends.kube import KubeJobs, KubeLease
+    from gpuconsole.backends.registry import lease_for
 
-    if isinstance(job_backend, KubeJobs):
-        lease: Leadership = KubeLease(job_backend, namespace, LEASE_NAME, identity or default_identity(), lease_s=lease_s)
-        return lease
+    lease = lease_for(job_backend, namespace, LEASE_NAME, identity or default_identity(), lease_s=lease_s)
+    if lease is not None:
+        return lease  # type: ignore[return-value]  # a Lease is a Leadership of the cluster
     return FileLeadership(lock_path, identity)
 
 

@@ -8,7 +8,7 @@ opens goes through the console's job path, with its role checks and audit.
 
 from __future__ import annotations
 
-from gpuconsole.backends.sim import SimBench
+from gpuconsole.backends.registry import sim_bench
 from gpuconsole.core.ops.actions import ActionLog
 from gpuconsole.core.ops.experiments.book import ExperimentBook
 from gpuconsole.core.ops.experiments.spec import parse_text
@@ -82,7 +82,7 @@ RUNNING_DONE = 5  # results the running experiment has when the demo opens
 
 def demo_book(actions: ActionLog, owner: str, now: float) -> tuple[ExperimentBook, SimBench]:
     """A book on a fresh bench with the seeded experiments; later runs use ``actions``."""
-    bench = SimBench(seed=SEED, start=round(now - HISTORY_S))
+    bench = sim_bench(SEED, round(now - HISTORY_S))
     store = ExperimentStore(":memory:")
     past = JobOps(bench, bench.clock, ActionLog())
     book = ExperimentBook(store, past, lambda: bench.poll_jobs().jobs, owner="demo", clock=bench.clock,
