@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from textual.app import App, ComposeResult
 
-from gpuconsole.ui.widgets.live_table import right, text
+from gpuconsole.ui.widgets.cells import right, text
 from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
 
 COLUMNS = [("NAME", "name", 12), ("GPUS", "gpus", 4), ("REASON", "reason", None)]

@@ -29,7 +29,8 @@ from gpuconsole.model import FleetSnapshot
 from gpuconsole.ui.format import money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+from gpuconsole.ui.widgets.cells import Row, right, text
+from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.widgets.text_view import TextView
 
 COLUMNS = [

@@ -16,7 +16,8 @@ from gpuconsole.model import AutopilotRuleStatus, FleetSnapshot, SourceKind
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.screens.rule_form import RuleForm
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, text
+from gpuconsole.ui.widgets.cells import Row, text
+from gpuconsole.ui.widgets.live_table import LiveTable
 
 COLUMNS = [
     ("RULE", "name", 12),

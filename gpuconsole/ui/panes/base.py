@@ -19,11 +19,10 @@ from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, SourceKind, SourceState, SourceStatus
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.focus import focus_now
-from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.widgets.text_view import TextView
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
-TABLES = "LiveTable, VirtualTable"  # the selector of every table a pane may hold
+TABLES = "VirtualTable"  # the selector of every table a pane may hold (a LiveTable is one too)
 
 if TYPE_CHECKING:
     from gpuconsole.core.fleet.console import Console
@@ -189,9 +188,6 @@ class Pane(Vertical):
         self.render_snapshot(snap, palette)
         self.update_detail()
 
-    def on_data_table_row_highlighted(self, event: object) -> None:
-        self.update_detail()
-
     def on_virtual_table_row_highlighted(self, event: object) -> None:
         self.update_detail()
 
@@ -201,7 +197,7 @@ class Pane(Vertical):
         line = self.query_one(".row-detail", TextView)
         focused = self.app.focused
         tables = list(self.query(TABLES))
-        table = focused if isinstance(focused, (LiveTable, VirtualTable)) and focused in tables else None
+        table = focused if isinstance(focused, VirtualTable) and focused in tables else None
         if table is None:
             table = tables[0] if tables else None
         key = table.selected_key if table is not None else None

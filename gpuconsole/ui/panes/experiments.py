@@ -34,7 +34,8 @@ from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.experiment_chart import chart_text, dollars, number, progress_bar
 from gpuconsole.ui.widgets.focus import focus_now
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+from gpuconsole.ui.widgets.cells import Row, right, text
+from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.widgets.text_view import TextView
 
 if TYPE_CHECKING:  # SciPy loads with the first analysis, not with the app
@@ -196,12 +197,12 @@ class ExperimentsPane(Pane):
     def selected_arm(self) -> str | None:
         return self.query_one("#exp-arms", LiveTable).selected_key
 
-    def on_data_table_row_highlighted(self, event: Any) -> None:
+    def on_virtual_table_row_highlighted(self, event: Any) -> None:
         if getattr(event.data_table, "id", "") == "exp-table" and self.loaded is not None:
             name = self.selected_name()
             if name and name != self.loaded.selected:
                 self.load(name)
-        super().on_data_table_row_highlighted(event)
+        super().on_virtual_table_row_highlighted(event)
 
     @work(thread=True, exclusive=True, group="experiments-load", exit_on_error=False, description="read experiments")
     def load(self, selected: str) -> None:
@@ -265,7 +266,7 @@ class ExperimentsPane(Pane):
     def focus_body(self) -> None:
         focus_now(self.query_one("#exp-table", LiveTable))
 
-    def on_data_table_row_selected(self, event: Any) -> None:
+    def on_virtual_table_row_selected(self, event: Any) -> None:
         if getattr(event.data_table, "id", "") == "exp-table":
             focus_now(self.query_one("#exp-arms", LiveTable))
 

@@ -15,7 +15,7 @@ from rich.text import Text
 from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice
 from gpuconsole.ui.format import bar, short_model, short_node
 from gpuconsole.ui.palette import TEMPERATURE_THRESHOLDS, Palette
-from gpuconsole.ui.widgets.live_table import right, text
+from gpuconsole.ui.widgets.cells import right, text
 
 Thresholds = tuple[float, float]
 

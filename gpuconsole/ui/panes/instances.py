@@ -22,7 +22,8 @@ from gpuconsole.ui.format import age, money, short_model
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.screens.confirm import ConfirmScreen
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+from gpuconsole.ui.widgets.cells import Row, right, text
+from gpuconsole.ui.widgets.live_table import LiveTable
 
 COLUMNS = [
     ("TYPE", "type", 13),

@@ -20,7 +20,7 @@ from gpuconsole.ui.access import ask_mfa_then
 from gpuconsole.ui.format import age, bar, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.widgets.live_table import right, text
+from gpuconsole.ui.widgets.cells import right, text
 from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
 
 STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}

@@ -1,153 +1,88 @@
-"""A DataTable that follows a live, keyed row set without clear-and-refill.
+"""The keyed table drawn as Textual's ``DataTable`` draws: the small tables (instances, budgets,
+rules, experiments, audit, the wizards' types and zones).
 
-Each refresh hands the table the rows it should show, in order, keyed by a stable id (GPU
-UUID, job UID, instance id). The table removes rows that left, appends rows that arrived,
-updates only the cells whose text changed, reorders only when the order changed, and keeps the
-cursor on the same key. ``update_cell`` invalidates the table's render caches, so touching only
-changed cells is what keeps a 1 Hz refresh cheap.
+Only the drawing differs from :class:`VirtualTable`: each cell is rendered with its padding
+and its own style, the header is tinted while the table has the focus, a row's colour runs
+to the right edge, and a column without a width is as wide as its widest cell.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from rich.cells import cell_len
+from rich.padding import Padding
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.geometry import Size
+from textual.renderables.styled import Styled
+from textual.strip import Strip
 
-Cells = tuple[Any, ...]
-Row = tuple[str, Cells]
+from gpuconsole.ui.widgets.cells import Row
+from gpuconsole.ui.widgets.virtual_table import PADDING, VirtualTable
 
 
-class LiveTable(DataTable[Any]):
-    """Keyed rows, synced in place from a list of ``(key, cells)``."""
 
-    DEFAULT_CSS = """
-    LiveTable { height: 1fr; }
+class LiveTable(VirtualTable):
+    """Keyed rows, synced in place from a list of ``(key, cells)``; every row is drawn as
+    Textual's ``DataTable`` draws it."""
+
+    DEFAULT_CSS: ClassVar[str] = """
+    LiveTable {
+        max-height: 100%;
+        &:focus > .datatable--header { background-tint: $foreground 5%; }
+    }
     """
 
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
-        self._column_spec = list(columns)
-        self._shown: dict[str, Cells] = {}
-        self._order: list[str] = []
-
-    # DataTable binds home/end to scroll sideways in a row-cursor table (ctrl+home/ctrl+end move
-    # the cursor): in a short table nothing visibly moves and the next action hits the row that
-    # was selected before. Here, as in VirtualTable, they select the first and the last row.
-    def action_scroll_home(self) -> None:
-        self.action_scroll_top()
-
-    def action_scroll_end(self) -> None:
-        self.action_scroll_bottom()
-
-    def on_mount(self) -> None:
-        for label, key, width in self._column_spec:
-            self.add_column(label, key=key, width=width)
-
-    @property
-    def shown_keys(self) -> list[str]:
-        """Row keys in display order."""
-        return list(self._order)
-
-    @property
-    def selected_key(self) -> str | None:
-        if not self._order or self.cursor_row < 0 or self.cursor_row >= len(self._order):
-            return None
-        return self._order[self.cursor_row]
+        super().__init__(columns, **kwargs)
+        self._fitted: dict[int, int] = {}  # column index -> width of its widest cell (no width set)
 
     def sync(self, rows: Sequence[Row]) -> None:
-        """Show exactly ``rows`` (in this order), touching as little as possible."""
-        if not self.is_mounted or not self.columns:
-            return
-        selected = self.selected_key
-        wanted = {key: cells for key, cells in rows}
-        gone = [k for k in self._shown if k not in wanted]
-        for key in gone:
-            self.remove_row(key)
-            del self._shown[key]
-        arrived = changed = False
-        column_keys = [ColumnKey(spec[1]) for spec in self._column_spec]
-        data = self._data
-        for key, cells in rows:
-            old = self._shown.get(key)
-            if old is None:
-                self.add_row(*cells, key=key)
-                arrived = True
-            elif old != cells:
-                # What update_cell does, without a repaint request per cell: one for the batch.
-                row = data[RowKey(key)]
-                for column, before, after in zip(column_keys, old, cells, strict=True):
-                    if before != after:
-                        row[column] = after
-                        changed = True
-            self._shown[key] = cells
-        if changed:
-            self._update_count += 1
-            self.refresh()
-        order = [key for key, _ in rows]
-        # The table's own order is what we last set unless rows were added or removed.
-        current = self._current_order() if gone or arrived else self._order
-        if order != current:
-            self._reorder(order)
-        self._order = order
-        if selected is not None and selected in wanted:
-            index = order.index(selected)
-            if index != self.cursor_row:
-                self.move_cursor(row=index, animate=False, scroll=False)
+        """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its cells."""
+        for index, (label, _key, width) in enumerate(self._column_spec):
+            if width is None:
+                self._fitted[index] = max((_width_of(cells[index]) for _k, cells in rows), default=0)
+                self._fitted[index] = max(self._fitted[index], cell_len(label))
+        super().sync(rows)
 
-    def set_labels(self, labels: dict[str, str]) -> None:
-        """Rename columns by key (e.g. to mark the sort column); the widths stay as set."""
-        from textual.widgets._data_table import ColumnKey
+    def _update_virtual_size(self) -> None:
+        self._widths = [w if w is not None else self._fitted.get(i, len(label))
+                        for i, (label, _k, w) in enumerate(self._column_spec)]
+        self._set_virtual_size(Size(sum(self._widths) + 2 * PADDING * len(self._widths), len(self._keys) + 1))
 
-        changed = False
-        for key, label in labels.items():
-            column = self.columns.get(ColumnKey(key))
-            if column is not None and column.label.plain != label:
-                column.label = Text(label)
-                changed = True
-        if changed:
-            self._update_count += 1
-            self.refresh()
-
-    def _current_order(self) -> list[str]:
-        locations = self._row_locations
-        return [str(locations.get_key(i).value) for i in range(len(locations))]  # type: ignore[union-attr]
-
-    def _reorder(self, order: list[str]) -> None:
-        # The same bookkeeping DataTable.sort does, driven by our order instead of cell values.
-        from textual._two_way_dict import TwoWayDict
-        from textual.widgets._data_table import RowKey
-
-        self._row_locations = TwoWayDict({RowKey(key): index for index, key in enumerate(order)})
-        self._update_count += 1
-        self.refresh()
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if not self._widths:
+            self._update_virtual_size()
+        if y == 0:
+            row, style = -1, self.get_component_rich_style("datatable--header")
+            cells: Sequence[Any] = [Text(label) for label, _k, _w in self._column_spec]
+        else:
+            row, style = round(self.scroll_y) + y - 1, base
+            if row >= len(self._keys):
+                return Strip.blank(width, base)
+            cells = self._cells_of(self._keys[row])
+        over = self.get_component_rich_style("datatable--cursor") if row == self._cursor else Style()
+        post = Style.from_color(color=over.color) + Style.from_color(bgcolor=over.bgcolor)
+        console = self.app.console
+        segments: list[Segment] = []
+        for column, (cell, cell_width) in enumerate(zip(cells, self._widths, strict=False)):
+            options = self.app.console_options.update_dimensions(cell_width + 2 * PADDING, 1).update(no_wrap=True)
+            pre = style + Style.from_meta({"row": row, "column": column}) + over
+            content = cell if isinstance(cell, Text) else Text("" if cell is None else str(cell), end="")
+            segments.extend(console.render_lines(Styled(Padding(content, (0, PADDING)), pre_style=pre, post_style=post),
+                                                 options)[0])
+        table_width = sum(self._widths) + 2 * PADDING * len(self._widths)
+        extend = style + over + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
+        segments.append(Segment(" " * max(0, width - table_width), extend))
+        scroll_x = round(self.scroll_x)
+        return Strip(segments).crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
 
 
-def text(value: Any, style: Style | str | None = None, justify: str = "left") -> Text:
-    """A cell that is never parsed as markup (job names, reasons and tags are user data).
-
-    The style is applied as a span, so two cells with the same words but another colour compare
-    unequal and the table repaints them. Equal cells are one shared object (treat it as
-    read-only): a table of thousands of rows repeats the same node, model and value cells, and
-    comparing a row with its last cells then mostly compares identities.
-    """
-    try:
-        return _cell(str(value), style, justify)
-    except TypeError:  # an unhashable style
-        return _cell.__wrapped__(str(value), style, justify)
-
-
-@functools.lru_cache(maxsize=32768)
-def _cell(words: str, style: Style | str | None, justify: str) -> Text:
-    cell = Text(words, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
-    if style:
-        cell.stylize(style)
-    return cell
-
-
-def right(value: Any, style: Style | str | None = None) -> Text:
-    return text(value, style, "right")
+def _width_of(cell: Any) -> int:
+    words = cell.plain if isinstance(cell, Text) else str(cell)
+    return max((cell_len(line) for line in words.splitlines()), default=0)

@@ -1,15 +1,10 @@
-"""A table that draws only the rows on screen, for row sets of any size.
+"""The console's one keyed table: it holds the ordered row keys and a function that makes a
+row's cells, and draws only the rows on screen, so 100,000 rows cost one key each.
 
-:class:`LiveTable` (a ``DataTable``) holds every row as cells; at 10,000 jobs building and
-diffing those rows costs seconds and hundreds of megabytes. ``VirtualTable`` holds only the
-ordered row keys and a function that makes a row's cells, which it calls for the rows it draws
-(about one screen's worth per frame). Filtering or re-sorting 100,000 rows is then a list
-operation, and memory grows by one key per row.
-
-It keeps the parts of ``LiveTable``'s interface the panes use (``sync``, ``shown_keys``,
-``selected_key``, ``move_cursor``, ``get_cell``), keeps the cursor on its key when rows come
-and go, and draws with the ``datatable--header`` / ``datatable--cursor`` component classes so
-it looks like every other table in the console.
+Rows come and go by key, the cursor stays on its key, and ``RowHighlighted`` / ``RowSelected``
+say which key. :class:`~gpuconsole.ui.widgets.live_table.LiveTable` is the same table drawn as
+Textual's ``DataTable`` draws (the small tables); :class:`RowIndex` sorts and filters a
+snapshot's items for a big one.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gpuconsole.ui.widgets.live_table import Cells, Row
+from gpuconsole.ui.widgets.cells import Cells, Row
 
 CellsOf = Callable[[str], Cells]
 
@@ -102,6 +97,7 @@ class VirtualTable(ScrollView, can_focus=True):
     def show_rows(self, keys: Sequence[str], cells_of: CellsOf) -> None:
         """Show the rows ``keys`` in this order; ``cells_of(key)`` makes a row when it is drawn."""
         selected = self.selected_key
+        arrived = not self._keys and bool(keys)
         self._keys = keys if isinstance(keys, list) else list(keys)
         self._position = None
         self._cells_of = cells_of
@@ -111,11 +107,13 @@ class VirtualTable(ScrollView, can_focus=True):
             if index is not None:
                 cursor = index
         self._set_cursor(min(cursor, max(0, len(self._keys) - 1)), scroll=False, announce=cursor != self._cursor)
+        if arrived and cursor == self._cursor:  # the first rows: a row is highlighted now
+            self.post_message(self.RowHighlighted(self, self._cursor, self.selected_key))
         self._update_virtual_size()
         self.refresh()
 
     def sync(self, rows: Sequence[Row]) -> None:
-        """Show exactly ``rows`` (``(key, cells)`` in order), like ``LiveTable.sync``."""
+        """Show exactly ``rows`` (``(key, cells)`` in order)."""
         cells = dict(rows)
         self.show_rows([key for key, _cells in rows], cells.__getitem__)
 
@@ -215,7 +213,7 @@ class VirtualTable(ScrollView, can_focus=True):
         if self._keys:
             self.post_message(self.RowSelected(self, self._cursor, self.selected_key))
 
-    async def _on_click(self, event: events.Click) -> None:
+    async def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
         if offset is None or offset.y < 1:
             return
@@ -226,10 +224,10 @@ class VirtualTable(ScrollView, can_focus=True):
         if event.chain >= 2:
             self.action_select_cursor()
 
-    def _on_focus(self, event: events.Focus) -> None:
+    def on_focus(self, event: events.Focus) -> None:
         self.refresh()
 
-    def _on_blur(self, event: events.Blur) -> None:
+    def on_blur(self, event: events.Blur) -> None:
         self.refresh()
 
     # ------------------------------------------------------------------ drawing
@@ -257,10 +255,19 @@ class VirtualTable(ScrollView, can_focus=True):
         if (self.is_mounted and rows > 0 and size.width == old.width
                 and (size.height > rows) == (old.height > rows)):
             self.set_reactive(VirtualTable.virtual_size, size)
-            self._scroll_update(size)
+            self._update_scrollbar(size)
             self.refresh()
             return
         self.virtual_size = size
+
+    def _update_scrollbar(self, size: Size) -> None:
+        """The vertical scrollbar for ``size`` (whether it shows does not change)."""
+        if self.show_vertical_scrollbar and self.styles.scrollbar_size_vertical:
+            bar = self.vertical_scrollbar
+            bar.window_virtual_size = size.height
+            bar.window_size = self.container_size.height - self.scrollbar_size_horizontal
+            bar.refresh()
+        self.scroll_y = self.validate_scroll_y(self.scroll_y)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width

@@ -10,12 +10,13 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import DataTable, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 
 from gpuconsole.core.ops.provision import PriceRow, price_rows
 from gpuconsole.model import Market, SpotPrice
 from gpuconsole.ui.format import money
-from gpuconsole.ui.widgets.live_table import LiveTable, right, text
+from gpuconsole.ui.widgets.cells import right, text
+from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.wizards.fields import BadNumber, Field, Step, failure, parse_number
 from gpuconsole.ui.wizards.workload import dollars
 
@@ -144,12 +145,12 @@ class PriceStep(Step):
         key = self.query_one("#price-table", LiveTable).selected_key
         return self.rows.get(key) if key is not None else None
 
-    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+    def on_virtual_table_row_highlighted(self, _event: LiveTable.RowHighlighted) -> None:
         self._show_detail()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_virtual_table_row_selected(self, event: LiveTable.RowSelected) -> None:
         event.stop()
-        self.wizard.action_next()
+        self.wizard.advance()
 
     @on(RadioSet.Changed, "#market")
     def _market_changed(self, event: RadioSet.Changed) -> None:

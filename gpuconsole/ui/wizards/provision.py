@@ -9,18 +9,13 @@ the launch sends, so what the user reads is what EC2 receives.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
-from rich.style import Style
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from gpuconsole.model import LaunchSpec
-from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.wizards.base import WizardScreen
 from gpuconsole.ui.wizards.choice import Choice
 from gpuconsole.ui.wizards.details import DetailsStep
 from gpuconsole.ui.wizards.fields import Step
@@ -38,7 +33,7 @@ STEPS = ("Workload", "Price", "Details", "Review", "Launch")
 WORKLOAD, PRICE, DETAILS, REVIEW, LAUNCH = range(5)
 
 
-class ProvisionWizard(ModalScreen["LaunchResult | None"]):
+class ProvisionWizard(WizardScreen["LaunchResult | None"]):
     """Launch GPU instances in five steps. Returns the :class:`LaunchResult`, or None if cancelled.
 
     ==============  ==============================================================
@@ -53,6 +48,9 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
     """
 
     CSS_PATH = "provision.tcss"
+    HEADING = " New GPU instance  "
+    STEPS = STEPS
+    CONFIRM_STEP, CONFIRM = REVIEW, "launch"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("escape", "back", "Back"),
@@ -80,89 +78,40 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
         self.steps: tuple[Step, ...] = (self.workload_step, self.price_step, self.details_step,
                                         self.review_step, self.launch_step)
 
-    @property
-    def console_app(self) -> ConsoleApp:
-        return cast("ConsoleApp", self.app)
+    def compose_steps(self) -> ComposeResult:
+        yield from self.steps
 
-    @property
-    def palette(self) -> Palette:
-        return self.console_app.palette
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="wizard"):
-            yield Static(id="wizard-steps", markup=False)
-            with ContentSwitcher(initial="step-0", id="wizard-body"):
-                yield from self.steps
-            yield Static("", id="wizard-status", markup=False)
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self._draw_steps()
+    def opened(self) -> None:
         self.say(self.current_step.hint)
         self.current_step.enter()
 
-    # ------------------------------------------------------------------ steps
     @property
     def current_step(self) -> Step:
         return self.steps[self.step]
 
-    def go(self, index: int) -> None:
-        self.step = index
-        self.query_one(ContentSwitcher).current = f"step-{index}"
+    def entered(self, index: int) -> None:
         self.say(self.current_step.hint)
-        self._draw_steps()
-        self.refresh_bindings()
         self.current_step.enter()
 
-    def _draw_steps(self) -> None:
-        palette = self.palette
-        line = Text(" New GPU instance  ", style=palette.strong, no_wrap=True, overflow="ellipsis")
-        for index, name in enumerate(STEPS):
-            if index:
-                line.append(" › ", palette.dim)
-            label = f"{index + 1} {name}"
-            if index == self.step:
-                line.append(f" {label} ", palette.accent + palette.strong + Style(reverse=True))
-            elif index < self.step:
-                line.append(label)
-            else:
-                line.append(label, palette.dim)
-        self.query_one("#wizard-steps", Static).update(line)
-
-    def say(self, message: str, *, error: bool = False) -> None:
-        """One line on the status line above the footer (empty clears it)."""
-        status = self.query_one("#wizard-status", Static)
-        status.update(message)
-        status.set_class(error and bool(message), "-error")
-
-    # ------------------------------------------------------------------ actions
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    # ------------------------------------------------------------------ keys
+    def can_go_back(self) -> bool:
         step = self.step
-        if action == "cancel":
-            return step == WORKLOAD
-        if action == "back":
-            return WORKLOAD < step < LAUNCH or (step == LAUNCH and self.launch_step.failed)
+        return WORKLOAD < step < LAUNCH or (step == LAUNCH and self.launch_step.failed)
+
+    def can_confirm(self) -> bool:
+        return self.review_step.can_launch
+
+    def step_allows(self, action: str) -> bool | None:
         if action == "close":
-            return step == LAUNCH and not self.launch_step.running
-        if action == "next":
-            return step < REVIEW
-        if action == "launch":
-            if step != REVIEW:
-                return False
-            return True if self.review_step.can_launch else None
+            return self.step == LAUNCH and not self.launch_step.running
         if action == "refresh_catalog":
-            return step == WORKLOAD
+            return self.step == WORKLOAD
         if action in ("dry_run", "toggle_view"):
-            return step == REVIEW
+            return self.step == REVIEW
         return True
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        # Enter in a text field moves on to the next field, as in a paper form.
-        event.stop()
-        self.focus_next()
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def problem(self) -> str | None:
+        return self.current_step.commit()
 
     def action_back(self) -> None:
         if WORKLOAD < self.step < LAUNCH:
@@ -176,15 +125,6 @@ class ProvisionWizard(ModalScreen["LaunchResult | None"]):
             self.say("The launch is still running; its result shows here when it is done.", error=True)
             return
         self.dismiss(self.launch_step.result)
-
-    def action_next(self) -> None:
-        if self.step >= REVIEW:
-            return
-        problem = self.current_step.commit()
-        if problem:
-            self.say(f"Can't go on: {problem}", error=True)
-            return
-        self.go(self.step + 1)
 
     def action_launch(self) -> None:
         if self.step != REVIEW or not self.review_step.can_launch or self.spec is None:

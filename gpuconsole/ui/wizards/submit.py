@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
-from rich.style import Style
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Button, ContentSwitcher, Footer, Input, Select, Static
+from textual.widgets import Button, ContentSwitcher, Input, Select, Static
 
 from gpuconsole.core.ops.actions import ActionError, ActionResult
 from gpuconsole.core.ops.job_ops import JobOps
@@ -35,6 +32,7 @@ from gpuconsole.core.ops.manifests import (
     validate,
 )
 from gpuconsole.ui.widgets.focus import focus_now
+from gpuconsole.ui.wizards.base import WizardScreen
 from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
 
@@ -65,7 +63,7 @@ def run_times(stamps: list[float]) -> str:
     return " · ".join(datetime.fromtimestamp(t, UTC).strftime("%a %d %b %H:%M") for t in stamps)
 
 
-class SubmitWizard(ModalScreen["ActionResult | None"]):
+class SubmitWizard(WizardScreen["ActionResult | None"]):
     """Submit a Job or CronJob. Returns the submit's :class:`ActionResult`, or None if cancelled.
 
     ==============  ==============================================================
@@ -77,6 +75,10 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
     """
 
     CSS_PATH = "submit.tcss"
+    HEADING = " New GPU job  "
+    STEPS = STEPS
+    CONFIRM_STEP, CONFIRM = REVIEW, "submit"
+    PREFIX, FRAME_ID, STEP_ID = "submit", "submit-wizard", "submit-step-"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("escape", "back", "Back"),
@@ -106,18 +108,13 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self._building = asyncio.Lock()
 
     # ------------------------------------------------------------------ layout
-    def compose(self) -> ComposeResult:
+    def compose_steps(self) -> ComposeResult:
         # Only the first fields at first: the screen is up and Name takes the keys typed after N
         # at once; the rest of the form is mounted after the first frame (build_rest).
-        with Vertical(id="submit-wizard"):
-            yield Static(id="submit-steps", markup=False)
-            with (ContentSwitcher(initial="submit-step-0", id="submit-body"),
-                  VerticalScroll(id="submit-step-0", classes="step")):
-                yield self._pair(
-                    Field("Name", _input(placeholder="e.g. bert-finetune", widget_id="job-name"), "name"),
-                    Field("Namespace", _input(self.namespace, widget_id="job-namespace"), "namespace"))
-            yield Static("", id="submit-status", markup=False)
-        yield Footer()
+        with VerticalScroll(id="submit-step-0", classes="step"):
+            yield self._pair(
+                Field("Name", _input(placeholder="e.g. bert-finetune", widget_id="job-name"), "name"),
+                Field("Namespace", _input(self.namespace, widget_id="job-namespace"), "namespace"))
 
     @staticmethod
     def _pair(first: Widget, second: Widget) -> Horizontal:
@@ -168,8 +165,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
             step.display = False  # the switcher shows one step; these come after it has mounted
         return [environment, review]
 
-    def on_mount(self) -> None:
-        self._draw_steps()
+    def opened(self) -> None:
         self.say("Each field is checked as you type · tab: next field · ctrl+n: next step · esc: cancel")
         focus_now(self.query_one("#job-name", Input))
         self.call_after_refresh(self.build_rest)
@@ -190,28 +186,6 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
 
     def _open(self) -> bool:
         return self.is_attached and not self._closing and self in self.app.screen_stack
-
-    @property
-    def console_app(self) -> ConsoleApp:
-        return cast("ConsoleApp", self.app)
-
-    def _draw_steps(self) -> None:
-        palette = self.console_app.palette
-        line = Text(" New GPU job  ", style=palette.strong, no_wrap=True, overflow="ellipsis")
-        for index, name in enumerate(STEPS):
-            if index:
-                line.append(" › ", palette.dim)
-            label = f"{index + 1} {name}"
-            if index == self.step:
-                line.append(f" {label} ", palette.accent + palette.strong + Style(reverse=True))
-            else:
-                line.append(label, None if index < self.step else palette.dim)
-        self.query_one("#submit-steps", Static).update(line)
-
-    def say(self, message: str, *, error: bool = False) -> None:
-        status = self.query_one("#submit-status", Static)
-        status.update(message)
-        status.set_class(error and bool(message), "-error")
 
     # ------------------------------------------------------------------ the form
     def fields(self, step: int | None = None) -> list[Field]:
@@ -283,9 +257,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self.touched.add(field.field_name)
         self.check()
 
-    async def on_input_submitted(self, event: Input.Submitted) -> None:
-        # Enter in a text field moves on to the next field, as in a paper form.
-        event.stop()
+    async def next_field(self) -> None:
         await self.action_next_field()
 
     async def action_next_field(self) -> None:
@@ -297,11 +269,7 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
         self.focus_previous()
 
     # ------------------------------------------------------------------ steps
-    def go(self, index: int) -> None:
-        self.step = index
-        self.query_one(ContentSwitcher).current = f"submit-step-{index}"
-        self._draw_steps()
-        self.refresh_bindings()
+    def entered(self, index: int) -> None:
         if index == REVIEW:
             self._enter_review()
         else:
@@ -310,38 +278,23 @@ class SubmitWizard(ModalScreen["ActionResult | None"]):
                 fields[0].widget.focus()
             self.say("tab: next field · ctrl+n: next step · esc: back")
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return self.step == JOB
-        if action == "back":
-            return self.step > JOB
-        if action == "next":
-            return self.step < REVIEW
-        if action == "submit":
-            if self.step != REVIEW:
-                return False
-            return True if self.can_submit else None
-        if action == "dry_run":
-            return self.step == REVIEW
-        return True
+    def can_confirm(self) -> bool:
+        return self.can_submit
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def step_allows(self, action: str) -> bool | None:
+        return self.step == REVIEW if action == "dry_run" else True
 
     def action_back(self) -> None:
         if self.step > JOB and not self.submitting:
             self.go(self.step - 1)
 
-    async def action_next(self) -> None:
+    async def ready(self) -> bool:
         await self.build_rest()
-        if self.step >= REVIEW or not self.built:
-            return
+        return self.built
+
+    def problem(self) -> str | None:
         _req, problems = self.build()
-        first = self.show_problems(problems, self.step, everything=True)
-        if first:
-            self.say(f"Can't go on: {first}", error=True)
-            return
-        self.go(self.step + 1)
+        return self.show_problems(problems, self.step, everything=True)
 
     # ------------------------------------------------------------------ review and submit
     @property

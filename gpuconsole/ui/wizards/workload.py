@@ -12,7 +12,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import (
-    DataTable,
     Input,
     Label,
     RadioButton,
@@ -25,7 +24,8 @@ from gpuconsole.core.money.catalog import Catalog
 from gpuconsole.core.ops.provision import TypeFilter, recommend
 from gpuconsole.model import InstanceType, Workload
 from gpuconsole.ui.format import money
-from gpuconsole.ui.widgets.live_table import LiveTable, Row, right, text
+from gpuconsole.ui.widgets.cells import Row, right, text
+from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.wizards.fields import (
     BadNumber,
     Field,
@@ -198,12 +198,12 @@ class WorkloadStep(Step):
             right(dollars(price)),
         )
 
-    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+    def on_virtual_table_row_highlighted(self, _event: LiveTable.RowHighlighted) -> None:
         self._show_detail()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_virtual_table_row_selected(self, event: LiveTable.RowSelected) -> None:
         event.stop()
-        self.wizard.action_next()
+        self.wizard.advance()
 
     def selected(self) -> InstanceType | None:
         key = self.query_one("#type-table", LiveTable).selected_key
