@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import msgspec  # noqa: E402
 
-from gpuconsole.cli.showcase import FrozenClock, showcase_console  # noqa: E402
+from tests.showcase import FrozenClock, showcase_console  # noqa: E402
 from gpuconsole.core.ops.autopilot.engine import Engine  # noqa: E402
 from gpuconsole.core.ops.autopilot.rules import rule_from_table  # noqa: E402
 from gpuconsole.core.ops.autopilot.state import AutopilotState  # noqa: E402

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.idle import IdleTracker  # noqa: E402
-from gpuconsole.cli.showcase import FrozenClock, showcase_console  # noqa: E402
+from tests.showcase import FrozenClock, showcase_console  # noqa: E402
 
 FLEETS = {"default": None, "~1,024 GPUs": 139, "~8,192 GPUs": 1110}
 

@@ -4,7 +4,7 @@
 
 Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
 steps, with the dark theme. The Autopilot pane is shot after four minutes of the demo's rules.
-The demo is frozen at a fixed moment (gpuconsole.cli.showcase), so the pictures change only when
+The demo is frozen at a fixed moment (tests/showcase.py), so the pictures change only when
 what the console shows changes.
 """
 
@@ -16,9 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuconsole.cli.showcase import FrozenClock, record_history, run_autopilot, showcase_console
-from gpuconsole.model import SourceState
-from gpuconsole.ui.app import GpuConsoleApp
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.showcase import FrozenClock, record_history, run_autopilot, showcase_console  # noqa: E402
+from gpuconsole.model import SourceState  # noqa: E402
+from gpuconsole.ui.app import GpuConsoleApp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SIZE = (120, 36)

@@ -13,6 +13,16 @@ pytest_plugins = ["tests.aws_peer", "tests.kube_server"]
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 os.environ.pop("NO_COLOR", None)
 
+# The fixtures that start a real protocol peer: a test that asks for one (itself or through
+# another fixture) is marked ``peer``, so ``-m "not peer"`` leaves them all out.
+PEER_FIXTURES = frozenset({"moto_server", "iam_moto", "kube_server", "rbac_kube", "tls_kube"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PEER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.peer)
+
 
 @pytest.fixture(autouse=True)
 def _no_real_nvml(monkeypatch):

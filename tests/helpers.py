@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gpuconsole.cli.showcase import START, FrozenClock, record_history, showcase_console
+from tests.showcase import START, FrozenClock, record_history, showcase_console
 from gpuconsole.model import SourceState
 
 __all__ = ["START", "FrozenClock", "record_history", "demo_console", "wait_until", "wait_for", "all_live", "settle", "TickingClock"]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gpuconsole.cli.main import main
-from gpuconsole.cli.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
+from tests.showcase import START  # noqa: E402 - 2026-11-16T14:00Z
 from gpuconsole.core.access.access import Role, needs_mfa_kind
 from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.access.mfa import code_at

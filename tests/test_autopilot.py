@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuconsole.backends.sim import make_sim
-from gpuconsole.cli.showcase import FrozenClock
+from tests.showcase import FrozenClock
 from gpuconsole.core.access.access import UsersTable
 from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.access.guard import Guard
@@ -399,7 +399,7 @@ def sim_console(tables: tuple[dict, ...], clock: FrozenClock, tmp_path: Path):  
     """The seeded demo console on a fixed clock, running ``tables`` as its rules."""
     import tomllib
 
-    from gpuconsole.cli.showcase import showcase_console
+    from tests.showcase import showcase_console
 
     config = tmp_path / "config.toml"
     config.write_text("".join(f"[[rules]]\n{_toml(t)}\n" for t in tables))

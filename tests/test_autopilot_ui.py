@@ -9,7 +9,7 @@ import json
 import pytest
 from textual.widgets import Input, Static
 
-from gpuconsole.cli.showcase import run_autopilot
+from tests.showcase import run_autopilot
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.screens.rule_form import RuleForm
 from gpuconsole.ui.widgets.live_table import LiveTable

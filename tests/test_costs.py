@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from gpuconsole.backends.sim.world import SimWorld
-from gpuconsole.cli.showcase import START
+from tests.showcase import START
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.costs import billed_cost
 from gpuconsole.model import (

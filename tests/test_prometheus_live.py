@@ -30,6 +30,7 @@ from tests.test_app import pane_text
 BINARY = find_prometheus()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.peer,
     pytest.mark.skipif(BINARY is None, reason="no prometheus binary: install Debian's prometheus package "
                                               "(.ci/run does) to run the fleet-mode tests against a real server"),
 ]

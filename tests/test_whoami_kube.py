@@ -68,6 +68,7 @@ def whoami_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.peer
 def test_whoami_names_the_cluster_user_and_what_rbac_allows_per_namespace(
         cluster: IdentityApiServer, capsys: pytest.CaptureFixture[str]) -> None:
     kube = whoami_json(capsys, "--namespace", OWN, "--namespace", OTHER)["kubernetes"]
@@ -91,6 +92,7 @@ def test_whoami_names_the_cluster_user_and_what_rbac_allows_per_namespace(
 
 
 @pytest.mark.parametrize("cluster", [False], indirect=True)
+@pytest.mark.peer
 def test_an_older_server_leaves_the_kubeconfigs_user_name(cluster: IdentityApiServer,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     kube = whoami_json(capsys, "--namespace", OTHER)["kubernetes"]
@@ -101,6 +103,7 @@ def test_an_older_server_leaves_the_kubeconfigs_user_name(cluster: IdentityApiSe
     assert kube["jobs"][OTHER]["delete"]["allowed"] is False
 
 
+@pytest.mark.peer
 def test_a_developer_sees_the_namespaces_of_the_users_table(
         cluster: IdentityApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,6 +119,7 @@ def test_a_developer_sees_the_namespaces_of_the_users_table(
     assert kube["jobs"][OTHER]["create"]["allowed"] is False
 
 
+@pytest.mark.peer
 def test_watching_every_namespace_asks_the_cluster_wide_question(cluster: IdentityApiServer,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     kube = whoami_json(capsys)["kubernetes"]
@@ -128,6 +132,7 @@ def test_watching_every_namespace_asks_the_cluster_wide_question(cluster: Identi
     assert sent and all(a["namespace"] == "" for a in sent)
 
 
+@pytest.mark.peer
 def test_the_text_answer_is_readable_at_80_columns(cluster: IdentityApiServer,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["access", "whoami", *QUIET, "--namespace", OWN, "--namespace", OTHER]) == 0
@@ -154,6 +159,7 @@ def test_without_a_kubeconfig_whoami_says_what_is_missing(capsys: pytest.Capture
                     "missing": ["point KUBECONFIG at a kubeconfig, create ~/.kube/config, or pass --kubeconfig PATH"]}
 
 
+@pytest.mark.peer
 def test_a_silent_api_server_is_one_problem_line_not_five_waits(cluster: IdentityApiServer,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     cluster.hang(60)
@@ -173,6 +179,7 @@ def test_the_demo_has_no_cluster_to_ask(capsys: pytest.CaptureFixture[str]) -> N
     assert kube["cluster"].startswith("none: the ") and kube["cluster"].endswith(" job source has no RBAC to ask")
 
 
+@pytest.mark.peer
 def test_whoami_reports_the_tls_version_the_kubernetes_connection_negotiated(
         tls_ca, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict_floor: None,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,6 @@ parses the arguments, the others build their own sub-parsers and run them:
     budget, cost: budgets added, listed and checked; own hardware vs cloud compared.
     users, audit, access, access_parsers: the users table and MFA, the audit log, the guard's options.
     exporter: the simulated fleet as a DCGM-exporter ``/metrics`` endpoint.
-    showcase: the seeded demo frozen at one moment (screenshots, snapshot tests).
 
 Every command goes through the same ``gpuconsole.core`` calls as the console, so a permission,
 an audit record or a validation is never skipped by using the other door.

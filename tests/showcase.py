@@ -1,4 +1,4 @@
-"""A seeded demo frozen at one moment: what the screenshots and the snapshot tests show.
+"""A seeded demo frozen at one moment: what the screenshots, the benchmarks and the UI tests show.
 
 The simulated world advances only when its clock does, so a console built here shows the same
 fleet, the same jobs and the same spend on every machine and every run.
