@@ -96,6 +96,24 @@ def test_kubeconfig_certificate_and_token_expiry(tmp_path) -> None:
     assert jwt_expiry("not-a-jwt") is None
 
 
+def test_a_certificate_file_of_the_kubeconfig_gives_its_expiry_and_junk_gives_none(tmp_path) -> None:
+    import datetime
+
+    import trustme
+
+    from gpuconsole.backends.kube.credentials import certificate_not_after
+
+    leaf = trustme.CA().issue_cert("dev.example", not_after=datetime.datetime.fromtimestamp(NOW + 5 * DAY, datetime.UTC))
+    pem = tmp_path / "dev.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(pem))
+    config = {"current-context": "dev", "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "dev"}}],
+              "users": [{"name": "dev", "user": {"client-certificate": str(pem)}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    assert credential_expiries(str(path), None) == [("client certificate of kubeconfig user dev", NOW + 5 * DAY)]
+    assert certificate_not_after(b"-----BEGIN CERTIFICATE-----\nnot one\n-----END CERTIFICATE-----\n") is None
+
+
 def _instance(instance_id: str, state: InstanceState = InstanceState.RUNNING) -> Instance:
     return Instance(instance_id, "g5.xlarge", "us-east-1", "us-east-1a", Market.ON_DEMAND, state, NOW - 3600, 1.0)
 

@@ -558,6 +558,50 @@ def test_connections_of_ended_threads_are_closed(store: Store) -> None:
     assert len(store._connections) <= 2  # this thread's and at most the last worker's
 
 
+def test_writes_from_many_threads_at_once_all_read_back(db_path: Path) -> None:
+    """Eight threads write settings, budgets, fired actions, readings and samples at once; each
+    write is seen as soon as it returns, everything reads back after, and every write ran on the
+    store's one writer thread."""
+    from gpuconsole.model import Budget
+
+    store = Store(db_path)
+    errors: list[BaseException] = []
+    writers: set[threading.Thread] = set()
+    start = threading.Barrier(8)
+
+    def work(n: int) -> None:
+        try:
+            start.wait()
+            for i in range(20):
+                store.set_setting(f"t{n}-{i}", [n, i])
+                assert store.get_setting(f"t{n}-{i}") == [n, i]  # seen at once, from this thread
+                assert store.save_budget(Budget(name=f"b{n}-{i}", amount=100.0 + i))
+                assert store.mark_budget_fired(f"b{n}-{i}", "80", "notify", T0, T0 + i)
+                store.record_gpus([gpu(f"GPU-{n}", float(i))], T0 + i)
+            store.save_reading(f"r{n}", GpuReading((gpu(f"GPU-{n}"),), T0 + n))
+            writers.add(store._write("ask the writer", lambda _db: threading.current_thread()))
+        except BaseException as exc:  # collected and asserted on below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(writers) == 1 and threading.current_thread() not in writers
+    store.close()  # drains and stops the writer
+    assert not any(t.is_alive() for t in writers)
+
+    with Store(db_path) as again:
+        assert {b.name for b in again.budgets()} == {f"b{n}-{i}" for n in range(8) for i in range(20)}
+        assert len(again.budget_fired()) == 8 * 20
+        for n in range(8):
+            assert again.get_setting(f"t{n}-19") == [n, 19]
+            assert again.load_reading(f"r{n}", GpuReading) == GpuReading((gpu(f"GPU-{n}"),), T0 + n)
+            assert [s.utilization for s in again.gpu_history(f"GPU-{n}", T0)] == [float(i) for i in range(20)]
+
+
 def test_close_then_use_again(store: Store) -> None:
     store.set_setting("theme", "nord")
     store.close()

@@ -1,15 +1,9 @@
 """TLS for the connections gpuconsole opens itself: Prometheus, the Kubernetes API, webhooks.
 
-Each of them gets a :func:`client_context`: certificates and host names always verified, and a
-floor on the protocol version, TLS 1.3 unless the configuration relaxes it to 1.2 (``[tls]
-min_version``, for an old proxy; :func:`set_minimum_version`). AWS is not among them: botocore
-keeps its own floor (TLS 1.2).
-
-A server that offers less than the floor fails the handshake. OpenSSL then says only "protocol
-version", so the context asks the server once more, with a floor of TLS 1.2 and verification
-still on, which version it does speak, and the error names it in one line
-(:class:`TlsVersionRefused`). Every handshake that succeeds records the version it negotiated
-under the name of its source, for ``access whoami`` (:func:`negotiated_versions`).
+:func:`client_context` always verifies certificates and host names, with a floor of TLS 1.3
+unless ``[tls] min_version`` relaxes it to 1.2; a server below the floor fails with the version
+it speaks named (:class:`TlsVersionRefused`), and every handshake's version is recorded for
+``access whoami`` (:func:`negotiated_versions`). AWS keeps botocore's own floor.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """``gpuconsole budget``: add, list, remove and check budgets from scripts and cron.
 
-``budget add`` and ``budget remove`` exit 1 when the guard refuses (a role, a missing or wrong
-MFA code: adding or replacing an automatic budget needs one from an admin, like a remove).
-``budget check`` reads every source once and exits 0 when every budget is under all its
-thresholds, 1 when a threshold is crossed, and 2 on an error (a bad configuration file, an
-unknown budget, a cloud source that did not answer, an enforced action that failed). With
-``--enforce`` it also runs what is due and not yet done this period: the notifications and the
-automatic budgets' actions (never an action that waits for a user's yes), and prints each.
-
-Every change goes through :class:`~gpuconsole.core.ops.budget_ops.BudgetOps`, the console's own
-door, so the command line and the console accept and refuse exactly the same budgets.
+``budget check`` exits 0 when every budget is under its thresholds, 1 when one is crossed, 2 on
+an error; with ``--enforce`` it also runs what is due this period (never an action that waits
+for a user's yes). Every change goes through :class:`~gpuconsole.core.ops.budget_ops.BudgetOps`,
+so the command line and the console accept and refuse the same budgets.
 """
 
 from __future__ import annotations

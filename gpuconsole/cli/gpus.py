@@ -1,15 +1,8 @@
 """``gpuconsole gpus --once [--json]``: this host's GPUs once, like ``nvitop -1`` or ``gpustat --json``.
 
-The GPU source is chosen as the console chooses it (NVML when the NVIDIA driver's library
-loads, ``--gpus nvml|sim|off``, or the simulated fleet with ``--demo``); jobs and cloud are not
-contacted. Each GPU is listed with its MIG slices and its processes. The JSON document has
-``schema``, ``hostname``, ``taken_at``, ``versions`` (driver, cuda, nvml), ``source`` (its
-status) and ``gpus`` (the fields of :class:`gpuconsole.model.Gpu`, plus ``memory_percent``);
-a field the driver cannot report is ``null``, or listed in ``not_reported`` where the field
-must hold a number.
-
-Exit status: 0 with a live reading, 1 when the source could not be read (one line and a hint on
-stderr), 2 for a bad command line.
+The GPU source is chosen as the console chooses it; each GPU is listed with its MIG slices and
+processes, a field the driver cannot report as ``null`` (or in ``not_reported``). Exit status:
+0 with a live reading, 1 when the source could not be read, 2 for a bad command line.
 """
 
 from __future__ import annotations

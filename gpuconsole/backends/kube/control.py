@@ -1,18 +1,9 @@
 """Changing jobs on a real cluster: :class:`KubeJobControl`, the Kubernetes side of ``JobControl``,
 and asking the cluster what it allows (:meth:`KubeJobControl.review`).
 
-Every request goes through the official client's ``ApiClient.call_api`` with plain ``dict``
-bodies and ``_preload_content=False``: the answer is read as JSON, never through the generated
-models, so a Job, a CronJob and a Service take the same path and a field the models do not know
-survives the round trip. Each request has a client-side timeout; following a log has none for
-reading (a quiet training run may print nothing for minutes) and ends when ``stop`` is set.
-
-Errors come out as :class:`~gpuconsole.backends.base.BackendError` with the API server's own
-message in one line (``jobs.batch "x" already exists``), as
-:class:`~gpuconsole.backends.base.BackendPermissionDenied` for 401,
-:class:`~gpuconsole.backends.base.AuthorizationDenied` for 403 (``denied by the cluster: <the
-server's message>``) and
-:class:`~gpuconsole.backends.base.BackendTimeout` when no answer came in time.
+Requests go through ``ApiClient.call_api`` with plain ``dict`` bodies, answers read as JSON (no
+generated models), each with a timeout; errors are one-line backend errors with the API
+server's own message (403: ``denied by the cluster: …``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from cryptography import x509
 
 from gpuconsole.backends.base import BackendError
 
@@ -78,28 +79,10 @@ def _certificate(user: dict[str, Any]) -> bytes | None:
 def certificate_not_after(pem: bytes) -> float | None:
     """The end of a PEM certificate's validity, in epoch seconds (None when unreadable)."""
     try:
-        from cryptography import x509
-    except ImportError:  # without the optional library, the standard library's decoder
-        return _stdlib_not_after(pem)
-    try:
         cert = x509.load_pem_x509_certificate(pem)
     except ValueError:
         return None
     return cert.not_valid_after_utc.timestamp()
-
-
-def _stdlib_not_after(pem: bytes) -> float | None:
-    import ssl
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("wb", suffix=".pem") as handle:
-        handle.write(pem)
-        handle.flush()
-        try:
-            decoded = ssl._ssl._test_decode_cert(handle.name)  # type: ignore[attr-defined]
-        except (ssl.SSLError, OSError, AttributeError):
-            return None
-    return float(ssl.cert_time_to_seconds(decoded["notAfter"]))
 
 
 def jwt_expiry(token: str) -> float | None:

@@ -1,18 +1,9 @@
 """GPU telemetry of this host from NVML (the library behind ``nvidia-smi``), via ``nvidia-ml-py``.
 
-One :class:`NvmlSource` per console. NVML is initialised on the first poll (in the Hub's worker
-thread, under its timeout, so a hung driver never blocks the start) and shut down by
-:meth:`NvmlSource.close`; device handles and fixed facts are fetched once, MIG devices are
-re-listed every few seconds (an administrator may repartition a GPU), PCIe throughput (a call
-that samples for about 20 ms) every few seconds too.
-
-Every poll reads, per GPU: utilization, memory (the v2 struct, which leaves out reserved memory,
-where the driver has it), temperature, power and its limit, SM and memory clocks, fan, PCIe
-rx/tx, volatile uncorrected ECC errors, persistence and compute mode, clock event reasons, MIG
-mode (current and pending) and MIG devices, virtualization mode and a vGPU host's active vGPUs,
-and the compute and graphics processes with their SM share, joined with the operating system's
-view of them (:mod:`.nvml_procs`). A field the board or the user's rights cannot give is None
-(N/A), never an error (:mod:`.nvml_query`).
+One :class:`NvmlSource` per console: NVML is initialised on the first poll (in the Hub's worker,
+under its timeout) and shut down by :meth:`NvmlSource.close`. Handles and fixed facts are read
+once, MIG devices and PCIe throughput every few seconds; a field the board or the user's rights
+cannot give is None (N/A), never an error.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """DCGM exporter series, as the Prometheus HTTP API returns them, into :mod:`gpuconsole.model`.
 
-No I/O: the queries :class:`~gpuconsole.backends.prometheus.source.PrometheusGpus` sends, and the
-translation of their JSON answers into :class:`Gpu` and :class:`MigSlice` values.
-
-One instant query per metric reads the whole fleet. Each query aggregates over the labels this
-module reads, so Prometheus drops the rest (``instance``, ``job``, ``device``, ``pci_bus_id`` …)
-before the answer is written: the answer, and the JSON to parse, is half the size. The identity
-query (``count by`` over ``DCGM_FI_DEV_FB_USED``, reported for every GPU and every MIG instance)
-carries the identity labels: node, index, model, MIG profile, pod; the value queries (``max by``)
-only the key of a series, the GPU's ``UUID`` (or node and index, for an exporter without it) and
-``GPU_I_ID``.
-
-The answers are read by :mod:`gpuconsole.backends.prometheus.answers` (one dict per metric, a
-roster of the GPUs the identity labels name); :func:`build_gpus` makes the GPUs of both in one
-pass.
-
-A series with a ``GPU_I_ID`` label belongs to a MIG instance of the GPU named by ``UUID``; one
-without it to the whole GPU. Where the exporter reports a value only per MIG instance (memory,
-the graphics engine activity), the GPU's value is derived from its instances. A value the
-exporter does not report stays ``None``, which the console shows as N/A.
+No I/O: the queries :class:`~gpuconsole.backends.prometheus.source.PrometheusGpus` sends (each
+aggregated over only the labels read here, which halves the answer) and :func:`build_gpus`,
+which turns the answers into GPUs and MIG slices. A value the exporter does not report is None.
 """
 
 from __future__ import annotations

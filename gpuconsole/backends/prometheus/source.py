@@ -1,27 +1,9 @@
 """Whole-fleet GPU telemetry from Prometheus, where NVIDIA's DCGM exporter publishes it.
 
-A bastion host has no GPU of its own: :class:`PrometheusGpus` reads every GPU of every node from
-the Prometheus HTTP API (``/api/v1/query`` for the live table, ``/api/v1/query_range`` for a
-GPU's charts), reads the answers with :mod:`gpuconsole.backends.prometheus.answers` and
-translates the DCGM exporter's series with :mod:`gpuconsole.backends.prometheus.mapping`. A poll
-sends one instant query per metric for the whole fleet, never one per GPU, a few at a time over
-one keep-alive connection pool. The answers that change seldom (the identity labels, the power
-limit …) are read by the first poll, then every ``SLOW_EVERY_S`` half-way between two polls, on a
-thread of their own, so that a refresh waits only for what changes between scrapes; each is
-decoded again only when its bytes changed.
-
-Connections: TLS is always verified (the system's CA store, or ``ca_file``), at TLS 1.3 or the
-floor of ``[tls] min_version`` (:mod:`gpuconsole.backends.tls`); every request has
-a connect and a read timeout; no retries (the Hub retries a failed poll with backoff).
-Credentials are a bearer token (from a file, re-read on every poll so a rotated token is
-picked up, or ``$GPUCONSOLE_PROMETHEUS_TOKEN``) or basic auth (a user name, and a password
-from a file or ``$GPUCONSOLE_PROMETHEUS_PASSWORD``). They are only ever sent over https, or
-over plain http to this host.
-
-Failures are the backend errors of :mod:`gpuconsole.backends.base`, with one line each:
-:class:`BackendTimeout` (no answer in time), :class:`BackendPermissionDenied` (401/403),
-:class:`BackendThrottled` (429), :class:`BackendError` (refused connection, TLS, a PromQL error,
-an answer that is not the API's JSON).
+:class:`PrometheusGpus` sends one instant query per metric for the whole fleet (never one per
+GPU) over one keep-alive pool, and re-reads the series that change seldom only now and then.
+TLS is always verified; a bearer token (re-read each poll) or basic auth goes only over https
+or to this host. Failures are the one-line errors of :mod:`gpuconsole.backends.base`.
 """
 
 from __future__ import annotations

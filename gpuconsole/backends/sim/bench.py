@@ -1,16 +1,9 @@
 """A simulated benchmark cluster: experiment Jobs run on the instance type they are pinned to.
 
-Each submitted Job names its node's instance type in ``nodeSelector``
-(``node.kubernetes.io/instance-type``); the bench starts it on a node of that type at once and
-lets it run for the time the workload takes there. The speed of each GPU is its public relative
-ResNet-50 training throughput (images per second per GPU, mixed precision, as vendors' and
-MLPerf-style benchmarks report them), scaled by GPUs with a little loss per extra GPU and by a
-MIG slice's share of compute. Run-to-run noise is a few per cent (log-normal); a spot run is
-now and then reclaimed part-way, as a spot interruption does, and fails with ``Evicted``.
-
-The bench keeps its own clock (:meth:`SimBench.advance`), so a demo or a test runs an hour of
-benchmarks in no time, and it is deterministic for a seed. It speaks :class:`JobControl` and
-``poll_jobs`` like the other job sources, so experiments reach it through the same job path.
+A Job pinned by ``nodeSelector`` (``node.kubernetes.io/instance-type``) runs at once on a node of
+that type for as long as the workload takes there (public ResNet-50 throughputs, scaled by GPUs
+and MIG share, a few per cent of noise; a spot run is now and then evicted). Its own clock
+(:meth:`SimBench.advance`) runs an hour of benchmarks in no time, deterministic for a seed.
 """
 
 from __future__ import annotations

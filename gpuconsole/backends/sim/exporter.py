@@ -1,15 +1,8 @@
 """The simulated fleet as NVIDIA's DCGM exporter would publish it: Prometheus text format.
 
-``gpuconsole sim-exporter --port N`` serves :func:`render` on ``/metrics``, so a real
-Prometheus can scrape the simulated fleet: for the demo of a fleet on a bastion, and for the
-tests of :mod:`gpuconsole.backends.prometheus.source` against a real server.
-
-The metric names and labels are the exporter's (``gpu``, ``UUID``, ``device``, ``modelName``,
-``Hostname``, ``DCGM_FI_DRIVER_VERSION``; ``GPU_I_PROFILE`` and ``GPU_I_ID`` on the series of a
-MIG instance; ``pod``, ``namespace`` and ``container`` where a job's pod holds the GPU or the
-instance, as the exporter's Kubernetes pod mapping adds them). Whole-GPU series carry the
-device fields; a MIG GPU's instances carry their own memory and graphics engine activity.
-Values are the simulator's own, unrounded further, so a test can compare them exactly.
+``gpuconsole sim-exporter --port N`` serves :func:`render` on ``/metrics`` so a real Prometheus
+can scrape the simulated fleet (the bastion demo, the Prometheus tests), with the exporter's
+metric names and labels (MIG instances and pods included) and the simulator's unrounded values.
 """
 
 from __future__ import annotations

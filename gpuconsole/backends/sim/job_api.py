@@ -1,15 +1,9 @@
 """The simulated cluster's side of ``JobControl``: Kubernetes manifests in, simulated jobs out.
 
-A submitted Job becomes one :class:`~.state.SimJob`; an Indexed Job of N pods becomes one
-SimJob holding the GPUs of all N pods, placed on one node by the simulated scheduler (so a
-distributed job wider than a node waits with the scheduler's reason, as a gang-scheduled job
-would), with N pod names for its logs. A CronJob becomes a :class:`~.state.SimCronJob` whose
-runs follow its schedule and ``concurrencyPolicy``; a Service is kept for names and describes.
-
-Requests are checked as the API server checks them and refused with its words
-(``jobs.batch "x" already exists``, ``namespaces "x" not found``); a submit is all or nothing.
-Identifiers and run lengths come from generators of their own, seeded from the world's seed,
-so using these calls never changes what the rest of the world does until a job starts.
+An Indexed Job of N pods becomes one gang-placed :class:`~.state.SimJob`, a CronJob a
+:class:`~.state.SimCronJob` that follows its schedule. Requests are checked and refused in the
+API server's words, a submit is all or nothing, and identifiers come from generators of their
+own, so these calls never change the rest of the world until a job starts.
 """
 
 from __future__ import annotations

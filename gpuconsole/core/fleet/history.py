@@ -1,31 +1,9 @@
 """GPU metric history inside the Store: raw samples, minute and hour rollups, retention, reads.
 
-Three tables hold one GPU's history at three resolutions, each kept as long as a chart of that
-span needs it and no longer:
-
-* ``gpu_samples`` — raw samples as polled, for :data:`RAW_RETENTION_S` (an hour);
-* ``gpu_minutes`` — one row per GPU and minute, for :data:`MINUTE_RETENTION_S` (two days);
-* ``gpu_hours`` — one row per GPU and hour, for :data:`HOUR_RETENTION_S` (35 days).
-
-A rollup row holds the number of samples behind it, the averages and the peak utilization.
-Averages are stored as integers in tenths (tenths of a percent, of a degree, of a watt) and
-memory in whole MiB: SQLite then stores each in one or two bytes instead of an eight-byte
-REAL, which keeps 30 days of 64 GPUs at a few megabytes. Raw timestamps are integer
-milliseconds, rollup timestamps integer seconds (the start of the minute or hour).
-
-Rollups are incremental: ``store_meta`` remembers how far minutes (``rolled_until``) and hours
-(``hours_rolled_until``) have got, and each :func:`roll_up` reads only what came after. An hour
-is the sample-weighted average of its minutes, so it equals the average of its raw samples up
-to the rounding to tenths. Rows are deleted only once they are older than their retention *and*
-rolled into the next table, in short transactions of bounded size.
-
-:func:`read` picks the coarsest table that still gives :data:`MIN_POINTS` points over the span
-asked for (a 5-minute or 1-hour chart reads raw samples, a 24-hour chart minutes, a week
-hours), and fills the part of the span that table does not cover from its neighbours: older
-from coarser tables, newer (not yet rolled up) from finer ones. Timestamps always increase.
-
-Everything here runs on a ``sqlite3.Connection`` the Store hands in; the Store owns threads,
-transactions for writes and the handling of corrupt files.
+Raw samples are kept an hour, minute rollups two days, hour rollups 35 days. Rollups run
+incrementally from where the last stopped, and rows go only once past retention *and* rolled
+up. :func:`read` picks the coarsest table that still gives :data:`MIN_POINTS` points and fills
+the rest of the span from its neighbours. Runs on a connection the Store hands in.
 """
 
 from __future__ import annotations
@@ -61,6 +39,9 @@ GPUS_PER_DELETE = 256  # rollup rows deleted per transaction: these many GPUs' o
 
 _FAR = 1 << 62  # stands for ±infinity in bound parameters
 
+# Raw samples are clustered by time (a poll appends to a few pages; retention is a range scan);
+# rollups by GPU (a chart reads adjacent pages). Rollup averages are integers in tenths and
+# memory whole MiB, one or two bytes each instead of an eight-byte REAL.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS gpu_samples (
     ts_ms INTEGER NOT NULL,
