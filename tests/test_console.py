@@ -239,3 +239,86 @@ def test_a_store_that_cannot_open_becomes_an_alert_not_a_crash():
     assert alert.message == "no cache or history: disk I/O error"
     assert alert.severity is Severity.WARNING
     console.close()
+
+
+def test_compose_is_a_function_of_its_readings_services_and_time():
+    """The same readings and services at a chosen moment make the same figures; the Console
+    holds nothing compose needs."""
+    from gpuconsole.core.fleet.compose import Readings, compose
+
+    console = demo_console()
+    try:
+        console.hub.poll_once()
+        readings = console.readings()
+        now = console.clock() + 3600
+        later = compose(readings, console.services, now)
+        assert later.taken_at == now
+        assert later.gpus is readings.gpus.gpus and later.jobs is readings.jobs.jobs
+        assert later.spend_today == pytest.approx(compose(readings, console.services, now).spend_today)
+        empty = compose(Readings(None, None, None, ()), console.services, now)
+        assert empty.gpus == () and empty.jobs == () and empty.instances == () and empty.sources == ()
+    finally:
+        console.close()
+
+
+def test_the_consoles_own_alerts_come_first_and_the_order_is_by_severity():
+    from gpuconsole.core.fleet.alerts import HOT_GPU_C, derive_alerts
+    from gpuconsole.model import Alert, FleetSnapshot, Gpu
+
+    now = START
+    hot = Gpu(uuid="GPU-1", node="n1", index=0, name="H100", utilization=90.0, memory_used_mib=1, memory_total_mib=80,
+              temperature_c=HOT_GPU_C, power_w=300.0, power_limit_w=700.0)
+    snap = FleetSnapshot(taken_at=now, gpus=(hot,))
+    own = Alert(Severity.INFO, "cache", "no cache or history: disk full", now)
+    budget = Alert(Severity.CRITICAL, "budget", "team over its limit", now)
+    alerts = derive_alerts(snap, [own], (budget,)).alerts
+    assert [a.message for a in alerts] == ["team over its limit", f"1 GPU(s) at or above {HOT_GPU_C} °C",
+                                           "no cache or history: disk full"]
+
+
+def test_periodic_jobs_run_at_start_wake_on_demand_and_stop_together():
+    import threading
+
+    from gpuconsole.core.fleet.periodic import PeriodicJob, PeriodicJobs
+
+    runs = {"now": 0, "later": 0}
+    ran = threading.Event()
+
+    def count(name):
+        def run():
+            runs[name] += 1
+            ran.set()
+            if name == "now" and runs[name] == 2:
+                raise RuntimeError("a failing run is logged, and the job goes on")
+        return run
+
+    jobs = PeriodicJobs()
+    jobs.start(PeriodicJob("now", 3600, count("now"), wakeable=True))
+    jobs.start(PeriodicJob("later", 3600, count("later"), at_start=False))
+    assert jobs.names == ("now", "later")
+    wait_for(lambda: runs["now"] == 1)
+    jobs.wake()  # only the wakeable one runs early
+    wait_for(lambda: runs["now"] == 2)
+    jobs.wake()
+    wait_for(lambda: runs["now"] == 3)
+    assert runs["later"] == 0
+    threads = [t for t in threading.enumerate() if t.name in ("now", "later")]
+    assert len(threads) == 2
+    jobs.stop()
+    for thread in threads:
+        thread.join(5)
+        assert not thread.is_alive()
+    assert runs["later"] == 0, "stopped before its first time came"
+
+
+def test_a_started_console_runs_its_named_jobs_and_stop_ends_them():
+    import threading
+
+    console = demo_console()
+    console.start()
+    try:
+        assert "key-hygiene" in console.periodic.names
+        assert any(t.name == "key-hygiene" for t in threading.enumerate())
+    finally:
+        console.close()
+    wait_for(lambda: not any(t.name == "key-hygiene" for t in threading.enumerate()), timeout=10)

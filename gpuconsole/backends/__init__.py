@@ -1,9 +1,11 @@
 """Every source of data and every system gpuconsole acts on, behind the interfaces of ``base``.
 
 Folders and modules:
-    base: the interfaces (GPU source, job backend, cloud backend), capabilities, typed errors.
+    base: the interfaces (GPU source, job backend, cloud backend), capability Protocols, typed errors.
     unconfigured: the stand-in for a source nobody has set up, saying how to set it up.
     tls: the TLS contexts of the connections gpuconsole opens itself (version floor, versions seen).
+    registry: every source by kind and name (how it is set up, built and explained), and the
+        other adapter objects the core uses; the core reaches adapters only through it.
     sim/: the simulated GPU cloud behind all three interfaces (demo mode and most tests).
     nvml/, kube/, aws/, prometheus/: one folder per real adapter.
 

@@ -146,8 +146,9 @@ class _Runner:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._worker is not None:
-            self._worker.close()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
 
     def poke(self) -> None:
         """Poll now instead of waiting for the next interval (user pressed refresh)."""
@@ -190,15 +191,16 @@ class _Runner:
 
     def run_once(self, poll: Callable[[], Reading]) -> float:
         """One supervised poll. Returns the delay before the next one."""
-        if self._worker is None:
-            self._worker = PollWorker(f"poll-{self.kind.value}")
-        elif self._worker.busy:
+        worker = self._worker
+        if worker is None:
+            worker = self._worker = PollWorker(f"poll-{self.kind.value}")
+        elif worker.busy:
             # The previous call is still hung: nothing more is handed to the worker behind it.
             self._mark_stale(f"no answer for {self.clock() - self._inflight_since:.0f} s")
             return self.policy.interval
         t0 = time.monotonic()
         self._inflight_since = self.clock()
-        box, done = self._worker.submit(poll)
+        box, done = worker.submit(poll)
         if not done.wait(self.policy.timeout):
             self.failures += 1
             self._mark_stale(f"no answer in {self.policy.timeout:g} s")
