@@ -1,4 +1,4 @@
-"""What the UI shows of the access rules: disabled keys with the reason, and the MFA prompt.
+"""What the UI shows of the access rules: disabled keys with the reason, who the user is.
 
 The core decides (:mod:`gpuconsole.core.access.guard`); the UI only mirrors it so a key the role
 may not use is dimmed in the footer and its reason is on screen. For jobs, the cluster's RBAC
@@ -10,7 +10,6 @@ guards every action.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from gpuconsole.core.access.access import Principal, denial
@@ -63,27 +62,6 @@ def identity_text(app: Any) -> str:
     if guard is not None and guard.read_only:
         parts.append("READ-ONLY")
     return "  ".join(parts)
-
-
-def ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], object],
-                 params: tuple[tuple[str, str], ...] = ()) -> bool:
-    """From a worker thread: when ``kind`` (with the request's ``params``) needs a fresh MFA
-    code, ask for it on screen and call ``run`` (again) once a code is accepted. Returns True
-    when it asked (the caller stops)."""
-    guard = app.core.services.guard
-    if not guard.mfa_pending(kind, params) or not (guard.aws_checks_mfa(kind) or guard.mfa.enrolled(guard.user)):
-        return False  # no code needed, or none can be given: the core decides and says why
-
-    def answered(ok: bool | None) -> None:
-        if ok:
-            run()
-        else:
-            app.notify(f"{purpose}: cancelled (no MFA code)", severity="warning")
-
-    from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
-
-    app.call_from_thread(app.push_screen, MfaPrompt(kind, purpose), answered)
-    return True
 
 
 def aws_session_needed(app: Any) -> bool:

@@ -1,50 +1,35 @@
-"""The gpuconsole Textual app: five live panes over one Console.
+"""The gpuconsole Textual app: the panes of :data:`gpuconsole.ui.registry.PANES` over one
+Console, the top line, the pane strip and the footer.
 
-Key bindings (also listed by ``?`` and reachable from the command palette, ``ctrl+p``):
-
-==============  ==================================================
-``1`` … ``7``   Overview, GPUs, Jobs, Instances, Budgets, Audit, Experiments
-``tab``         next pane (``shift+tab`` previous)
-``/``           filter the current table (``esc`` clears)
-``enter``       details of the selected GPU
-``r``           poll every source now
-``t``           next theme
-``d``           switch to the demo (when a backend is not set up)
-``$``           cost comparison calculator
-``?``           key bindings
-``q``           quit
-==============  ==================================================
+The app's own keys (``?`` lists them, the palette ``ctrl+p`` reaches them): the panes' number
+keys, ``tab`` / ``shift+tab``, ``/`` filter, ``r`` poll now, ``t`` theme, ``d`` demo, ``$`` cost
+calculator, ``q`` quit. Typed keys pass the type-ahead gate (:mod:`gpuconsole.ui.typeahead`);
+a worker's unexpected error is one line on screen (:mod:`gpuconsole.ui.actions`).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from functools import partial
-from importlib import import_module
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from textual import events, work
-from textual.app import App, ComposeResult, ScreenStackError
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.lazy import Lazy
-from textual.message import Message
-from textual.message_pump import MessagePump
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
+from gpuconsole.ui.boot import CoreBuilder, CoreBuilt
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
-from gpuconsole.ui.panes.registry import PANES, SHORT_TITLES
+from gpuconsole.ui.registry import BY_ID, PANES, pane_class
 from gpuconsole.ui.themes import (
     DEFAULT_THEME,
     PLAIN_THEME,
@@ -53,8 +38,10 @@ from gpuconsole.ui.themes import (
     textual_name,
     theme_names,
 )
+from gpuconsole.ui.typeahead import BOOTING, TypeAhead
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
-from gpuconsole.ui.widgets.text_view import TextView
+from gpuconsole.ui.widgets.top_bar import TopBar
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
     from gpuconsole.core.fleet.console import Console
@@ -63,23 +50,6 @@ if TYPE_CHECKING:
     from gpuconsole.ui.panes.gpus import GpusPane
 
 ACCESS_EVERY_S = 30.0  # how often the users table is read again (a role may change while the console runs)
-# A typed key waits for the one before it; one whose handling never ends (its widget went away with
-# it) stops holding the others back after this long.
-TYPEAHEAD_STUCK_S = 3.0
-TYPEAHEAD_PASSES = 3  # times a key's way is followed while handling it leaves messages on it
-
-
-def _busy(node: MessagePump) -> bool:
-    """Whether ``node`` has messages or callbacks waiting."""
-    return not node._message_queue.empty() or bool(node._next_callbacks)
-
-
-def pane_class(pane_id: str) -> type[Pane]:
-    """The class of a pane: ``GpusPane`` in ``gpuconsole.ui.panes.gpus``. Imported when the panes
-    are built, not when this module loads, so the console's frame is on screen before the panes'
-    code (and the core's) is imported."""
-    module = import_module(f"gpuconsole.ui.panes.{pane_id}")
-    return getattr(module, f"{pane_id.capitalize()}Pane")  # type: ignore[no-any-return]
 
 
 def _pane_base() -> type[Pane]:
@@ -88,24 +58,12 @@ def _pane_base() -> type[Pane]:
     return Pane
 
 
-class _Booting:
-    """Held keys wait on this while the console is being built (see ``GpuConsoleApp(build=…)``)."""
-
-    def __repr__(self) -> str:
-        return "<booting>"
-
-
-BOOTING = _Booting()
 BOOT_KEYS_ALWAYS = frozenset({"ctrl+q", "ctrl+c"})  # quit even before the console is built
 
 
-class CoreBuilt(Message):
-    """The console built off the UI thread (``error`` set when building it failed)."""
-
-    def __init__(self, core: Console | None, error: BaseException | None) -> None:
-        super().__init__()
-        self.core = core
-        self.error = error
+def _import_panes() -> None:
+    for spec in PANES:
+        pane_class(spec.id)
 
 
 def _provider(name: str) -> type[Provider]:
@@ -115,39 +73,18 @@ def _provider(name: str) -> type[Provider]:
     return getattr(commands, name)  # type: ignore[no-any-return]
 
 
-class TopBar(TextView):
-    """One line: product, mode, the state of each source, and the burn rate."""
-
-
-class GpuConsoleApp(App[int]):
+class GpuConsoleApp(ReportsWorkerErrors, App[int]):
     """The console. ``core`` (the Console facade) is started on mount; the caller closes it."""
 
     TITLE = "gpuconsole"
-    CSS_PATH = [
-        "app.tcss",
-        *(f"panes/{name}.tcss" for name in ("overview", "gpus", "jobs", "instances", "budgets", "audit", "autopilot",
-                                            "experiments")),
-        "screens/help.tcss",
-        "screens/gpu_detail.tcss",
-        "screens/confirm.tcss",
-        "screens/budget_form.tcss",
-        "screens/rule_form.tcss",
-        "screens/mfa_prompt.tcss",
-    ]
+    CSS_PATH = ["app.tcss", *(spec.css_path for spec in PANES)]  # each screen loads its own
     COMMANDS = App.COMMANDS | {
         partial(_provider, name)
         for name in ("ConsoleCommands", "GpuCommands", "JobCommands", "InstanceCommands", "BudgetCommands",
                      "ContextCommands")
     }
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "show_pane('overview')", "Overview", show=False),
-        Binding("2", "show_pane('gpus')", "GPUs", show=False),
-        Binding("3", "show_pane('jobs')", "Jobs", show=False),
-        Binding("4", "show_pane('instances')", "Instances", show=False),
-        Binding("5", "show_pane('budgets')", "Budgets", show=False),
-        Binding("6", "show_pane('audit')", "Audit", show=False),
-        Binding("7", "show_pane('autopilot')", "Autopilot", show=False),
-        Binding("8", "show_pane('experiments')", "Experiments", show=False),
+        *(Binding(spec.key, f"show_pane('{spec.id}')", spec.title, show=False) for spec in PANES),
         Binding("tab", "cycle_pane(1)", "Next pane", show=False, priority=True),
         Binding("shift+tab", "cycle_pane(-1)", "Previous pane", show=False, priority=True),
         Binding("slash", "filter", "Filter"),
@@ -160,18 +97,10 @@ class GpuConsoleApp(App[int]):
     ]
 
     def get_driver_class(self) -> type[Driver]:
-        """Textual's driver for this terminal, writing only the runs of text that changed
-        (:mod:`gpuconsole.ui.terminal`); ``GPUCONSOLE_FULL_REPAINT=1`` writes every repaint."""
-        driver = super().get_driver_class()
-        try:
-            from textual.drivers.linux_driver import LinuxDriver
-        except ImportError:  # not a POSIX terminal
-            return driver
-        if os.environ.get("GPUCONSOLE_FULL_REPAINT") or not issubclass(driver, LinuxDriver):
-            return driver  # the headless and web drivers have no terminal to spare
-        from gpuconsole.ui.terminal import with_repaint_filter
+        """Textual's driver, writing only the runs of text that changed (:mod:`gpuconsole.ui.terminal`)."""
+        from gpuconsole.ui.terminal import filtered_driver
 
-        return with_repaint_filter(driver)
+        return filtered_driver(super().get_driver_class())
 
     def __init__(self, core: Console | None = None, theme_name: str | None = None, *, start_console: bool = True,
                  gpu_thresholds: tuple[tuple[float, float], tuple[float, float]] | None = None,
@@ -184,11 +113,7 @@ class GpuConsoleApp(App[int]):
         super().__init__()
         if (core is None) == (build is None):
             raise ValueError("give the app a console, or a way to build one")
-        self._build = build
-        self._boot_lock = threading.Lock()
-        self._boot_thread: threading.Thread | None = None
-        self._built: Console | None = None
-        self._closed = False
+        self._builder = CoreBuilder(build, _import_panes, self.post_message) if build is not None else None
         self.boot_error: BaseException | None = None
         # (utilization, memory) colour thresholds of the GPU views: --gpu-util-thresh, --mem-util-thresh
         self.gpu_thresholds = gpu_thresholds or (UTIL_THRESHOLDS, MEMORY_THRESHOLDS)
@@ -209,12 +134,8 @@ class GpuConsoleApp(App[int]):
         self._last_paint = 0.0
         self._store_requested = False
         self.access_principal = None  # who the user is (users table), read by load_access
-        # Type-ahead (see on_event): keys typed while the one before them is still being handled.
-        self._typed: deque[events.Key | events.Paste] = deque()
-        # the key being handled, the screen being waited for, or BOOTING while the console is built
-        self._typing: object | None = BOOTING if core is None else None
-        self._typing_since = 0.0
-        self._typeahead_timer: Timer | None = None
+        # keys typed while the one before them is still being handled (see on_event)
+        self.typeahead = TypeAhead(self, partial(App.on_event, self), lambda: self._booting)
 
     @property
     def _booting(self) -> bool:
@@ -228,12 +149,12 @@ class GpuConsoleApp(App[int]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield TopBar(id="top-bar")
-        yield PaneTabs(PANES, SHORT_TITLES, id="pane-tabs")
+        yield PaneTabs(PANES, id="pane-tabs")
         with ContentSwitcher(initial="overview", id="panes"):
-            for pane_id in PANES:
-                with Container(id=pane_id, classes="pane-box"):
+            for spec in PANES:
+                with Container(id=spec.id, classes="pane-box"):
                     if not self._booting:
-                        yield self._make_pane(pane_id)
+                        yield self._make_pane(spec.id)
         yield Footer()
 
     def _make_pane(self, pane_id: str) -> Pane | Lazy:
@@ -266,35 +187,12 @@ class GpuConsoleApp(App[int]):
 
     # ------------------------------------------------------------------ building the console
     def _draw_starting(self) -> None:
-        from rich.text import Text
-
-        bar = Text(no_wrap=True, overflow="ellipsis")
-        bar.append(" gpuconsole ", self.palette.strong)
-        bar.append("  starting…", self.palette.dim)
-        self._top_bar.show(bar)
+        self._top_bar.starting(self.palette)
         self._draw_tabs()
 
     def _start_build(self) -> None:
         """Once the first frame is painted: build the console (and import the panes) off the UI thread."""
-        self._boot_thread = threading.Thread(target=self._build_core, name="gpuconsole-start", daemon=True)
-        self._boot_thread.start()
-
-    def _build_core(self) -> None:
-        core: Console | None = None
-        error: BaseException | None = None
-        try:
-            core = self._build()  # type: ignore[misc]
-            for pane_id in PANES:
-                pane_class(pane_id)  # import them here, not on the UI thread
-        except BaseException as exc:  # noqa: BLE001 - handed to the UI thread, then to the caller
-            error = exc
-        with self._boot_lock:
-            if self._closed:  # the user quit while it was being built
-                if core is not None:
-                    core.close()
-                return
-            self._built = core
-        self.post_message(CoreBuilt(core, error))
+        self._builder.start()
 
     async def on_core_built(self, message: CoreBuilt) -> None:
         if message.error is not None or message.core is None:
@@ -302,7 +200,7 @@ class GpuConsoleApp(App[int]):
             self.exit(return_code=1)
             return
         self._take_core(message.core)
-        mounts = [self.query_one(f"#{pane_id}", Container).mount(self._make_pane(pane_id)) for pane_id in PANES]
+        mounts = [self.query_one(f"#{spec.id}", Container).mount(self._make_pane(spec.id)) for spec in PANES]
         self._attach()
         self.refresh_bindings()
         for mounted in mounts:
@@ -310,126 +208,25 @@ class GpuConsoleApp(App[int]):
         # The overview is on screen: the keys typed while starting go to it, in order.
         if self.active_pane == "overview" and (pane := self.current_pane) is not None:
             pane.focus_body()
-        await self._key_done(BOOTING)
+        await self.typeahead.done(BOOTING)
 
     def close_core(self, wait_s: float = 2.0) -> None:
         """Close the console the app built (see ``build``); one still being built is closed by
         the thread building it, which is given ``wait_s`` to finish."""
-        with self._boot_lock:
-            self._closed = True
-            core, self._built = self._built, None
-        if core is not None:
-            core.close()
-        thread = self._boot_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(wait_s)
+        if self._builder is not None:
+            self._builder.close(wait_s)
 
     # ------------------------------------------------------------------ type-ahead
     async def on_event(self, event: events.Event) -> None:
-        """Hand out typed keys one at a time, each once the key before it has been handled.
-
-        Textual gives a key to the widget focused when the app reads it, and the app reads a
-        burst (a paste-fast typist over SSH, one ``tmux send-keys``) before the first key of it
-        has run its binding: in ``/qwen`` the ``q`` went to the table, not to the filter that
-        ``/`` opens, and quit. So a key is handed out only once the one before has been through
-        every widget on its way (and what it posted to them, such as ``Input.Submitted``, too),
-        and a screen being pushed has mounted and focused its first field: it then goes where the
-        key before sent the focus.
-        """
+        """Typed keys go through the type-ahead gate (:mod:`gpuconsole.ui.typeahead`), one at a
+        time; ``ctrl+q`` quits at once, even while the console is being built."""
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
             if self._booting and isinstance(event, events.Key) and event.key in BOOT_KEYS_ALWAYS:
                 self.exit()
                 return
-            self._typed.append(event)
-            if self._typing is None:
-                await self._next_key()
-            elif self._typeahead_timer is None:
-                self._typeahead_timer = self.set_timer(TYPEAHEAD_STUCK_S, self._typeahead_stuck)
+            await self.typeahead.take(event)
             return
         await super().on_event(event)
-
-    async def _next_key(self) -> None:
-        while self._typing is None and self._typed:
-            try:
-                screen = self.screen
-            except ScreenStackError:  # closing
-                self._typed.clear()
-                return
-            if not screen.is_mounted:
-                # A screen is being pushed: its keys wait until it has composed and focused.
-                self._begin(screen)
-                if screen.call_later(self._screen_ready, screen):
-                    return
-                self._typing = None
-                continue
-            event = self._typed.popleft()
-            self._begin(event)
-            await super().on_event(event)  # priority bindings, else to the focused widget
-            if self._typing is not event:
-                continue  # given up on while it was handled (see _typeahead_stuck)
-            path: tuple[MessagePump, ...] = (self,)
-            if event.is_forwarded:
-                target = self.focused or self.screen
-                path = tuple(target.ancestors_with_self)
-            self._follow_key(event, path, 0, TYPEAHEAD_PASSES)
-            return
-
-    def _begin(self, what: object) -> None:
-        self._typing = what
-        self._typing_since = time.monotonic()
-
-    def _follow_key(self, event: object, path: tuple[MessagePump, ...], at: int, passes: int) -> None:
-        """Runs in the task of ``path[at - 1]`` once that node has handled what was queued before
-        this call (the key, when the key went there): go on to the next node; at the end, once
-        more along the way if handling the key posted messages to it (``Input.Submitted``, a
-        focus request), then to the next key."""
-        if self._typing is not event:
-            return
-        while at < len(path):
-            node = path[at]
-            at += 1
-            if node.call_later(self._follow_key, event, path, at, passes):
-                return
-        if passes > 1 and any(_busy(node) for node in path):
-            self._follow_key(event, path, 0, passes - 1)
-            return
-        self.call_later(self._key_done, event)
-
-    def _screen_ready(self, screen: object) -> None:
-        # In the screen's task: it has mounted. Its on_mount may have asked for the focus (in the
-        # app's queue), so the next key goes after that.
-        self.call_later(self._key_done, screen)
-
-    async def _key_done(self, what: object) -> None:
-        if self._typing is what:
-            self._typing = None
-            await self._next_key()
-
-    async def _typeahead_stuck(self) -> None:
-        """Keys are held: if the key (or screen) they wait for has not been done for too long,
-        stop waiting for it."""
-        self._typeahead_timer = None
-        if not self._typed:
-            return
-        if self._typing is not None:
-            waited = time.monotonic() - self._typing_since
-            if waited < TYPEAHEAD_STUCK_S or self._composing(self._typing):
-                self._typeahead_timer = self.set_timer(max(TYPEAHEAD_STUCK_S - waited, 0.25), self._typeahead_stuck)
-                return
-            self._typing = None
-        await self._next_key()
-        if self._typed and self._typeahead_timer is None:
-            self._typeahead_timer = self.set_timer(TYPEAHEAD_STUCK_S, self._typeahead_stuck)
-
-    def _composing(self, what: object) -> bool:
-        """Whether ``what`` is the screen on top, still being composed (a slow machine may take
-        seconds): the keys typed for it keep waiting, however long that takes."""
-        try:
-            if what is BOOTING:
-                return self._booting
-            return isinstance(what, Screen) and what is self.screen and not what.is_mounted and what.is_running
-        except ScreenStackError:
-            return False
 
     def _from_worker(self, snapshot: FleetSnapshot) -> None:
         # Called from the Hub's threads: post_message is thread-safe, and a newer snapshot
@@ -479,29 +276,12 @@ class GpuConsoleApp(App[int]):
                 self.notify(crossing.message, title="Budget", severity="warning", timeout=10)
 
     def _render_top_bar(self) -> None:
-        from rich.text import Text
-
-        from gpuconsole.ui.format import money
+        from gpuconsole.ui.access import identity_text
         from gpuconsole.ui.panes.base import status_text
 
-        snap = self.snapshot
-        bar = Text(no_wrap=True, overflow="ellipsis")
-        bar.append(" gpuconsole ", self.palette.strong)
-        if snap.demo:
-            bar.append(" DEMO ", self.palette.accent)
-        for status in snap.sources:
-            bar.append("  ")
-            dot = status_text(status, snap.taken_at, self.palette)
-            bar.append_text(dot[:2])
-            bar.append(status.kind.value)
-        bar.append("   ")
-        bar.append(f"{money(snap.burn_per_hour)}/h", self.palette.strong)
-        from gpuconsole.ui.access import identity_text
-
-        who = identity_text(self)
-        if who:
-            bar.append(f"   {who}", self.palette.accent)
-        self._top_bar.show(bar)
+        snap, palette = self.snapshot, self.palette
+        dots = [status_text(status, snap.taken_at, palette)[:2] for status in snap.sources]
+        self._top_bar.draw(snap, palette, dots, identity_text(self))
 
     @property
     def active_pane(self) -> str:
@@ -524,7 +304,7 @@ class GpuConsoleApp(App[int]):
 
     # ------------------------------------------------------------------ actions
     def action_show_pane(self, pane_id: str) -> None:
-        if pane_id not in PANES:
+        if pane_id not in BY_ID:
             return
         self._tabs.current = pane_id
         self._draw_tabs()
@@ -541,7 +321,7 @@ class GpuConsoleApp(App[int]):
             pane.focus_body()
 
     def action_cycle_pane(self, step: int) -> None:
-        ids = list(PANES)
+        ids = list(BY_ID)
         current = self.active_pane
         self.action_show_pane(ids[(ids.index(current) + step) % len(ids)])
 

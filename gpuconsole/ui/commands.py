@@ -13,7 +13,7 @@ from typing import Any, Protocol, cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from gpuconsole.ui.format import short_model
-from gpuconsole.ui.panes.registry import PANES
+from gpuconsole.ui.registry import PANES
 from gpuconsole.ui.protocols import ConsoleApp
 from gpuconsole.ui.themes import theme_names
 
@@ -79,8 +79,8 @@ class ConsoleCommands(_ConsoleProvider):
 
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.console_app
-        for pane_id, (title, key) in PANES.items():
-            yield f"Show {title}", partial(app.action_show_pane, pane_id), f"key {key}"
+        for spec in PANES:
+            yield f"Show {spec.title}", partial(app.action_show_pane, spec.id), f"key {spec.key}"
         yield "Filter the current table", app.action_filter, "key /"
         yield "Jobs: move between jobs and CronJobs", app.toggle_job_tables, "key c in the Jobs pane"
         yield "Refresh: poll every source now", app.action_refresh, "key r"

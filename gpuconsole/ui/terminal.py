@@ -17,7 +17,9 @@ left wrong: at worst cells are written again.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Iterable
 
 from rich.cells import get_character_cell_size
@@ -298,6 +300,18 @@ def _bytes(chars: list[str]) -> int:
     return sum(len(char.encode()) for char in chars)
 
 
+def filtered_driver(driver: type) -> type:
+    """``driver`` (the one Textual chose) writing through a :class:`RepaintFilter`, when it is a
+    POSIX terminal's; ``GPUCONSOLE_FULL_REPAINT=1`` keeps every repaint whole."""
+    try:
+        from textual.drivers.linux_driver import LinuxDriver
+    except ImportError:  # not a POSIX terminal
+        return driver
+    if os.environ.get("GPUCONSOLE_FULL_REPAINT") or not issubclass(driver, LinuxDriver):
+        return driver  # the headless and web drivers have no terminal to spare
+    return with_repaint_filter(driver)
+
+
 def with_repaint_filter(driver: type) -> type:
     """``driver`` (Textual's terminal driver class) writing through a :class:`RepaintFilter`."""
 
@@ -308,7 +322,7 @@ def with_repaint_filter(driver: type) -> type:
             self._seen_size: tuple[int, int] | None = None
 
         def write(self, data: str) -> None:
-            size = self._get_terminal_size()
+            size = tuple(shutil.get_terminal_size((80, 25)))  # what the driver itself reads
             if size != self._seen_size:  # a resize repaints everything: start again
                 self._seen_size = size
                 self.repaints.resize(rows=size[1], columns=size[0])

@@ -3,21 +3,25 @@ when it may act next, and who holds the lease."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.ops.actions import ActionError, ActionKind
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionResult
 from gpuconsole.core.ops.autopilot.rules import RuleError
 from gpuconsole.model import AutopilotRuleStatus, FleetSnapshot, SourceKind
+from gpuconsole.ui.actions import Action, run_action
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.screens.rule_form import RuleForm
 from gpuconsole.ui.widgets.cells import Row, text
 from gpuconsole.ui.widgets.live_table import LiveTable
+
+if TYPE_CHECKING:
+    from gpuconsole.core.fleet.services import Services
 
 COLUMNS = [
     ("RULE", "name", 12),
@@ -149,13 +153,7 @@ class AutopilotPane(Pane):
             return
         self._rule_call(lambda services: services.autopilot.set_paused(rule.name, not rule.paused))
 
-    @work(thread=True, group="autopilot-rule", exit_on_error=False, description="autopilot rule change")
-    def _rule_call(self, call) -> None:  # noqa: ANN001 - a callable taking the Services, returning an ActionResult
-        core = self.core
-        try:
-            result = call(core.services)
-        except (ActionError, RuleError) as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(self.app.notify, result.message)
-        core.refresh()
+    def _rule_call(self, call: Callable[[Services], ActionResult], what: str = "autopilot rule change") -> None:
+        services = self.core.services
+        run_action(self, Action(what, lambda _: call(services), refused=(ActionError, RuleError), prefix=False,
+                                group="autopilot-rule"))

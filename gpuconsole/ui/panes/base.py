@@ -21,6 +21,7 @@ from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.text_view import TextView
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 TABLES = "VirtualTable"  # the selector of every table a pane may hold (a LiveTable is one too)
 
@@ -64,7 +65,7 @@ class FilterInput(Input):
             pane.focus_body()
 
 
-class Pane(Vertical):
+class Pane(ReportsWorkerErrors, Vertical):
     """Base of the panes.
 
     Subclasses set ``kind`` (the source that feeds them), compose their body in

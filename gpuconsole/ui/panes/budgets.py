@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.ops.actions import ActionError, ActionKind
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionResult
 from gpuconsole.core.ops.budget_actions import action_kind
 from gpuconsole.model import (
     Budget,
@@ -20,12 +20,11 @@ from gpuconsole.model import (
     SourceKind,
     ThresholdBasis,
 )
-from gpuconsole.ui.access import ask_mfa_then
+from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.screens.budget_form import BudgetForm
-from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.widgets.cells import Row, right, text
 from gpuconsole.ui.widgets.live_table import LiveTable
 
@@ -169,13 +168,13 @@ class BudgetsPane(Pane):
         def added(budget: Budget | None) -> None:
             if budget is None:
                 return
+            ops = core.services.budget_ops
             try:  # in memory only: which request it is, so an automatic budget asks for MFA first
-                request = core.services.budget_ops.add_request(budget)
+                request = ops.add_request(budget)
             except ActionError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
-            self._budget_call(lambda: core.services.budget_ops.add(budget), request.kind, f"add budget {budget.name}",
-                              request.params)
+            self._change(f"add budget {budget.name}", lambda _: ops.add(budget), request.kind, request.params)
 
         self.app.push_screen(BudgetForm(clock=core.clock), added)
 
@@ -184,13 +183,9 @@ class BudgetsPane(Pane):
         if key is None:
             self.app.notify("select a budget first", severity="warning")
             return
-        core = self.core
-
-        def answered(answer: str | None) -> None:
-            if answer is not None:
-                self._budget_call(lambda: core.services.budget_ops.remove(key), ActionKind.BUDGET_REMOVE, f"remove budget {key}")
-
-        self.app.push_screen(ConfirmScreen("Remove budget", f"Remove budget {key}? (y/n)"), answered)
+        ops = self.core.services.budget_ops
+        self._change(f"remove budget {key}", lambda _: ops.remove(key), ActionKind.BUDGET_REMOVE,
+                     confirm=Confirm("Remove budget", f"Remove budget {key}? (y/n)"))
 
     def action_run_pending(self) -> None:
         snap = self.snapshot
@@ -200,38 +195,21 @@ class BudgetsPane(Pane):
             self.app.notify("no budget action is waiting" if not (snap and snap.pending_actions)
                             else "select an action in the lower table first", severity="warning")
             return
-        core = self.core
+        ops = self.core.services.budget_ops
         what = action.detail or ", ".join(action.targets) or "nothing in scope"
-
         kind = action_kind(action.action)
-
-        def answered(answer: str | None) -> None:
-            if answer is not None:
-                self._budget_call(lambda: core.services.budget_ops.run(action, answer), kind,
-                                  f"budget {action.budget}: {action.action.value}")
-
         targets, total = confirmation_targets(action, snap)
         # A terminate is never one keypress away: the budget's name is typed, for every listed target.
         typed = action.budget if kind is ActionKind.TERMINATE else None
         prompt = (f"Type {action.budget} to terminate them. This cannot be undone." if typed else "Run it now? (y/n)")
-        self.app.push_screen(
-            ConfirmScreen(f"Budget {action.budget}: {action.action.value}", prompt, what,
-                          typed=typed, targets=targets, total=total), answered)
+        self._change(f"budget {action.budget}: {action.action.value}", lambda answer: ops.run(action, answer or ""),
+                     kind, confirm=Confirm(f"Budget {action.budget}: {action.action.value}", prompt, what, typed=typed,
+                                           targets=targets, total=total))
 
-    @work(thread=True, group="budget-action", exit_on_error=False, description="budget change")
-    def _budget_call(self, call, kind: ActionKind | None = None, what: str = "",  # noqa: ANN001 - a callable returning an ActionResult
-                     params: tuple[tuple[str, str], ...] = ()) -> None:
-        core = self.core
-        if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._budget_call(call, kind, what, params),
-                                             params):
-            return
-        try:
-            result = call()
-        except (ActionError, ValueError) as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(self.app.notify, result.message)
-        core.refresh()
+    def _change(self, what: str, call: Callable[[str | None], ActionResult], kind: ActionKind,
+                params: tuple[tuple[str, str], ...] = (), confirm: Confirm | None = None) -> None:
+        run_action(self, Action(what, call, kind, params, confirm, refused=(ActionError, ValueError), prefix=False,
+                                group="budget-action"))
 
 
 def confirmation_targets(action: PendingAction, snap: FleetSnapshot) -> tuple[tuple[str, ...], str]:

@@ -30,6 +30,7 @@ from textual.widgets import Input
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.model import FleetSnapshot
+from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.experiment_chart import chart_text, dollars, number, progress_bar
@@ -347,27 +348,19 @@ class ExperimentsPane(Pane):
         self.app.call_from_thread(self._say, f"following {name}")
 
     def action_stop(self) -> None:
-        from gpuconsole.ui.screens.confirm import ConfirmScreen
-
         name = self.selected_name()
         if not name:
             return
+        book = self.book
 
-        def answered(answer: str | None) -> None:
-            if answer == "yes":
-                self._stop(name)
+        def stop(_answer: str | None) -> str:
+            problems = book.stop(name)
+            return f"stopped {name}" + (f": {problems[0]}" if problems else "")
 
-        self.app.push_screen(ConfirmScreen("Stop experiment", f"Stop {name} and delete its live Jobs? (y/n)",
-                                           "Finished runs are kept; the live ones end now."), answered)
-
-    @work(thread=True, group="experiments-stop", exit_on_error=False, description="stop an experiment")
-    def _stop(self, name: str) -> None:
-        try:
-            problems = self.book.stop(name)
-        except ActionError as exc:
-            self.app.call_from_thread(self._say, str(exc))
-            return
-        self.app.call_from_thread(self._say, f"stopped {name}" + (f": {problems[0]}" if problems else ""))
+        confirm = Confirm("Stop experiment", f"Stop {name} and delete its live Jobs? (y/n)",
+                          "Finished runs are kept; the live ones end now.")
+        run_action(self, Action(f"stop {name}", stop, confirm=confirm, prefix=False, group="experiments-stop",
+                                say=self._say, refresh=False))
 
     def action_rerun(self) -> None:
         name, arm = self.selected_name(), self.selected_arm()

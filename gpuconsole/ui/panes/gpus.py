@@ -17,15 +17,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
 from gpuconsole.core.money.attribution import attribute
-from gpuconsole.core.ops.actions import ActionError, ActionKind
+from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
-from gpuconsole.ui.access import ask_mfa_then
+from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.format import money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
@@ -191,7 +190,6 @@ class GpusPane(Pane):
             self.app.notify("This GPU source cannot signal processes.", severity="warning")
             return
         gpu, proc = chosen
-        from gpuconsole.ui.screens.confirm import ConfirmScreen
 
         where = f" on MIG {proc.mig_uuid}" if proc.mig_uuid else ""
         effect = ("it may save its work and exit" if signal_name == "SIGTERM"
@@ -200,28 +198,12 @@ class GpusPane(Pane):
                    f"GPU {gpu.index} {gpu.name} on {gpu.node}{where}\n{proc.command or proc.name}\n"
                    f"{signal_name}: {effect}.")
 
-        def answered(answer: str | None) -> None:
-            if answer is None:
-                self.app.notify(f"{signal_name} cancelled")
-                return
-            self._send(gpu.uuid, proc.pid, signal_name, answer)
-
-        self.app.push_screen(ConfirmScreen(f"Send {signal_name}", f"Send {signal_name} to pid {proc.pid} ({proc.name})? (y/n)",
-                                           details), answered)
-
-    @work(thread=True, group="gpu-action", exit_on_error=False, description="signal a GPU process")
-    def _send(self, gpu_uuid: str, pid: int, signal_name: str, answer: str) -> None:
-        core = self.core
-        what = f"{signal_name} pid {pid}"
-        if ask_mfa_then(self.app, ActionKind.KILL_PROCESS, what, lambda: self._send(gpu_uuid, pid, signal_name, answer)):
-            return
-        try:
-            result = core.services.gpus.kill(gpu_uuid, pid, signal_name, answer)
-        except ActionError as exc:
-            self.app.call_from_thread(self.app.notify, f"{signal_name} pid {pid}: {exc}", severity="error")
-            return
-        self.app.call_from_thread(self.app.notify, result.message)
-        core.refresh()
+        gpus = self.core.services.gpus
+        confirm = Confirm(f"Send {signal_name}", f"Send {signal_name} to pid {proc.pid} ({proc.name})? (y/n)", details,
+                          cancelled=f"{signal_name} cancelled")
+        run_action(self, Action(f"{signal_name} pid {proc.pid}",
+                                lambda answer: gpus.kill(gpu.uuid, proc.pid, signal_name, answer or ""),
+                                ActionKind.KILL_PROCESS, confirm=confirm, group="gpu-action"))
 
     # ------------------------------------------------------------------ the line under the table
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:

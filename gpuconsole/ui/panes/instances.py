@@ -5,23 +5,21 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
 from gpuconsole.core.ops.actions import (
     TYPED_CONFIRMATION,
-    ActionError,
     ActionKind,
     ActionRequest,
+    ActionResult,
     confirmation_prompt,
 )
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
-from gpuconsole.ui.access import ask_mfa_then
+from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.format import age, money, short_model
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.widgets.cells import Row, right, text
 from gpuconsole.ui.widgets.live_table import LiveTable
 
@@ -168,35 +166,18 @@ class InstancesPane(Pane):
             self.app.notify(f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated",
                             severity="warning")
             return
-        request = ActionRequest(kind, inst.instance_id, inst.region)
-        if not kind.destructive:
-            self._perform(request)
-            return
-        details = (f"{inst.instance_id}  {inst.name}\n{inst.instance_type} · {inst.market.value} · "
-                   f"{inst.state.value} · {inst.availability_zone} · ${inst.price_per_hour:.2f}/h · "
-                   f"{money(inst.accrued_cost)} {_ACCRUED_OVER.get(inst.history, 'since launch')}")
-        typed = inst.instance_id if kind in TYPED_CONFIRMATION else None
+        cloud = self.core.services.cloud
+        what = ActionRequest(kind, inst.instance_id, inst.region).describe()
 
-        def answered(answer: str | None) -> None:
-            if answer is None:
-                self.app.notify(f"{verb} cancelled")
-                return
-            self._perform(ActionRequest(kind, inst.instance_id, inst.region, confirmation=answer))
+        def perform(answer: str | None) -> ActionResult:
+            return cloud.perform(ActionRequest(kind, inst.instance_id, inst.region, confirmation=answer or ""))
 
-        self.app.push_screen(
-            ConfirmScreen(f"{verb.capitalize()} instance", confirmation_prompt(kind, inst.instance_id), details, typed=typed),
-            answered,
-        )
-
-    @work(thread=True, group="instance-action", exit_on_error=False, description="instance action")
-    def _perform(self, request: ActionRequest) -> None:
-        core = self.core
-        if ask_mfa_then(self.app, request.kind, request.describe(), lambda: self._perform(request)):
-            return
-        try:
-            result = core.services.cloud.perform(request)
-        except ActionError as exc:
-            self.app.call_from_thread(self.app.notify, f"{request.describe()}: {exc}", severity="error")
-            return
-        self.app.call_from_thread(self.app.notify, result.message)
-        core.refresh()
+        confirm = None
+        if kind.destructive:
+            details = (f"{inst.instance_id}  {inst.name}\n{inst.instance_type} · {inst.market.value} · "
+                       f"{inst.state.value} · {inst.availability_zone} · ${inst.price_per_hour:.2f}/h · "
+                       f"{money(inst.accrued_cost)} {_ACCRUED_OVER.get(inst.history, 'since launch')}")
+            confirm = Confirm(f"{verb.capitalize()} instance", confirmation_prompt(kind, inst.instance_id), details,
+                              typed=inst.instance_id if kind in TYPED_CONFIRMATION else None,
+                              cancelled=f"{verb} cancelled")
+        run_action(self, Action(what, perform, kind, confirm=confirm, group="instance-action"))

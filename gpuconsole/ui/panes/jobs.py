@@ -1,7 +1,8 @@
 """The Jobs pane: the GPU job queue grouped by state, the CronJobs that feed it, the nodes' GPUs.
 
-Every change (submit, delete, suspend, resume, trigger) goes through ``console.jobs`` in a
-thread worker; a delete or a suspend asks y/n first, and the core checks that answer again.
+Every change (submit, delete, suspend, resume, trigger) goes through the action runner
+(:mod:`gpuconsole.ui.actions`): a delete or a suspend asks y/n first, and the core checks that
+answer again.
 """
 
 from __future__ import annotations
@@ -14,132 +15,26 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionResult
-from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, Node, SourceKind
-from gpuconsole.ui.access import ask_mfa_then
-from gpuconsole.ui.format import age, bar, money, short_node
+from gpuconsole.core.ops.actions import ActionKind, ActionResult
+from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, SourceKind
+from gpuconsole.ui.actions import Action, Confirm, run_action
+from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.widgets.cells import right, text
+from gpuconsole.ui.panes.job_rows import (
+    CRON_COLUMNS,
+    JOB_COLUMNS,
+    NODE_COLUMNS,
+    STATE_ORDER,
+    TABLES,
+    cron_cells,
+    job_cells,
+    mig_text,
+    node_cells,
+    short_product,
+)
+from gpuconsole.ui.widgets.cells import right
 from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
-
-STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
-
-JOB_COLUMNS = [
-    ("STATE", "state", 9),
-    ("NAME", "name", 22),
-    ("GPUS", "gpus", 9),
-    ("NODE", "node", 14),
-    ("AGE", "age", 5),
-    ("DURATION", "duration", 8),
-    ("NAMESPACE", "namespace", 11),
-    ("REASON", "reason", None),
-]
-CRON_COLUMNS = [
-    ("CRONJOB", "name", 26),
-    ("NAMESPACE", "namespace", 11),
-    ("SCHEDULE", "schedule", 13),
-    ("GPUS", "gpus", 9),
-    ("LAST", "last", 6),
-    ("NEXT", "next", 11),
-    ("ACTIVE", "active", 6),
-    ("$/30D", "monthly", 8),
-]
-NODE_COLUMNS = [
-    ("NODE", "node", 15),
-    ("GPU", "product", 14),
-    ("USED", "used", 5),
-    ("LOAD", "load", 8),
-    ("FREE", "free", 4),
-    ("MIG", "mig", 5),
-    ("STATUS", "status", 9),
-    ("INSTANCE", "instance", None),
-]
-TABLES = ("job-table", "cron-table", "node-table")
-
-
-def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
-    return {
-        JobState.PENDING: palette.warn,
-        JobState.RUNNING: palette.ok,
-        JobState.FAILED: palette.bad,
-        JobState.SUSPENDED: palette.dim,
-        JobState.SUCCEEDED: palette.dim,
-    }[state]
-
-
-def duration(job: Job, now: float) -> str:
-    """How long it has run (until it finished); ``-`` before it started."""
-    if job.started is None:
-        return "-"
-    return age((job.finished if job.finished is not None else now) - job.started)
-
-
-def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
-    return (
-        text(job.state.value, state_style(job.state, palette)),
-        text(job.name),
-        right(job.gpu_request),
-        text(short_node(job.node) if job.node else "-"),
-        right(age(now - job.created)),
-        right(duration(job, now)),
-        text(job.namespace),
-        text(job.pending_reason or "", palette.warn if job.pending_reason else None),
-    )
-
-
-def cron_cells(cron: CronJob, now: float, palette: Palette) -> tuple[object, ...]:
-    if cron.suspended:
-        upcoming = text("suspended", palette.dim)
-    elif cron.next_schedule is not None:
-        upcoming = right(f"in {age(cron.next_schedule - now)}")
-    else:
-        upcoming = right("-")
-    gpus = f"{max(cron.gpus, 1)}×{cron.mig_profile}" if cron.mig_profile else (str(cron.gpus) if cron.gpus else "-")
-    return (
-        text(cron.name),
-        text(cron.namespace),
-        text(cron.schedule),
-        right(gpus),
-        right(age(now - cron.last_schedule) if cron.last_schedule else "-"),
-        upcoming,
-        right(cron.active),
-    )
-
-
-def short_product(product: str) -> str:
-    """``NVIDIA-A100-SXM4-80GB`` → ``A100-SXM4-80GB``: the vendor adds nothing in a GPU column."""
-    for prefix in ("NVIDIA-", "Tesla-"):
-        if product.startswith(prefix):
-            return product[len(prefix):]
-    return product or "-"
-
-
-def mig_text(node: Node) -> str:
-    """``1g.10gb 1/2 · 3g.40gb 0/1``: MIG devices held / offered, per profile."""
-    held = dict(node.mig_allocated)
-    return " · ".join(f"{profile} {held.get(profile, 0)}/{count}" for profile, count in node.mig_capacity)
-
-
-def node_cells(node: Node, palette: Palette) -> tuple[object, ...]:
-    allocatable = node.gpu_allocatable
-    used = node.gpu_allocated
-    free = max(0, allocatable - used)
-    share = 100.0 * used / allocatable if allocatable else 0.0
-    load_style = palette.bad if allocatable and free == 0 else palette.warn if share >= 75 else palette.ok
-    mig_total = sum(count for _profile, count in node.mig_capacity)
-    mig_used = sum(count for _profile, count in node.mig_allocated)
-    return (
-        text(short_node(node.name)),
-        text(short_product(node.gpu_product)),
-        right(f"{used}/{allocatable}"),
-        text(bar(share, 8), load_style),
-        right(free, palette.ok if free else palette.dim),
-        right(f"{mig_used}/{mig_total}" if mig_total else "-", None if mig_total else palette.dim),
-        text("ready" if node.ready else "not ready", None if node.ready else palette.bad),
-        text(node.instance_id or "-", palette.dim),
-    )
-
 
 class JobsPane(Pane):
     """Jobs, CronJobs and the nodes' GPUs, live; the place to run GPU training.
@@ -460,27 +355,10 @@ class JobsPane(Pane):
 
     def _confirm(self, title: str, prompt: str, details: str, what: str,
                  call: Callable[[str], ActionResult], kind: ActionKind | None = None) -> None:
-        from gpuconsole.ui.screens.confirm import ConfirmScreen
-
         verb = title.split()[0].lower()
+        run_action(self, Action(f"{verb} {what}", lambda answer: call(answer or ""), kind,
+                                confirm=Confirm(title, prompt, details, cancelled=f"{verb} cancelled"),
+                                group="job-action"))
 
-        def answered(answer: str | None) -> None:
-            if answer is None:
-                self.app.notify(f"{verb} cancelled")
-                return
-            self._perform(f"{verb} {what}", lambda: call(answer), kind)
-
-        self.app.push_screen(ConfirmScreen(title, prompt, details), answered)
-
-    @work(thread=True, group="job-action", exit_on_error=False, description="job action")
-    def _perform(self, what: str, call: Callable[[], ActionResult], kind: ActionKind | None = None) -> None:
-        core = self.core
-        if kind is not None and ask_mfa_then(self.app, kind, what, lambda: self._perform(what, call, kind)):
-            return
-        try:
-            result = call()
-        except ActionError as exc:
-            self.app.call_from_thread(self.app.notify, f"{what}: {exc}", severity="error")
-            return
-        self.app.call_from_thread(self.app.notify, result.message)
-        core.refresh()
+    def _perform(self, what: str, call: Callable[[], ActionResult]) -> None:
+        run_action(self, Action(what, lambda _: call(), group="job-action"))

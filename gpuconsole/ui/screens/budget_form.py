@@ -46,6 +46,8 @@ class BudgetForm(ModalScreen[Budget | None]):
     | esc | cancel |
     """
 
+    CSS_PATH = "budget_form.tcss"
+
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", tooltip="save the budget (bad input keeps the form and says which field)"),
         Binding("f2", "preset", "Pause at $1,000",

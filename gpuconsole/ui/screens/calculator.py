@@ -33,6 +33,7 @@ from gpuconsole.core.money.calculator import (
 )
 from gpuconsole.ui.format import money
 from gpuconsole.ui.widgets.focus import focus_now
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -101,7 +102,7 @@ def parse_field(name: str, text: str) -> float | int | None:
         raise ValueError(f"expected {'a whole number' if name in WHOLE else 'a number'}, got {text.strip()!r}") from None
 
 
-class CostCalculatorScreen(Screen[None]):
+class CostCalculatorScreen(ReportsWorkerErrors, Screen[None]):
     """Own server vs cloud on-demand vs cloud spot for one training run.
 
     ==============  ==========================================================

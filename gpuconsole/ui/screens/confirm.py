@@ -23,6 +23,8 @@ class ConfirmScreen(ModalScreen[str | None]):
     | enter | submit the typed text (typed confirmations) |
     """
 
+    CSS_PATH = "confirm.tcss"
+
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("n", "cancel", "No", show=False),

@@ -18,9 +18,10 @@ from textual.widgets import Footer, Static
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 
-class DescribeScreen(ModalScreen[None]):
+class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
     """A Job or CronJob described.
 
     | key | does |

@@ -29,6 +29,7 @@ from textual.widgets import Sparkline, Static
 from gpuconsole.core.money.costs import gpu_price_per_hour
 from gpuconsole.model import Gpu, GpuSample, MigMode
 from gpuconsole.ui.format import money, short_node
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
     from gpuconsole.ui.protocols import ConsoleApp
@@ -95,8 +96,10 @@ def downsample(values: list[float], points: int = MAX_POINTS) -> list[float]:
             if (chunk := values[int(i * step):max(int((i + 1) * step), int(i * step) + 1)])]
 
 
-class GpuDetailScreen(ModalScreen[None]):
+class GpuDetailScreen(ReportsWorkerErrors, ModalScreen[None]):
     """One GPU in depth. ``w`` changes the history window; ``esc`` or ``q`` goes back."""
+
+    CSS_PATH = "gpu_detail.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Back"),

@@ -22,6 +22,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gpuconsole.ui.registry import BY_ID, PANES, load
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 
 # Keys that belong to no binding of a pane, screen or the app: the tables' own.
@@ -41,6 +42,8 @@ class HelpScreen(ModalScreen[None]):
     The keys listed are those of the screen under it (a form, the GPU detail view) or, on the
     main screen, of the pane on screen, then the app's own.
     """
+
+    CSS_PATH = "help.tcss"
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
@@ -79,7 +82,7 @@ class HelpScreen(ModalScreen[None]):
 # Longer words for the app's own keys (the app's bindings carry only their footer labels); a
 # key is listed because it is bound, never because it is named here.
 APP_WORDS: dict[str, str] = {
-    "show_pane": "Overview · GPUs · Jobs · Instances · Budgets · Audit",
+    "show_pane": " · ".join(spec.short_title for spec in PANES),
     "cycle_pane": "next / previous pane",
     "filter": "filter the current table; enter keeps it, esc clears",
     "refresh": "poll every source now",
@@ -123,11 +126,8 @@ def key_sections(app: Any, helper: object = None) -> list[Section]:
 def screens_opened_from(pane_id: str) -> list[tuple[str, type]]:
     """The views a pane opens whose keys the help lists beside the pane's (their keys come from
     their bindings): the GPU detail view from the GPUs pane."""
-    if pane_id == "gpus":
-        from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
-
-        return [("GPU detail view (enter on a GPU)", GpuDetailScreen)]
-    return []
+    spec = BY_ID.get(pane_id)
+    return [(heading, load(cls)) for heading, cls in spec.opens] if spec is not None else []
 
 
 def rows_of(bindings: Iterable[Binding], taken: set[str], display: Any = None,
@@ -209,5 +209,5 @@ def pane_title(app: Any, stack: list[Any]) -> str:
     except NoMatches:
         tabs = None
     if tabs is not None and active in tabs.panes:
-        return str(tabs.panes[active][0])
+        return tabs.panes[active].tab_title
     return str(active).capitalize() or "This"

@@ -22,6 +22,7 @@ from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 TAIL_LINES = 1000  # what is fetched first; following adds to it up to MAX_LINES
 DRAIN_EVERY_S = 0.1
@@ -38,7 +39,7 @@ class SearchInput(Input):
             screen.close_search()
 
 
-class LogScreen(ModalScreen[None]):
+class LogScreen(ReportsWorkerErrors, ModalScreen[None]):
     """A pod's log.
 
     | key | does |

@@ -18,12 +18,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from gpuconsole.core.ops.actions import ActionKind
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
     from gpuconsole.ui.protocols import ConsoleApp
 
 
-class MfaPrompt(ModalScreen[bool]):
+class MfaPrompt(ReportsWorkerErrors, ModalScreen[bool]):
     """Dismisses with True once a code is accepted, False when cancelled.
 
     | key | does |
@@ -31,6 +32,8 @@ class MfaPrompt(ModalScreen[bool]):
     | enter | check the code |
     | esc | cancel |
     """
+
+    CSS_PATH = "mfa_prompt.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 

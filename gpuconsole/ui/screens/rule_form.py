@@ -56,6 +56,8 @@ class RuleForm(ModalScreen[dict[str, Any] | None]):
     | esc | cancel |
     """
 
+    CSS_PATH = "rule_form.tcss"
+
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", tooltip="save the rule (an invalid one keeps the form and says which field)"),
         Binding("escape", "cancel", "Cancel", tooltip="close the form without saving"),

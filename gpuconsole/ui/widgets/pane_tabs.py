@@ -6,12 +6,18 @@ animation), which keeps the first frame quick; the number keys are the main way 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.message import Message
 
 from gpuconsole.ui.widgets.text_view import TextView
+
+if TYPE_CHECKING:
+    from gpuconsole.ui.registry import PaneSpec
 
 
 class PaneTabs(TextView):
@@ -24,13 +30,11 @@ class PaneTabs(TextView):
             super().__init__()
             self.pane_id = pane_id
 
-    def __init__(self, panes: dict[str, tuple[str, str]], short: dict[str, str] | None = None,
-                 **kwargs: object) -> None:
-        """``panes``: id → (title, number key), in tab order (:data:`gpuconsole.ui.panes.registry.PANES`);
-        ``short``: id → a shorter title, used when the full strip does not fit the width."""
+    def __init__(self, panes: Sequence[PaneSpec], **kwargs: object) -> None:
+        """``panes``: the panes in tab order (:data:`gpuconsole.ui.registry.PANES`); each
+        one's short title is used when the full strip does not fit the width."""
         super().__init__(**kwargs)
-        self.panes = panes
-        self.short = short or {}
+        self.panes = {spec.id: spec for spec in panes}
         self._ranges: list[tuple[int, int, str]] = []
         self._last: tuple[str, Style, Style] | None = None
 
@@ -50,9 +54,9 @@ class PaneTabs(TextView):
                packed: bool) -> tuple[Text, list[tuple[int, int, str]]]:
         line = Text(" ", no_wrap=True, overflow="ellipsis")
         ranges: list[tuple[int, int, str]] = []
-        for pane_id, (title, key) in self.panes.items():
+        for pane_id, spec in self.panes.items():
             start = len(line)
-            label = Text(f" {key} {self.short.get(pane_id, title) if packed else title} ")
+            label = Text(f" {spec.key} {spec.short_title if packed else spec.tab_title} ")
             if pane_id == active:
                 label.stylize(active_style)
             else:

@@ -12,6 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
+
 if TYPE_CHECKING:
     from gpuconsole.ui.palette import Palette
     from gpuconsole.ui.protocols import ConsoleApp
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 ResultT = TypeVar("ResultT")
 
 
-class WizardScreen(ModalScreen[ResultT]):
+class WizardScreen(ReportsWorkerErrors, ModalScreen[ResultT]):
     """A modal screen that is a list of steps, shown one at a time.
 
     A wizard names its steps (``STEPS``) and the step whose ``ctrl+n`` confirms

@@ -16,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from gpuconsole.core.ops.actions import ActionError, one_line
+from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
     from gpuconsole.core.money.catalog import Catalog
@@ -122,7 +123,7 @@ class LaunchWizard(Protocol):
     def refresh_bindings(self) -> None: ...
 
 
-class Step(Vertical):
+class Step(ReportsWorkerErrors, Vertical):
     """One page of the wizard. ``enter`` runs when it is shown; ``commit`` when Next is asked.
 
     ``commit`` stores what the step decided in the wizard's :class:`Choice` and returns the first

@@ -1,0 +1,125 @@
+"""The Jobs pane's rows: the columns and cells of its jobs, CronJobs and nodes tables."""
+
+from __future__ import annotations
+
+from gpuconsole.model import CronJob, Job, JobState, Node
+from gpuconsole.ui.format import age, bar, short_node
+from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.widgets.cells import right, text
+
+STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
+
+JOB_COLUMNS = [
+    ("STATE", "state", 9),
+    ("NAME", "name", 22),
+    ("GPUS", "gpus", 9),
+    ("NODE", "node", 14),
+    ("AGE", "age", 5),
+    ("DURATION", "duration", 8),
+    ("NAMESPACE", "namespace", 11),
+    ("REASON", "reason", None),
+]
+CRON_COLUMNS = [
+    ("CRONJOB", "name", 26),
+    ("NAMESPACE", "namespace", 11),
+    ("SCHEDULE", "schedule", 13),
+    ("GPUS", "gpus", 9),
+    ("LAST", "last", 6),
+    ("NEXT", "next", 11),
+    ("ACTIVE", "active", 6),
+    ("$/30D", "monthly", 8),
+]
+NODE_COLUMNS = [
+    ("NODE", "node", 15),
+    ("GPU", "product", 14),
+    ("USED", "used", 5),
+    ("LOAD", "load", 8),
+    ("FREE", "free", 4),
+    ("MIG", "mig", 5),
+    ("STATUS", "status", 9),
+    ("INSTANCE", "instance", None),
+]
+TABLES = ("job-table", "cron-table", "node-table")
+
+
+def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
+    return {
+        JobState.PENDING: palette.warn,
+        JobState.RUNNING: palette.ok,
+        JobState.FAILED: palette.bad,
+        JobState.SUSPENDED: palette.dim,
+        JobState.SUCCEEDED: palette.dim,
+    }[state]
+
+
+def duration(job: Job, now: float) -> str:
+    """How long it has run (until it finished); ``-`` before it started."""
+    if job.started is None:
+        return "-"
+    return age((job.finished if job.finished is not None else now) - job.started)
+
+
+def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
+    return (
+        text(job.state.value, state_style(job.state, palette)),
+        text(job.name),
+        right(job.gpu_request),
+        text(short_node(job.node) if job.node else "-"),
+        right(age(now - job.created)),
+        right(duration(job, now)),
+        text(job.namespace),
+        text(job.pending_reason or "", palette.warn if job.pending_reason else None),
+    )
+
+
+def cron_cells(cron: CronJob, now: float, palette: Palette) -> tuple[object, ...]:
+    if cron.suspended:
+        upcoming = text("suspended", palette.dim)
+    elif cron.next_schedule is not None:
+        upcoming = right(f"in {age(cron.next_schedule - now)}")
+    else:
+        upcoming = right("-")
+    gpus = f"{max(cron.gpus, 1)}×{cron.mig_profile}" if cron.mig_profile else (str(cron.gpus) if cron.gpus else "-")
+    return (
+        text(cron.name),
+        text(cron.namespace),
+        text(cron.schedule),
+        right(gpus),
+        right(age(now - cron.last_schedule) if cron.last_schedule else "-"),
+        upcoming,
+        right(cron.active),
+    )
+
+
+def short_product(product: str) -> str:
+    """``NVIDIA-A100-SXM4-80GB`` → ``A100-SXM4-80GB``: the vendor adds nothing in a GPU column."""
+    for prefix in ("NVIDIA-", "Tesla-"):
+        if product.startswith(prefix):
+            return product[len(prefix):]
+    return product or "-"
+
+
+def mig_text(node: Node) -> str:
+    """``1g.10gb 1/2 · 3g.40gb 0/1``: MIG devices held / offered, per profile."""
+    held = dict(node.mig_allocated)
+    return " · ".join(f"{profile} {held.get(profile, 0)}/{count}" for profile, count in node.mig_capacity)
+
+
+def node_cells(node: Node, palette: Palette) -> tuple[object, ...]:
+    allocatable = node.gpu_allocatable
+    used = node.gpu_allocated
+    free = max(0, allocatable - used)
+    share = 100.0 * used / allocatable if allocatable else 0.0
+    load_style = palette.bad if allocatable and free == 0 else palette.warn if share >= 75 else palette.ok
+    mig_total = sum(count for _profile, count in node.mig_capacity)
+    mig_used = sum(count for _profile, count in node.mig_allocated)
+    return (
+        text(short_node(node.name)),
+        text(short_product(node.gpu_product)),
+        right(f"{used}/{allocatable}"),
+        text(bar(share, 8), load_style),
+        right(free, palette.ok if free else palette.dim),
+        right(f"{mig_used}/{mig_total}" if mig_total else "-", None if mig_total else palette.dim),
+        text("ready" if node.ready else "not ready", None if node.ready else palette.bad),
+        text(node.instance_id or "-", palette.dim),
+    )

@@ -1,0 +1,166 @@
+"""The type-ahead gate: typed keys are handed out one at a time, each once the one before has
+been handled.
+
+Textual gives a key to the widget focused when the app reads it, and the app reads a burst (a
+fast typist over SSH, one ``tmux send-keys``) before the first key of it has run its binding:
+in ``/qwen`` the ``q`` went to the table, not to the filter that ``/`` opens, and quit. So a key
+is handed out only once the one before has been through every widget on its way (and what it
+posted to them, such as ``Input.Submitted``, too), and a screen being pushed has mounted and
+focused its first field: it then goes where the key before sent the focus.
+
+This is the one module that reads a private Textual name (a node's pending callbacks, which
+have no public accessor); ``tests/test_typeahead.py`` names the Textual version it was checked
+against.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from textual import events
+from textual.app import App, ScreenStackError
+from textual.message_pump import MessagePump
+from textual.screen import Screen
+from textual.timer import Timer
+
+CHECKED_WITH_TEXTUAL = "8.2.8"  # the version whose message pump the private name below was read in
+# A typed key waits for the one before it; one whose handling never ends (its widget went away with
+# it) stops holding the others back after this long.
+STUCK_S = 3.0
+PASSES = 3  # times a key's way is followed while handling it leaves messages on it
+
+
+def busy(node: MessagePump) -> bool:
+    """Whether ``node`` has messages or callbacks waiting."""
+    return node.message_queue_size > 0 or bool(node._next_callbacks)  # noqa: SLF001 - no public accessor
+
+
+class _Booting:
+    """Held keys wait on this while the console is being built."""
+
+    def __repr__(self) -> str:
+        return "<booting>"
+
+
+BOOTING = _Booting()
+
+
+class TypeAhead:
+    """Holds the keys typed while the one before is being handled, for one app.
+
+    ``dispatch`` hands one key to the app the way Textual would (``App.on_event``); ``booting``
+    says whether the console is still being built (held keys then wait for :meth:`done`
+    ``(BOOTING)``).
+    """
+
+    def __init__(self, app: App[object], dispatch: Callable[[events.Event], Awaitable[None]],
+                 booting: Callable[[], bool]) -> None:
+        self.app = app
+        self._dispatch = dispatch
+        self._booting = booting
+        self._typed: deque[events.Key | events.Paste] = deque()
+        # the key being handled, the screen being waited for, or BOOTING while the console is built
+        self._typing: object | None = BOOTING if booting() else None
+        self._since = 0.0
+        self._timer: Timer | None = None
+
+    @property
+    def held(self) -> int:
+        """How many typed keys wait."""
+        return len(self._typed)
+
+    async def take(self, event: events.Key | events.Paste) -> None:
+        """A key the terminal sent: handle it now, or hold it behind the one being handled."""
+        self._typed.append(event)
+        if self._typing is None:
+            await self._next_key()
+        elif self._timer is None:
+            self._timer = self.app.set_timer(STUCK_S, self._stuck)
+
+    async def done(self, what: object) -> None:
+        """``what`` (a key, a screen, :data:`BOOTING`) has been handled: the next key goes."""
+        if self._typing is what:
+            self._typing = None
+            await self._next_key()
+
+    async def _next_key(self) -> None:
+        app = self.app
+        while self._typing is None and self._typed:
+            try:
+                screen = app.screen
+            except ScreenStackError:  # closing
+                self._typed.clear()
+                return
+            if not screen.is_mounted:
+                # A screen is being pushed: its keys wait until it has composed and focused.
+                self._begin(screen)
+                if screen.call_later(self._screen_ready, screen):
+                    return
+                self._typing = None
+                continue
+            event = self._typed.popleft()
+            self._begin(event)
+            await self._dispatch(event)  # priority bindings, else to the focused widget
+            if self._typing is not event:
+                continue  # given up on while it was handled (see _stuck)
+            path: tuple[MessagePump, ...] = (app,)
+            if event.is_forwarded:
+                target = app.focused or app.screen
+                path = tuple(target.ancestors_with_self)
+            self._follow(event, path, 0, PASSES)
+            return
+
+    def _begin(self, what: object) -> None:
+        self._typing = what
+        self._since = time.monotonic()
+
+    def _follow(self, event: object, path: tuple[MessagePump, ...], at: int, passes: int) -> None:
+        """Runs in the task of ``path[at - 1]`` once that node has handled what was queued before
+        this call (the key, when the key went there): go on to the next node; at the end, once
+        more along the way if handling the key posted messages to it (``Input.Submitted``, a
+        focus request), then to the next key."""
+        if self._typing is not event:
+            return
+        while at < len(path):
+            node = path[at]
+            at += 1
+            if node.call_later(self._follow, event, path, at, passes):
+                return
+        if passes > 1 and any(busy(node) for node in path):
+            self._follow(event, path, 0, passes - 1)
+            return
+        self.app.call_later(self.done, event)
+
+    def _screen_ready(self, screen: object) -> None:
+        # In the screen's task: it has mounted. Its on_mount may have asked for the focus (in the
+        # app's queue), so the next key goes after that.
+        self.app.call_later(self.done, screen)
+
+    async def _stuck(self) -> None:
+        """Keys are held: if the key (or screen) they wait for has not been done for too long,
+        stop waiting for it."""
+        self._timer = None
+        if not self._typed:
+            return
+        if self._typing is not None:
+            waited = time.monotonic() - self._since
+            if waited < STUCK_S or self._composing(self._typing):
+                self._timer = self.app.set_timer(max(STUCK_S - waited, 0.25), self._stuck)
+                return
+            self._typing = None
+        await self._next_key()
+        if self._typed and self._timer is None:
+            self._timer = self.app.set_timer(STUCK_S, self._stuck)
+
+    def _composing(self, what: object) -> bool:
+        """Whether ``what`` is the screen on top, still being composed (a slow machine may take
+        seconds): the keys typed for it keep waiting, however long that takes."""
+        try:
+            if what is BOOTING:
+                return self._booting()
+            app = self.app
+            return isinstance(what, Screen) and what is app.screen and not what.is_mounted and what.is_running
+        except ScreenStackError:
+            return False
