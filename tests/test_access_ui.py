@@ -16,7 +16,6 @@ from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.ops.actions import ActionKind, ActionRequest
 from gpuconsole.model import Budget, InstanceState
-from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.gpus import PID
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
@@ -32,7 +31,7 @@ from tests.access_world import (
     make_home,
 )
 from tests.helpers import FrozenClock, wait_until
-from tests.test_app import SIZE, started, table
+from tests.driving import running, table
 
 NOW = 1_800_000_000.0
 
@@ -48,15 +47,8 @@ async def console_app(tmp_path, role: Role, *, read_only: bool = False):
     clock = FrozenClock()
     options = ConsoleOptions(sources=SourceOptions(demo=True, seed=7, sim_start=clock()), interval=0.25, timeout=0.5,
                              clock=clock, guard=guard)
-    console = Console(options)
-    app = GpuConsoleApp(console)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(pilot)
-            await wait_until(lambda: app.access_principal is not None)
-            yield app, pilot, secret
-    finally:
-        console.close()
+    async with running(Console(options), ready=lambda app: app.access_principal is not None) as (app, pilot):
+        yield app, pilot, secret
 
 
 async def select_row(app, pilot, pane_key: str, table_id: str, key: str) -> None:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-
-from rich.text import Text
-from textual.widgets import Sparkline, Static
+from textual.widgets import Sparkline
 
 from gpuconsole.model import SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
 from gpuconsole.ui.screens.help import HelpScreen
-from gpuconsole.ui.widgets.live_table import LiveTable
-from gpuconsole.ui.widgets.virtual_table import VirtualTable
+from tests.driving import SIZE, column, pane_text, running, shown, started, table  # noqa: F401 - shared
 from tests.helpers import (
     FrozenClock,
     all_live,
@@ -21,49 +17,6 @@ from tests.helpers import (
     record_history,
     wait_until,
 )
-
-SIZE = (80, 24)
-
-
-def shown(widget: Static) -> str:
-    content = widget.content
-    return content.plain if isinstance(content, Text) else str(content)
-
-
-def pane_text(app: GpuConsoleApp, pane_id: str) -> str:
-    pane = app.query_one(f"#{pane_id}-pane")
-    return "\n".join(shown(s) for s in pane.query(Static) if not isinstance(s, LiveTable) and s.display)
-
-
-def table(app: GpuConsoleApp, table_id: str) -> LiveTable | VirtualTable:
-    found = app.query_one(f"#{table_id}")
-    assert isinstance(found, LiveTable | VirtualTable)
-    return found
-
-
-def column(app: GpuConsoleApp, table_id: str, column_key: str) -> list[str]:
-    t = table(app, table_id)
-    return [str(t.get_cell(key, column_key)) for key in t.shown_keys]
-
-
-async def started(pilot) -> None:
-    await wait_until(lambda: all_live(pilot.app))
-    await pilot.pause()
-
-
-@asynccontextmanager
-async def running(console=None, *, theme: str | None = None, live: bool = True):
-    """The app on a frozen seeded demo at 80×24, every source answered (unless ``live=False``)."""
-    console = console or demo_console()
-    app = GpuConsoleApp(console, theme_name=theme)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            if live:
-                await started(pilot)
-            yield app, pilot
-    finally:
-        console.close()
-
 
 async def test_every_pane_by_number_key():
     async with running() as (app, pilot):

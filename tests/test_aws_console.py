@@ -29,7 +29,7 @@ from tests.aws_peer import (
     AwsPeer,
 )
 from tests.helpers import wait_for, wait_until
-from tests.test_app import running
+from tests.driving import running
 from tests.test_wizard import choose_zone, fill, launch, move_to, text_of, to_review
 
 EAST, WEST = "us-east-1", "us-west-2"
@@ -256,7 +256,7 @@ async def test_no_secret_in_the_database_the_log_or_the_screen(aws_peer: AwsPeer
             console.refresh()
             await wait_until(lambda: cloud_state(console) is SourceState.ERROR, timeout=20)
             await pilot.press("4")
-            await pilot.pause()
+            await wait_until(lambda: "AuthFailure" in app.export_screenshot())
             screen = app.export_screenshot()
             console.cache.persist(SourceKind.CLOUD, "aws", console.hub.reading(SourceKind.CLOUD))
     finally:

@@ -17,7 +17,7 @@ from tests.aws_peer import TEST_REGION
 from tests.aws_peer_iam import IamWorld, iam_moto, iam_world  # noqa: F401 - fixtures
 from tests.helpers import wait_until
 from tests.test_access_ui import select_row
-from tests.test_app import SIZE
+from tests.driving import SIZE
 from tests.test_aws_roles import MFA_SERIAL, home  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow

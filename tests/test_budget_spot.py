@@ -26,7 +26,7 @@ from tests.aws_peer import AwsPeer
 from tests.aws_peer_spot import refuse_stopping_one_time, request_spot, spot_peer  # noqa: F401 - a fixture
 from tests.helpers import wait_until
 from tests.test_access_ui import NOW, console_app
-from tests.test_app import table
+from tests.driving import table
 
 RESEARCH = {"Budget": "research"}
 ENFORCE = ("budget", "check", "--enforce", "--region", "us-east-1")
@@ -247,7 +247,7 @@ def test_the_pause_preset_ends_what_a_stop_cannot() -> None:
 
 
 async def test_the_pause_preset_says_what_it_stops() -> None:
-    from tests.test_app import running
+    from tests.driving import running
 
     async with running() as (app, pilot):
         await pilot.press("5", "a")
@@ -338,7 +338,7 @@ async def test_the_console_asks_for_a_code_before_adding_an_automatic_budget(tmp
 
 
 async def test_the_instances_pane_says_which_kind_of_spot_request_a_row_is() -> None:
-    from tests.test_app import running
+    from tests.driving import running
     from tests.test_instances_pane import select
 
     async with running() as (app, pilot):

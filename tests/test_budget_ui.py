@@ -11,7 +11,7 @@ from gpuconsole.ui.format import money
 from gpuconsole.ui.screens.budget_form import BudgetForm
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from tests.helpers import FrozenClock, demo_console, wait_until
-from tests.test_app import running, table
+from tests.driving import running, table
 
 
 async def test_a_budget_from_the_form_lands_in_the_pane():

@@ -9,6 +9,7 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.screens.calculator import CostCalculatorScreen
+from tests.driving import running
 from tests.helpers import demo_console, wait_until
 
 SIZE = (80, 24)
@@ -31,17 +32,10 @@ def field(screen: CostCalculatorScreen, name: str) -> Input:
 @asynccontextmanager
 async def calculator():
     """The console on the seeded demo with the calculator opened by its key, ``$``."""
-    console = demo_console()
-    app = GpuConsoleApp(console)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            await pilot.press("dollar_sign")
-            await pilot.pause()
-            assert isinstance(app.screen, CostCalculatorScreen)
-            yield app, pilot, app.screen
-    finally:
-        console.close()
+    async with running(live=False, key="dollar_sign",
+                       ready=lambda app: isinstance(app.screen, CostCalculatorScreen) and app.screen.is_mounted) as (
+            app, pilot):
+        yield app, pilot, app.screen
 
 
 async def replace_text(pilot, widget: Input, text: str) -> None:

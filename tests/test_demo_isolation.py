@@ -20,7 +20,7 @@ from gpuconsole.model import Budget
 from gpuconsole.ui.screens.budget_form import BudgetForm
 from gpuconsole.ui.screens.mfa_prompt import MfaPrompt
 from tests.helpers import demo_console, wait_until
-from tests.test_app import running
+from tests.driving import running
 
 
 @pytest.fixture

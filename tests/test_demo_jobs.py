@@ -13,7 +13,7 @@ from gpuconsole.model import JobState
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.panes.jobs import STATE_ORDER
 from tests.helpers import START, FrozenClock, wait_until
-from tests.test_app import running, table
+from tests.driving import running, table
 
 
 def test_the_world_lists_n_jobs_and_its_live_part_is_unchanged() -> None:

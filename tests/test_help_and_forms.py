@@ -17,7 +17,7 @@ from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen
 from gpuconsole.ui.screens.help import HelpScreen
 from tests.helpers import demo_console, wait_until
 from tests.test_access_ui import console_app
-from tests.test_app import running, shown
+from tests.driving import running, shown
 
 PANE_KEYS = {"1": "overview", "2": "gpus", "3": "jobs", "4": "instances", "5": "budgets", "6": "audit"}
 

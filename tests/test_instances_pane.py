@@ -8,7 +8,7 @@ from gpuconsole.model import InstanceState, Market
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.screens.help import HelpScreen
 from tests.helpers import wait_until
-from tests.test_app import running, table
+from tests.driving import running, table
 
 
 def state_of(app, instance_id: str) -> InstanceState:

@@ -12,7 +12,7 @@ from gpuconsole.ui.screens.logs import LogScreen
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
 from gpuconsole.ui.wizards.submit import SubmitWizard
 from tests.helpers import FrozenClock, demo_console, wait_until
-from tests.test_app import running, shown, table
+from tests.driving import running, shown, table
 from tests.test_wizard import outside
 
 

@@ -475,7 +475,7 @@ class QuickKubeJobs(KubeJobs):
 
 async def test_the_console_shows_the_jobs_live_goes_stale_under_a_hang_and_recovers(kube: KubeCluster, monkeypatch) -> None:
     from tests.helpers import wait_until as wait_in_app
-    from tests.test_app import column, pane_text, running
+    from tests.driving import column, pane_text, running
 
     monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
     kube.server.add(ks.node("gpu-node-1"))
@@ -613,7 +613,7 @@ def test_the_console_submits_to_the_cluster_it_watches(kube: KubeCluster, monkey
 async def test_the_palette_switches_the_kubernetes_context_like_ctx(kube: KubeCluster, tmp_path: Path, monkeypatch) -> None:
     """ctrl+p, "Kubernetes context: second": the jobs now come as the second context's user."""
     from tests.helpers import wait_until as wait_in_app
-    from tests.test_app import running
+    from tests.driving import running
 
     monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
     running_job(kube, "train-a")

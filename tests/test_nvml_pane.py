@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from contextlib import asynccontextmanager
 
 import pytest
 from rich.text import Text
@@ -17,6 +16,7 @@ from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.screens.gpu_detail import GpuDetailScreen, downsample
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from tests.fake_nvml import FakeGpu, FakeNvml, FakeProcess, standard_host
+from tests import driving
 from tests.helpers import all_live, demo_console, wait_until
 
 SIZE = (120, 36)
@@ -40,18 +40,10 @@ def pane_line(app: GpuConsoleApp) -> str:
     return "\n".join(str(v.content) for v in pane(app).query(TextView) if v.display)
 
 
-@asynccontextmanager
-async def running(console, *, thresholds=None, live=all_live):
-    app = GpuConsoleApp(console, theme_name="dark", gpu_thresholds=thresholds)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(lambda: live(app))
-            await pilot.press("2")
-            await wait_until(lambda: bool(gpu_table(app).shown_keys))
-            await pilot.pause()
-            yield app, pilot
-    finally:
-        console.close()
+def running(console, *, thresholds=None, live=all_live):
+    """The GPUs pane on screen at 120×36, its table filled."""
+    return driving.running(console, theme="dark", thresholds=thresholds, live=live, size=SIZE, key="2",
+                           ready=lambda app: bool(gpu_table(app).shown_keys))
 
 
 def gpus_live(app: GpuConsoleApp) -> bool:

@@ -25,7 +25,7 @@ from gpuconsole.ui.panes.gpus import gib_pair
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 from tests.helpers import FrozenClock, demo_console, wait_until
 from tests.prometheus_peer import FaultProxy, PrometheusProcess, find_prometheus
-from tests.test_app import pane_text
+from tests.driving import pane_text
 
 BINARY = find_prometheus()
 pytestmark = [

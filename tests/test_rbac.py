@@ -13,11 +13,10 @@ from gpuconsole.core.access.rbac import ClusterPermissions, job_permissions
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.ops.actions import ActionKind
-from gpuconsole.ui.app import GpuConsoleApp
 from tests.helpers import FrozenClock, wait_until
 from tests.kube_rbac import DEV_TOKEN, DEV_USER, READ, REVIEWS, WRITE, RbacApiServer, rbac_kube  # noqa: F401
 from tests.kube_server import job
-from tests.test_app import SIZE, table
+from tests.driving import running, table
 
 OWN, OTHER = "team-a", "team-b"
 
@@ -128,34 +127,29 @@ async def test_the_jobs_pane_dims_delete_where_the_cluster_refuses_it(rbac_kube)
     clock = FrozenClock()
     options = ConsoleOptions(sources=SourceOptions(gpus="off", cloud="off", jobs="kube"), interval=0.25, timeout=2.0,
                              clock=clock)
-    console = Console(options)
-    app = GpuConsoleApp(console)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(lambda: app.access_principal is not None)
-            await pilot.press("3")
-            jobs = table(app, "job-table")
-            await wait_until(lambda: len(jobs.shown_keys) == 2)
-            pane = app.query_one("#jobs-pane")
+    async with running(Console(options), live=False, ready=lambda app: app.access_principal is not None) as (
+            app, pilot):
+        await pilot.press("3")
+        jobs = table(app, "job-table")
+        await wait_until(lambda: len(jobs.shown_keys) == 2)
+        pane = app.query_one("#jobs-pane")
 
-            async def select(name: str) -> None:
-                key = next(k for k in jobs.shown_keys if pane.jobs.by_key[k].name == name)
-                jobs.focus()
-                jobs.move_cursor(row=jobs.shown_keys.index(key))
-                await pilot.pause()
-
-            await select("train-b")
-            await wait_until(lambda: pane.check_action("delete", ()) is None)
-            line = pane.query_one(".access-line")
-            assert line.display
-            assert str(line.content).startswith("disabled: ctrl+d — ")
-            assert pane.check_action("suspend", ()) is True, "what the cluster allows stays enabled"
-            assert f"denied by the cluster: RBAC does not let this login delete jobs in {OTHER}" in str(line.content)
-            await pilot.press("ctrl+d")
+        async def select(name: str) -> None:
+            key = next(k for k in jobs.shown_keys if pane.jobs.by_key[k].name == name)
+            jobs.focus()
+            jobs.move_cursor(row=jobs.shown_keys.index(key))
             await pilot.pause()
-            assert rbac_kube.get("Job", "train-b", OTHER) is not None, "a dimmed key does nothing"
-            await select("train-a")
-            await wait_until(lambda: pane.check_action("delete", ()) is True)
-            assert not pane.query_one(".access-line").display
-    finally:
-        console.close()
+
+        await select("train-b")
+        await wait_until(lambda: pane.check_action("delete", ()) is None)
+        line = pane.query_one(".access-line")
+        assert line.display
+        assert str(line.content).startswith("disabled: ctrl+d — ")
+        assert pane.check_action("suspend", ()) is True, "what the cluster allows stays enabled"
+        assert f"denied by the cluster: RBAC does not let this login delete jobs in {OTHER}" in str(line.content)
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        assert rbac_kube.get("Job", "train-b", OTHER) is not None, "a dimmed key does nothing"
+        await select("train-a")
+        await wait_until(lambda: pane.check_action("delete", ()) is True)
+        assert not pane.query_one(".access-line").display

@@ -17,7 +17,7 @@ from gpuconsole.ui.screens.calculator import CostCalculatorScreen
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.wizards.submit import SubmitWizard
 from tests.helpers import wait_until
-from tests.test_app import running, table
+from tests.driving import running, table
 
 SPECIAL = {"tab": "\t", "enter": "\r", "home": None, "end": None, "pageup": None, "pagedown": None,
            "escape": "\x1b"}

@@ -21,7 +21,7 @@ from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.registry import PANES, pane_class
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 from tests.helpers import wait_until
-from tests.test_app import running
+from tests.driving import running
 
 UI = Path(gpuconsole.ui.__file__).parent
 PRODUCT = UI.parent

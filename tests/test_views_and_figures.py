@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.panes.jobs import JobsPane
 from tests.helpers import wait_until
-from tests.test_app import running
+from tests.driving import running
 from tests.test_calculator_screen import calculator, field, replace_text, rows
 
 

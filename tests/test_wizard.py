@@ -9,7 +9,7 @@ from gpuconsole.model import KeyPair, Market, Workload
 from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.wizards import ProvisionWizard
 from tests.helpers import demo_console, wait_until
-from tests.test_app import running, shown
+from tests.driving import running, shown
 
 TRAINING_GPUS = ("A100", "H100", "H200", "B200")
 
