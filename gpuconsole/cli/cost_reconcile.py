@@ -95,7 +95,9 @@ def run_reconcile(args: argparse.Namespace, make_console: Callable[..., Any], ou
             print(f"gpuconsole: cannot reconcile: the cloud source is {what}", file=err)
             return 1
         explorer = console.services.cost_explorer
-        if explorer is None or not hasattr(explorer.provider, "resource_costs"):
+        from gpuconsole.backends.base import ResourceCosts
+
+        if explorer is None or not isinstance(explorer.provider, ResourceCosts):
             print("gpuconsole: cannot reconcile: no Cost Explorer for this cloud (or --billing-calls 0)", file=err)
             return 1
         console.load_cloud_history()
