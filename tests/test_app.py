@@ -218,13 +218,15 @@ async def test_failing_source_marked_and_ui_keeps_responding():
 async def test_hanging_source_goes_stale_and_keys_still_answer():
     console = demo_console(faults="jobs:hang", timeout=0.2)
     async with running(console, live=False) as (app, pilot):
-        await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.STALE)
+        # never answered: still connecting, the seconds waited counting up (not "stale for 0 s")
+        await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).waiting_since is not None)
+        assert app.snapshot.source(SourceKind.JOBS).state is SourceState.CONNECTING
         for key, pane in (("3", "jobs"), ("2", "gpus"), ("4", "instances")):
             await pilot.press(key)
             assert app.active_pane == pane
         await pilot.press("3")
         await pilot.pause()
-        assert "stale for" in pane_text(app, "jobs")
+        assert "no answer yet" in pane_text(app, "jobs")
         console.hub.runners[SourceKind.JOBS].source.sim.faults.release()
         await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.LIVE)
 

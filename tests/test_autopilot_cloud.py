@@ -83,3 +83,37 @@ def test_read_only_turns_run_into_a_plan(home: Path, aws_peer: AwsPeer, kube: An
     assert line["decision"] == "launch" and line["ok"] is None  # decided, not done
     assert aws_peer.proxy.sent("RunInstances") == []
     assert not [r for r in AuditLog(home / "audit.db").records() if r.action == "launch"]
+
+
+NO_GPU_TELEMETRY = f"""
+[[rules]]
+name = "train-pool"
+kind = "scale"
+pool = "tag:Pool=train"
+launch = {{ type = "g5.xlarge", region = "us-east-1", market = "on-demand", ami = "{MOTO_LINUX_AMI}", tags = {{ Pool = "train" }} }}
+scale_out = "gpu_util > 80 or pending_gpus > 0"
+scale_in = "gpu_util < 20 for 30m"
+max = 4
+
+[[rules]]
+name = "autostop"
+kind = "idle-stop"
+scope = "tag:Pool=train"
+idle_for = "0s"
+"""
+
+
+def test_without_gpu_telemetry_pending_gpus_still_scale_and_idle_stop_never_acts(home: Path, aws_peer: AwsPeer,
+                                                                              kube: Any) -> None:
+    """A bastion with no GPU source: the GPU figures are unknown (their comparisons false), not
+    stale, so the pending job launches; idle-stop, which needs the GPUs, waits."""
+    (home / "config.toml").write_text(NO_GPU_TELEMETRY)
+    waiting = kube.server.add(ks.job("waiting", "ml", gpus=4, state="pending"))
+    kube.server.add(ks.pod_for(waiting, node=None, phase="Pending", unschedulable=ks.INSUFFICIENT_GPU))
+    decisions = {line["rule"]: line for line in run_once(home)}
+    assert decisions["train-pool"]["decision"] == "launch" and decisions["train-pool"]["ok"] is True, decisions
+    assert "gpu_util" not in decisions["train-pool"]["figures"]
+    assert len(aws_peer.proxy.sent("RunInstances")) == 1
+    idle = decisions["autostop"]
+    assert idle["decision"] == "wait" and "gpus source" in idle["reason"], idle
+    assert aws_peer.proxy.sent("StopInstances") == []

@@ -107,3 +107,5 @@ async def test_the_add_form_checks_each_field_as_it_is_typed(autopilot_app) -> N
         await wait_until(lambda: any(r.name == "night" for r in app.snapshot.autopilot))
         added = next(r for r in app.snapshot.autopilot if r.name == "night")
         assert added.kind == "idle-stop" and added.scope == "tag:Project=vision" and added.origin == "db"
+        # the demo's own rules stay beside the one added
+        assert {"vision-pool", "autostop", "spot-recover"} <= {r.name for r in app.snapshot.autopilot}

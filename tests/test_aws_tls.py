@@ -49,6 +49,7 @@ def tls_endpoint(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tup
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
     stop = threading.Event()
+    accepted: list[socket.socket] = []
 
     def serve() -> None:
         while not stop.is_set():
@@ -56,6 +57,7 @@ def tls_endpoint(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tup
                 raw, _ = listener.accept()
             except OSError:
                 return
+            accepted.append(raw)
             try:
                 with context.wrap_socket(raw, server_side=True) as tls:
                     tls.recv(1)
@@ -69,6 +71,11 @@ def tls_endpoint(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tup
     finally:
         stop.set()
         listener.close()
+        for raw in accepted:  # a client that keeps its connection open: let the server go now
+            try:
+                raw.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         thread.join(timeout=10)
 
 

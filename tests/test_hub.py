@@ -89,6 +89,23 @@ def test_hang_marks_stale_and_does_not_pile_up_threads(hub_and_source):
     wait_for(lambda: state(hub) is SourceState.LIVE)
 
 
+def test_a_source_that_hangs_before_its_first_answer_is_waited_for_and_counts_up(hub_and_source):
+    """Never answered: not "stale for 0 s" (stale since when?) but still connecting, with the
+    seconds waited so far growing."""
+    hub, source = hub_and_source
+    source.mode = "hang"
+    hub.start()
+    wait_for(lambda: hub.statuses()[0].waiting_since is not None)
+    status = hub.statuses()[0]
+    assert status.state is SourceState.CONNECTING and status.updated_at is None
+    assert hub.reading(SourceKind.GPUS) is None
+    assert status.describe(status.waiting_since + 3.4) == "no answer yet, 3 s"
+    assert status.describe(status.waiting_since + 42) == "no answer yet, 42 s"
+    source.mode = "ok"
+    source.release.set()
+    wait_for(lambda: state(hub) is SourceState.LIVE)
+
+
 def test_unexpected_exception_is_one_line_error(hub_and_source):
     hub, source = hub_and_source
     source.mode = "boom"

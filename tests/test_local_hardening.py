@@ -175,7 +175,10 @@ def test_a_command_exits_1_and_changes_nothing_while_the_log_is_locked(home, mon
     assert main(argv) == 0  # the log exists, and the trigger works while nobody holds it
     before = len(demo_log.records())
     capsys.readouterr()
-    reader = hold_a_read_transaction(demo_log.path)  # waits out the log's busy timeout (10 s)
+    from gpuconsole.core.access import audit
+
+    monkeypatch.setattr(audit, "BUSY_TIMEOUT_S", 1.0)  # the wait is the same, only shorter
+    reader = hold_a_read_transaction(demo_log.path)  # waits out the log's busy timeout
     try:
         assert main(argv) == 1
     finally:

@@ -302,13 +302,15 @@ def test_the_driver_going_away_restarts_nvml_on_the_next_poll(fake, source):
     assert fake.calls["nvmlInit"] == 2
 
 
-def test_a_hung_driver_makes_the_source_stale_and_the_hub_goes_on(fake):
+def test_a_hung_driver_is_waited_for_and_the_hub_goes_on(fake):
     fake.hang_on = "nvmlDeviceGetTemperature"
     updates: list[SourceKind] = []
     hub = Hub({SourceKind.GPUS: NvmlSource()}, updates.append, {SourceKind.GPUS: PollPolicy(interval=0.05, timeout=0.2)})
     hub.start()
     try:
-        wait_for(lambda: hub.runners[SourceKind.GPUS].status.state is SourceState.STALE)
+        # the first poll hangs: nothing was read, so it is still waiting for an answer (not stale)
+        wait_for(lambda: hub.runners[SourceKind.GPUS].status.waiting_since is not None)
+        assert hub.runners[SourceKind.GPUS].status.state is SourceState.CONNECTING
         assert fake.hanging.is_set()
         assert "no answer" in (hub.runners[SourceKind.GPUS].status.error or "")
         fake.hang_on = None

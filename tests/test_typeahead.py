@@ -20,7 +20,7 @@ from tests.helpers import wait_until
 from tests.driving import running, table
 
 SPECIAL = {"tab": "\t", "enter": "\r", "home": None, "end": None, "pageup": None, "pagedown": None,
-           "escape": "\x1b"}
+           "escape": "\x1b", "ctrl+n": None, "ctrl+d": None, "space": " "}
 
 
 def burst(app, *parts: str) -> None:

@@ -49,6 +49,7 @@ class SourceStatus(Value):
     error: str | None = None
     hint: str | None = None  # how to set it up / what to do
     latency_s: float | None = None
+    waiting_since: float | None = None  # connecting: when the first poll, still unanswered, began
 
     def describe(self, now: float) -> str:
         """``live``, ``stale for 12 s``, ``error: reason`` — the words the console shows."""
@@ -61,6 +62,8 @@ class SourceStatus(Value):
             return f"error: {self.error or 'unknown'}"
         if self.state is SourceState.UNCONFIGURED:
             return f"not configured: {self.error or 'no backend'}"
+        if self.waiting_since is not None:
+            return f"no answer yet, {int(max(0.0, now - self.waiting_since))} s"
         return "connecting"
 
 

@@ -27,6 +27,7 @@ from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from gpuconsole.ui.boot import CoreBuilder, CoreBuilt
+from gpuconsole.ui.command_line import CommandLine
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.registry import BY_ID, PANES, pane_class
@@ -94,6 +95,11 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         Binding("question_mark", "help", "Keys"),
         Binding("dollar_sign", "cost_calculator", "Costs", show=False),
         Binding("q", "quit_key", "Quit"),
+        Binding("colon", "command_line", "Command", show=False),
+        # htop's function keys: help, search, quit
+        Binding("f1", "help", "Keys", show=False),
+        Binding("f3", "filter", "Filter", show=False),
+        Binding("f10", "quit_key", "Quit", show=False),
     ]
 
     def get_driver_class(self) -> type[Driver]:
@@ -155,6 +161,7 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
                 with Container(id=spec.id, classes="pane-box"):
                     if not self._booting:
                         yield self._make_pane(spec.id)
+        yield CommandLine(id="command-line")
         yield Footer()
 
     def _make_pane(self, pane_id: str) -> Pane | Lazy:
@@ -329,18 +336,32 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         if self._booting:
             return True if action in {"quit", "quit_key"} else None  # shown dimmed until the console is up
         # While typing in a field, tab and the single-letter keys belong to the field.
-        if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help"} and isinstance(
+        if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help",
+                      "command_line"} and isinstance(
             self.focused, Input
         ):
             return False
         # Over a dialog or wizard, tab moves between its fields; the panes behind stay put.
-        if action in {"cycle_pane", "show_pane", "filter", "demo"} and len(self.screen_stack) > 1:
+        if action in {"cycle_pane", "show_pane", "filter", "demo", "command_line"} and len(self.screen_stack) > 1:
             return False
         return True
 
     async def action_quit_key(self) -> None:
         """``q``: quit (``ctrl+q`` quits even while typing in a field)."""
         await self.action_quit()
+
+    def action_command_line(self) -> None:
+        """``:``: the command line (``:gpus``, ``:ns team-a``, ``:ctx prod``, ``:q``)."""
+        self.query_one(CommandLine).open()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if isinstance(event.input, CommandLine):
+            event.stop()
+            from gpuconsole.ui.navigation import run_command
+
+            line = event.input
+            line.action_close()
+            run_command(self, event.value)
 
     def action_filter(self) -> None:
         pane = self.current_pane
@@ -417,24 +438,3 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
             self.call_from_thread(self.notify, str(exc), severity="error")
             return
         self.call_from_thread(self.notify, f"Kubernetes context: {name}")
-
-    def toggle_job_tables(self) -> None:
-        """Show the Jobs pane and move between its jobs and CronJobs tables."""
-        self.action_show_pane("jobs")
-        self.call_after_refresh(lambda: self._tabs.query_one(pane_class("jobs")).action_toggle_table())
-
-    def find_in_pane(self, pane_id: str, words: str) -> None:
-        """Show a pane filtered to ``words`` (from the command palette)."""
-        self.action_show_pane(pane_id)
-
-        def apply() -> None:
-            if self.active_pane == pane_id and (pane := self.current_pane) is not None:
-                pane.set_filter(words)
-                pane.focus_body()
-
-        # A hidden pane mounts just after the first frame; it may not be there yet.
-        if self.current_pane is not None:
-            apply()
-        else:
-            self.call_after_refresh(apply)
-

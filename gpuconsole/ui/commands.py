@@ -13,6 +13,7 @@ from typing import Any, Protocol, cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from gpuconsole.ui.format import short_model
+from gpuconsole.ui.navigation import find_in_pane, toggle_job_tables
 from gpuconsole.ui.registry import PANES
 from gpuconsole.ui.protocols import ConsoleApp
 from gpuconsole.ui.themes import theme_names
@@ -24,8 +25,6 @@ class PaletteApp(ConsoleApp, Protocol):
     def action_show_pane(self, pane_id: str) -> None: ...
 
     def action_filter(self) -> None: ...
-
-    def toggle_job_tables(self) -> None: ...
 
     def action_refresh(self) -> None: ...
 
@@ -40,8 +39,6 @@ class PaletteApp(ConsoleApp, Protocol):
     def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None: ...
 
     def open_gpu(self, uuid: str) -> None: ...
-
-    def find_in_pane(self, pane_id: str, words: str) -> None: ...
 
     def switch_context(self, name: str) -> Any: ...
 
@@ -82,7 +79,7 @@ class ConsoleCommands(_ConsoleProvider):
         for spec in PANES:
             yield f"Show {spec.title}", partial(app.action_show_pane, spec.id), f"key {spec.key}"
         yield "Filter the current table", app.action_filter, "key /"
-        yield "Jobs: move between jobs and CronJobs", app.toggle_job_tables, "key c in the Jobs pane"
+        yield "Jobs: move between jobs and CronJobs", partial(toggle_job_tables, app), "key c in the Jobs pane"
         yield "Refresh: poll every source now", app.action_refresh, "key r"
         for short in theme_names():
             yield f"Theme: {short}", partial(app.set_theme, short), "colour theme from themes/"
@@ -122,9 +119,9 @@ class JobCommands(_SearchedProvider):
         app = self.console_app
         yield self.submit_command()
         for job in app.snapshot.jobs:
-            yield f"Job {job.namespace}/{job.name}", partial(app.find_in_pane, "jobs", job.name), job.state.value
+            yield f"Job {job.namespace}/{job.name}", partial(find_in_pane, app, "jobs", job.name), job.state.value
         for cron in app.snapshot.cronjobs:
-            yield f"CronJob {cron.namespace}/{cron.name}", partial(app.find_in_pane, "jobs", cron.name), cron.schedule
+            yield f"CronJob {cron.namespace}/{cron.name}", partial(find_in_pane, app, "jobs", cron.name), cron.schedule
 
 
 class InstanceCommands(_SearchedProvider):
@@ -152,7 +149,7 @@ class InstanceCommands(_SearchedProvider):
         yield from self.session_commands()
         for inst in app.snapshot.instances:
             label = f"Instance {inst.instance_id} {inst.instance_type} {inst.name}".rstrip()
-            yield label, partial(app.find_in_pane, "instances", inst.instance_id), f"{inst.market.value}, {inst.state.value}"
+            yield label, partial(find_in_pane, app, "instances", inst.instance_id), f"{inst.market.value}, {inst.state.value}"
 
 
 class BudgetCommands(_SearchedProvider):
@@ -161,7 +158,7 @@ class BudgetCommands(_SearchedProvider):
     def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.console_app
         for status in app.snapshot.budgets:
-            yield f"Budget {status.budget.name}", partial(app.find_in_pane, "budgets", status.budget.name), status.budget.scope
+            yield f"Budget {status.budget.name}", partial(find_in_pane, app, "budgets", status.budget.name), status.budget.scope
 
 
 

@@ -18,8 +18,9 @@ class PaneSpec:
     """One pane: ``id`` (its container, ``#<id>-pane``), ``title`` (help, palette, the key's
     label), ``tab`` (the strip's label), ``short`` (the strip's label when the strip does not
     fit, at 80 columns), ``key`` (the number key), ``cls`` (``module:Class``), ``css`` (its
-    stylesheet, relative to ``gpuconsole/ui``) and ``opens`` (the views it opens whose keys
-    the help lists beside its own: (heading, ``module:Class``))."""
+    stylesheet, relative to ``gpuconsole/ui``), ``opens`` (the views it opens whose keys
+    the help lists beside its own: (heading, ``module:Class``)) and ``views`` (``:`` command
+    words that open one of its views: (word, view))."""
 
     id: str
     title: str
@@ -29,6 +30,12 @@ class PaneSpec:
     short: str = ""
     css: str = ""
     opens: tuple[tuple[str, str], ...] = ()
+    views: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The ``:`` commands that show the pane: its id and its titles, in lower case."""
+        return tuple(dict.fromkeys(w.lower() for w in (self.id, self.tab_title, self.short_title)))
 
     @property
     def tab_title(self) -> str:
@@ -51,7 +58,7 @@ PANES: tuple[PaneSpec, ...] = (  # the tab order
     _pane("overview", "Overview", "1", "OverviewPane"),
     _pane("gpus", "GPUs", "2", "GpusPane",
           opens=(("GPU detail view (enter on a GPU)", "gpuconsole.ui.screens.gpu_detail:GpuDetailScreen"),)),
-    _pane("jobs", "Jobs", "3", "JobsPane"),
+    _pane("jobs", "Jobs", "3", "JobsPane", views=(("cronjobs", "cron"), ("nodes", "nodes"))),
     _pane("instances", "Instances", "4", "InstancesPane"),
     _pane("budgets", "Budgets", "5", "BudgetsPane"),
     _pane("audit", "Audit", "6", "AuditPane"),

@@ -15,6 +15,7 @@ against.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,11 @@ CHECKED_WITH_TEXTUAL = "8.2.8"  # the version whose message pump the private nam
 # it) stops holding the others back after this long.
 STUCK_S = 3.0
 PASSES = 3  # times a key's way is followed while handling it leaves messages on it
+
+
+def now() -> float:
+    """The clock Textual stamps a message's ``time`` with (its ``_time.get_time``)."""
+    return time.perf_counter() if sys.platform == "win32" else time.monotonic()
 
 
 def busy(node: MessagePump) -> bool:
@@ -70,6 +76,18 @@ class TypeAhead:
     def held(self) -> int:
         """How many typed keys wait."""
         return len(self._typed)
+
+    @property
+    def key(self) -> events.Key | events.Paste | None:
+        """The typed key being handled now (None: what runs was not started by a key)."""
+        typing = self._typing
+        return typing if isinstance(typing, (events.Key, events.Paste)) else None
+
+    def drop_held(self) -> int:
+        """Forget the keys typed ahead (they would have reached a confirmation); how many."""
+        dropped = len(self._typed)
+        self._typed.clear()
+        return dropped
 
     async def take(self, event: events.Key | events.Paste) -> None:
         """A key the terminal sent: handle it now, or hold it behind the one being handled."""
@@ -114,7 +132,7 @@ class TypeAhead:
 
     def _begin(self, what: object) -> None:
         self._typing = what
-        self._since = time.monotonic()
+        self._since = now()
 
     def _follow(self, event: object, path: tuple[MessagePump, ...], at: int, passes: int) -> None:
         """Runs in the task of ``path[at - 1]`` once that node has handled what was queued before
@@ -145,7 +163,7 @@ class TypeAhead:
         if not self._typed:
             return
         if self._typing is not None:
-            waited = time.monotonic() - self._since
+            waited = now() - self._since
             if waited < STUCK_S or self._composing(self._typing):
                 self._timer = self.app.set_timer(max(STUCK_S - waited, 0.25), self._stuck)
                 return

@@ -137,6 +137,7 @@ class _Runner:
         self._rand = rand
         self._worker: PollWorker | None = None  # started with the first poll
         self._inflight_since = 0.0
+        self._first_try: float | None = None  # when the first poll was handed out
         self._thread = threading.Thread(target=self._loop, name=f"hub-{kind.value}", daemon=True)
 
     # ------------------------------------------------------------------ control
@@ -198,6 +199,8 @@ class _Runner:
             # The previous call is still hung: nothing more is handed to the worker behind it.
             self._mark_stale(f"no answer for {self.clock() - self._inflight_since:.0f} s")
             return self.policy.interval
+        if self._first_try is None:
+            self._first_try = self.clock()
         t0 = time.monotonic()
         self._inflight_since = self.clock()
         box, done = worker.submit(poll)
@@ -229,6 +232,9 @@ class _Runner:
         return self._backoff()
 
     def _mark_stale(self, reason: str) -> None:
+        if self.reading is None:  # nothing was ever read: not stale, still waiting for a first answer
+            self._publish(SourceState.CONNECTING, error=reason, answered=False, waiting_since=self._first_try)
+            return
         self._publish(SourceState.STALE, error=reason, answered=False)
 
     def _publish(self, state: SourceState, *, answered: bool = True, **fields: Any) -> None:

@@ -120,6 +120,10 @@ class Pane(ReportsWorkerErrors, Vertical):
     def leave_view(self) -> None:
         """Go back from a sub-view of the pane (none here: it shows its main view)."""
 
+    def open_view(self, view: str) -> None:
+        """Show one of the views the pane declares (:attr:`PaneSpec.views`); here: its body."""
+        self.focus_body()
+
     def open_filter(self) -> None:
         if not self.filterable:
             return

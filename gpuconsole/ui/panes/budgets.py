@@ -106,7 +106,8 @@ class BudgetsPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "add_budget", "Add budget"),
         Binding("x", "remove_budget", "Remove"),
-        Binding("g", "run_pending", "Run action"),
+        # never g (first row, for k9s and less habits): running a budget action is not a reflex
+        Binding("exclamation_mark", "run_pending", "Run action", key_display="!"),
     ]
 
     def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:

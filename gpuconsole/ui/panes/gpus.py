@@ -55,6 +55,7 @@ class GpusPane(Pane):
         Binding("s", "sort_next", "Sort", tooltip="sort by the next column (shown in the header)"),
         Binding("S", "sort_reverse", "Reverse", show=False, tooltip="reverse the sort"),
         Binding("p", "toggle_processes", "Processes", show=False, tooltip="show or hide the process rows"),
+        Binding("f9", "signal('SIGTERM')", "SIGTERM", show=False, tooltip="htop's kill key: SIGTERM the process, asks y/n"),
         Binding("T", "signal('SIGTERM')", "SIGTERM",
                 tooltip="send SIGTERM to the selected process, after a y/n: it may save its work and exit"),
         Binding("K", "signal('SIGKILL')", "SIGKILL", show=False,

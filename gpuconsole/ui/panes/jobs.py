@@ -91,6 +91,12 @@ class JobsPane(Pane):
     def action_toggle_nodes(self) -> None:
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
 
+    def open_view(self, view: str) -> None:
+        """``cron`` (the CronJobs table), ``nodes`` (the Nodes view), else the job queue."""
+        self.show_view("nodes" if view == "nodes" else "jobs")
+        if view == "cron":
+            self.query_one("#cron-table", VirtualTable).focus()
+
     def leave_view(self) -> None:
         if self.mode == "nodes":
             self.show_view("jobs")

@@ -12,6 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from gpuconsole.ui.deliberate import deliberate, shown_now
+
 
 class ConfirmScreen(ModalScreen[str | None]):
     """Dismisses with the confirmation (``"yes"`` or the typed text), or None when cancelled.
@@ -61,11 +63,20 @@ class ConfirmScreen(ModalScreen[str | None]):
                 yield Static("", id="confirm-error")
 
     def on_mount(self) -> None:
+        # a y typed before this question was on screen does not answer it
+        shown_now(self, "this confirmation", self._error_line())
         if self.typed is not None:
             self.query_one(Input).focus()
 
+    def _error_line(self):  # noqa: ANN202 - the typed confirmation's error line, else None (a notification)
+        errors = self.query("#confirm-error")
+        return errors.first(Static).update if errors else None
+
+    def _deliberate(self) -> bool:
+        return deliberate(self.app, self, "this confirmation", self._error_line())
+
     def action_confirm(self) -> None:
-        if self.typed is None:
+        if self.typed is None and self._deliberate():
             self.dismiss("yes")
 
     def action_cancel(self) -> None:
@@ -74,6 +85,7 @@ class ConfirmScreen(ModalScreen[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if event.value.strip() == self.typed:
-            self.dismiss(event.value.strip())
+            if self._deliberate():
+                self.dismiss(event.value.strip())
         else:
             self.query_one("#confirm-error", Static).update(f"that is not {self.typed}; type it exactly, or esc to cancel")

@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from gpuconsole.ui.palette import Palette
 
 
+def burn_known(snap: FleetSnapshot) -> bool:
+    """Whether the burn rate was read: a cloud source that answered at least once."""
+    from gpuconsole.model import SourceKind, SourceState
+
+    cloud = snap.source(SourceKind.CLOUD)
+    return cloud is not None and cloud.state is not SourceState.UNCONFIGURED and cloud.updated_at is not None
+
+
 class TopBar(TextView):
     """``gpuconsole  DEMO  ● gpus  ● jobs  ● cloud   $41.20/h   ada · admin``."""
 
@@ -36,7 +44,10 @@ class TopBar(TextView):
             bar.append_text(dot)
             bar.append(status.kind.value)
         bar.append("   ")
-        bar.append(f"{money(snap.burn_per_hour)}/h", palette.strong)
+        if burn_known(snap):
+            bar.append(f"{money(snap.burn_per_hour)}/h", palette.strong)
+        else:  # no cloud read yet (or none set up): the spend is unknown, not free
+            bar.append("$/h unknown", palette.dim)
         if who:
             bar.append(f"   {who}", palette.accent)
         self.show(bar)

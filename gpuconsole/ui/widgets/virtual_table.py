@@ -43,6 +43,11 @@ class VirtualTable(ScrollView, can_focus=True):
         Binding("home", "first", "First", show=False),
         Binding("end", "last", "Last", show=False),
         Binding("enter", "select_cursor", "Select", show=False),
+        # less, vim, k9s and htop habits beside the arrows
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "first", "First", show=False),
+        Binding("G", "last", "Last", show=False),
     ]
     DEFAULT_CSS = """
     VirtualTable {

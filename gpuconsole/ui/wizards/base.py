@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
+from gpuconsole.ui.deliberate import deliberate, shown_now
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class WizardScreen(ReportsWorkerErrors, ModalScreen[ResultT]):
     STEPS: ClassVar[tuple[str, ...]] = ()
     CONFIRM_STEP: ClassVar[int] = 0
     CONFIRM: ClassVar[str] = "confirm"
+    CONFIRM_WORDS: ClassVar[str] = "confirming"  # "the launch": what a key typed ahead may not do
     PREFIX: ClassVar[str] = "wizard"
     FRAME_ID: ClassVar[str] = "wizard"
     STEP_ID: ClassVar[str] = "step-"
@@ -96,6 +98,8 @@ class WizardScreen(ReportsWorkerErrors, ModalScreen[ResultT]):
         self.draw_steps()
         self.refresh_bindings()
         self.entered(index)
+        if index == self.step == self.CONFIRM_STEP:  # keys typed ahead of it are dropped, said on the status line
+            shown_now(self, self.CONFIRM_WORDS, lambda words: self.say(words, error=True))
 
     def entered(self, index: int) -> None:
         """Step ``index`` is now on screen."""
@@ -106,6 +110,11 @@ class WizardScreen(ReportsWorkerErrors, ModalScreen[ResultT]):
         if self.step < self.CONFIRM_STEP:
             return "next"
         return "confirm" if self.step == self.CONFIRM_STEP else None
+
+    def deliberate(self) -> bool:
+        """Whether the confirming key was pressed with the confirming step on screen (a key
+        typed ahead of it is refused, with the reason on the status line)."""
+        return deliberate(self.app, self, self.CONFIRM_WORDS, lambda words: self.say(words, error=True))
 
     def can_go_back(self) -> bool:
         return self.step > 0

@@ -50,7 +50,7 @@ class ProvisionWizard(WizardScreen["LaunchResult | None"]):
     CSS_PATH = "provision.tcss"
     HEADING = " New GPU instance  "
     STEPS = STEPS
-    CONFIRM_STEP, CONFIRM = REVIEW, "launch"
+    CONFIRM_STEP, CONFIRM, CONFIRM_WORDS = REVIEW, "launch", "the launch"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("escape", "back", "Back"),
@@ -130,7 +130,8 @@ class ProvisionWizard(WizardScreen["LaunchResult | None"]):
         if self.step != REVIEW or not self.review_step.can_launch or self.spec is None:
             self.say("Launch waits for a passing dry run of this exact request.", error=True)
             return
-        self.go(LAUNCH)
+        if self.deliberate():
+            self.go(LAUNCH)
 
     def action_refresh_catalog(self) -> None:
         self.workload_step.load_catalog(refresh=True)

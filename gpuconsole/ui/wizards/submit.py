@@ -77,7 +77,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
     CSS_PATH = "submit.tcss"
     HEADING = " New GPU job  "
     STEPS = STEPS
-    CONFIRM_STEP, CONFIRM = REVIEW, "submit"
+    CONFIRM_STEP, CONFIRM, CONFIRM_WORDS = REVIEW, "submit", "creating the job"
     PREFIX, FRAME_ID, STEP_ID = "submit", "submit-wizard", "submit-step-"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
@@ -372,6 +372,8 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
         req = self.request
         if self.step != REVIEW or req is None or not self.can_submit:
             self.say("Submit waits for a passing dry run of this exact request.", error=True)
+            return
+        if not self.deliberate():
             return
         self.submitting = True
         self.dry_run_message = f"Submitting {req.kind} {req.namespace}/{req.name}…"

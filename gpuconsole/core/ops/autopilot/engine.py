@@ -133,7 +133,7 @@ class Engine:
         now = snap.taken_at
         figures: dict[str, float] = {}
         names = {f for c in self._conditions[rule.name] for f in figures_of(c)}
-        stale = not_live(snap, needed_sources(names) if rule.kind != "idle-stop" else idle_sources(snap))
+        stale = not_live(snap, needed_sources(names, snap) if rule.kind != "idle-stop" else idle_sources(snap))
         if rule.kind == "scale":
             pool = index.pool(rule.scope)
             figures = pool_figures(rule.scope, rule.jobs, pool, index)

@@ -29,15 +29,26 @@ def not_live(snapshot: FleetSnapshot, kinds: Iterable[SourceKind]) -> str | None
     return None
 
 
-def needed_sources(figures: Iterable[str]) -> tuple[SourceKind, ...]:
-    """The sources a set of figures is read from (the cloud always: the pool is counted there)."""
+def needed_sources(figures: Iterable[str], snapshot: FleetSnapshot | None = None) -> tuple[SourceKind, ...]:
+    """The sources a set of figures is read from (the cloud always: the pool is counted there).
+
+    With ``snapshot``, a source nobody set up is left out (the cloud never is): it is not stale,
+    its figures are unknown, so only the comparisons on them are false. A bastion with no GPU
+    telemetry still scales on ``pending_gpus``."""
     names = set(figures)
     out = [SourceKind.CLOUD]
     if names & GPU_FIGURES:
         out.append(SourceKind.GPUS)
     if names & JOB_FIGURES:
         out.append(SourceKind.JOBS)
+    if snapshot is not None:
+        out = [kind for kind in out if kind is SourceKind.CLOUD or not _unconfigured(snapshot, kind)]
     return tuple(out)
+
+
+def _unconfigured(snapshot: FleetSnapshot, kind: SourceKind) -> bool:
+    status = snapshot.source(kind)
+    return status is None or status.state is SourceState.UNCONFIGURED
 
 
 class GpuIndex:

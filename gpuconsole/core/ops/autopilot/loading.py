@@ -34,18 +34,23 @@ def config_rules(config: Path | str | None) -> tuple[Rule, ...]:
 
 
 def console_rules(config: Path | str | None, state: AutopilotState, *, demo: bool) -> tuple[Rule, ...]:
-    """What the console runs: the configured rules, or in a demo without any, the demo's."""
-    rules = all_rules(config, state)
+    """What the console runs: the configured rules (in a demo whose file has none, the demo's),
+    then the ones added to the database; a rule added in the demo joins the demo's."""
+    rules = config_rules(config)
     if demo and not rules:
         from gpuconsole.core.ops.autopilot.demo import DEMO_RULES
 
         rules = tuple(rule_from_table(t, origin="demo", where="demo: ") for t in DEMO_RULES)
-    return rules
+    return _with_added(rules, state)
 
 
 def all_rules(config: Path | str | None, state: AutopilotState) -> tuple[Rule, ...]:
     """The file's rules, then the database's; a name used twice is an error."""
-    rules = list(config_rules(config))
+    return _with_added(config_rules(config), state)
+
+
+def _with_added(declared: tuple[Rule, ...], state: AutopilotState) -> tuple[Rule, ...]:
+    rules = list(declared)
     names = {r.name for r in rules}
     for table in state.added_rules():
         rule = rule_from_table(table, origin="db", where="database: ")

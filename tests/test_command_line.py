@@ -1,0 +1,107 @@
+"""The ``:`` command line (k9s's habit) and the less / htop keys beside the arrows."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconsole.ui.command_line import CommandError, CommandLine, completions, parse
+from gpuconsole.ui.registry import PANES
+from tests.driving import running, table
+from tests.helpers import wait_until
+from tests.test_typeahead import burst, settle, show_pane
+
+
+def test_every_declared_pane_is_a_command_and_so_are_its_views():
+    words = completions()
+    for spec in PANES:
+        assert spec.id in words
+        command = parse(f":{spec.id}")
+        assert (command.verb, command.pane, command.view) == ("show", spec.id, "")
+    assert {"auto", "exps", "cronjobs", "nodes", "ns ", "ctx ", "theme ", "q"} <= set(words)
+    assert (parse("cronjobs").pane, parse("cronjobs").view) == ("jobs", "cron")
+    assert parse(":ns team-a").arg == "team-a" and parse(":ctx prod").verb == "ctx"
+    assert parse("   ") is None
+
+
+@pytest.mark.parametrize("line, words", [(":gpuz", "no command :gpuz; there are :overview"), (":ctx", ":ctx needs a name"),
+                                         (":jobs now", "no command :jobs now")])
+def test_a_line_that_is_no_command_says_so_in_one_line(line, words):
+    with pytest.raises(CommandError) as raised:
+        parse(line)
+    assert str(raised.value).startswith(words) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("line, pane", [(":gpus", "gpus"), (":exps", "experiments"), (":auto", "autopilot"),
+                                        (":instances", "instances")])
+async def test_colon_and_a_pane_word_in_one_burst_show_that_pane(line, pane):
+    async with running() as (app, pilot):
+        burst(app, line, "enter")
+        await settle(pilot, lambda: app.active_pane == pane)
+        assert app.active_pane == pane and app.is_running
+        assert not app.query_one(CommandLine).display
+
+
+async def test_cronjobs_nodes_and_ns_open_the_jobs_views():
+    async with running() as (app, pilot):
+        burst(app, ":cronjobs", "enter")
+        await settle(pilot, lambda: app.active_pane == "jobs" and app.focused is not None
+                     and app.focused.id == "cron-table")
+        assert app.focused.id == "cron-table"
+        burst(app, ":nodes", "enter")
+        await settle(pilot, lambda: app.current_pane.mode == "nodes")
+        namespace = app.snapshot.jobs[0].namespace
+        burst(app, f":ns {namespace}", "enter")
+        await settle(pilot, lambda: app.current_pane.filter_text == namespace)
+        assert app.current_pane.mode == "jobs"
+
+
+async def test_tab_completes_and_a_wrong_word_is_named_on_screen():
+    async with running() as (app, pilot):
+        await pilot.press("colon")
+        line = app.query_one(CommandLine)
+        await wait_until(lambda: app.focused is line)
+        await pilot.press(*"cron")
+        await pilot.pause(0.2)  # the completion is found in a worker
+        await pilot.press("tab")
+        assert line.value == "cronjobs"
+        await pilot.press("escape")
+        assert not line.display and app.active_pane == "overview"
+        burst(app, ":bogus", "enter")
+        await settle(pilot, lambda: any("no command :bogus" in str(n.message) for n in app._notifications))
+        assert app.is_running
+
+
+async def test_q_quits_and_theme_switches():
+    async with running() as (app, pilot):
+        burst(app, ":theme light", "enter")
+        await settle(pilot, lambda: "light" in app.theme)
+        burst(app, ":q", "enter")
+        await settle(pilot, lambda: not app.is_running)
+        assert not app.is_running
+
+
+async def test_j_k_g_and_shift_g_move_the_cursor_like_the_arrows():
+    async with running() as (app, pilot):
+        await show_pane(app, pilot, "3", "jobs")
+        jobs = table(app, "job-table")
+        jobs.focus()
+        await pilot.pause()
+        keys = jobs.shown_keys
+        await pilot.press("j", "j")
+        assert jobs.selected_key == keys[2]
+        await pilot.press("k")
+        assert jobs.selected_key == keys[1]
+        await pilot.press("G")
+        assert jobs.selected_key == keys[-1]
+        await pilot.press("g")
+        assert jobs.selected_key == keys[0]
+
+
+async def test_the_budget_action_is_not_on_g_so_g_in_the_budgets_pane_runs_nothing():
+    async with running() as (app, pilot):
+        await show_pane(app, pilot, "5", "budgets")
+        await pilot.press("g")
+        await pilot.pause()
+        from gpuconsole.ui.screens.confirm import ConfirmScreen
+
+        assert not isinstance(app.screen, ConfirmScreen)
