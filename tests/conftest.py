@@ -18,6 +18,14 @@ os.environ.pop("NO_COLOR", None)
 PEER_FIXTURES = frozenset({"moto_server", "iam_moto", "kube_server", "rbac_kube", "tls_kube"})
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers a core, up to four more than the cores. The app tests spend about
+    half their time waiting for the app to go idle, so one worker a core leaves the cores half
+    used (on 2 cores: 248 s with 4 workers against 310 s with 2, the same tests)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(2 * cores, cores + 4)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PEER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
