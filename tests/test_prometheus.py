@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -537,6 +539,16 @@ def test_seldom_changing_answers_are_read_again_only_when_they_changed(canned, m
     canned.compact = True  # as Prometheus writes: every sample at the query's time
     canned.answers = fleet_answers()
     monkeypatch.setattr(module, "SLOW_EVERY_S", 0.0)  # everything is due on every poll
+
+    class Moment(threading.Event):
+        """The read between polls waits for its moment; here that is when the test settles it
+        (due at once, it would race the changes the test makes to the answers)."""
+
+        def wait(self, timeout: float | None = None) -> bool:
+            return super().wait()
+
+    monkeypatch.setattr(module, "threading", types.SimpleNamespace(Thread=threading.Thread, Event=Moment,
+                                                                    Lock=threading.Lock))
     reads: list[str] = []
     read_values, read_roster = pa.read_values, pa.read_roster
     monkeypatch.setattr(pa, "read_values", lambda body: reads.append("values") or read_values(body))
