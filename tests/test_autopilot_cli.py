@@ -87,3 +87,17 @@ def test_a_demo_without_rules_plans_the_demos_own(home: Path, capsys: pytest.Cap
                                                        ("spot-recover", "spot-recover")]
     assert main(["autopilot", "plan"]) == 2  # outside the demo there is nothing to plan
     assert "no autopilot rules" in capsys.readouterr().err
+
+
+def test_rule_list_says_none_in_words_and_json_lists_every_rule(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (home / "config.toml").write_text("")  # no [[rules]] in the file, none added yet
+    assert main(["rule", "list"]) == 0
+    assert capsys.readouterr().out.startswith("no autopilot rules: ")
+    assert main(["rule", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["rule", "add", '{ name = "night", kind = "idle-stop", scope = "tag:Team=a", idle_for = "2h" }']) == 0
+    capsys.readouterr()
+    assert main(["rule", "list", "--json"]) == 0
+    [rule] = json.loads(capsys.readouterr().out)
+    assert (rule["name"], rule["kind"], rule["scope"], rule["origin"], rule["paused"]) == (
+        "night", "idle-stop", "tag:Team=a", "db", False)

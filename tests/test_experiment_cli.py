@@ -144,3 +144,11 @@ def test_no_db_keeps_the_experiments_in_memory(tmp_path) -> None:
             assert experiment_store_path(console) == expected
         finally:
             console.close()
+
+
+def test_list_as_json_and_an_empty_book(tmp_path, monkeypatch, capsys) -> None:
+    assert main(["experiment", "list", *DEMO, "--json"]) == 0
+    listed = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
+    assert listed["resnet50-epoch"]["state"] == "done" and listed["resnet50-epoch"]["done"] == 18
+    assert main(["experiment", "list", "--jobs", "off", "--no-db", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

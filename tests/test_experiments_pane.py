@@ -180,3 +180,18 @@ async def test_f_builds_an_experiment_in_a_form_checked_before_it_starts(frozen_
         await wait_until(lambda: pane.book.store.experiment("my-experiment") is not None, timeout=20)
         assert not isinstance(app.screen, ExperimentFormScreen)
         await wait_until(lambda: any(r.job.startswith("my-experiment-") for r in pane.book.runs("my-experiment")))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_the_file_field_shows_the_path_as_it_is_typed(frozen_app, size) -> None:
+    from textual.widgets import Input
+
+    app = frozen_app()
+    async with app.run_test(size=size) as pilot:
+        pane = await open_pane(pilot, "n")
+        field = pane.query_one("#exp-file", Input)
+        assert app.focused is field
+        await pilot.press(*"runs/a.toml")
+        await pilot.pause()
+        assert field.content_region.height >= 1, "no row of the field is left for its text"
+        assert "runs/a.toml" in app.export_screenshot().replace("&#160;", " ")

@@ -43,7 +43,8 @@ def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     rule = sub.add_parser("rule", parents=[common], help="list, add or remove autopilot rules",
                           description="Rules from the config file's [[rules]] and those added here (kept in the autopilot database).")
     rverbs = rule.add_subparsers(dest="rule_command", metavar="ACTION", parser_class=type(rule), required=True)
-    rverbs.add_parser("list", parents=[common], help="every rule and where it comes from")
+    rlist = rverbs.add_parser("list", parents=[common], help="every rule and where it comes from")
+    rlist.add_argument("--json", dest="rules_json", action="store_true", help="print JSON ([] when there is none)")
     add = rverbs.add_parser("add", parents=[common], help="add a rule, written as one TOML inline table")
     add.add_argument("table", metavar="TOML", help='e.g. \'{ name = "autostop", kind = "idle-stop", idle_for = "30m" }\'')
     rm = rverbs.add_parser("remove", parents=[common], help="remove a rule added with rule add")
@@ -110,6 +111,15 @@ def _rule(args: argparse.Namespace, out: TextIO) -> int:
     try:
         rules = _rules(args, state)
         if args.rule_command == "list":
+            if getattr(args, "rules_json", False):
+                rows = [{"name": r.name, "kind": r.kind, "scope": r.scope.text(), "origin": r.origin,
+                         "paused": state.get(r.name).paused, "last_decision": state.get(r.name).last_decision or None}
+                        for r in rules]
+                out.write(json.dumps(rows, indent=2) + "\n")
+                return 0
+            if not rules:
+                out.write("no autopilot rules: add [[rules]] to the config file, or `gpuconsole autopilot rule add`\n")
+                return 0
             for rule in rules:
                 st = state.get(rule.name)
                 status = "paused" if st.paused else "active"

@@ -27,7 +27,8 @@ def add_experiment_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run = verbs.add_parser("run", parents=[common], help="run an experiment file (TOML) to its end")
     run.add_argument("file", metavar="FILE")
     run.add_argument("--json", dest="as_json", action="store_true", help="print the result as JSON")
-    verbs.add_parser("list", parents=[common], help="every experiment with its progress")
+    listing = verbs.add_parser("list", parents=[common], help="every experiment with its progress")
+    listing.add_argument("--json", dest="as_json", action="store_true", help="print JSON ([] when there is none)")
     show = verbs.add_parser("show", parents=[common], help="the arms table of one experiment")
     show.add_argument("name", metavar="NAME")
     form = show.add_mutually_exclusive_group()
@@ -59,7 +60,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         if verb == "run":
             return _run_file(book, spec, args, out)
         if verb == "list":
-            return _list(book, out)
+            return _list(book, out, as_json=args.as_json)
         if verb == "show":
             analysis = book.analysis(args.name)
             if args.as_json:
@@ -102,8 +103,15 @@ def _run_file(book: Any, spec: Any, args: argparse.Namespace, out: TextIO) -> in
     return 1
 
 
-def _list(book: Any, out: TextIO) -> int:
+def _list(book: Any, out: TextIO, *, as_json: bool = False) -> int:
     rows = book.rows()
+    if as_json:  # a figure nobody knows (no price yet) is null, never 0
+        listed = [book.progress(row.name) for row in rows]
+        json.dump([{"name": p.name, "state": p.state, "planned": p.planned, "done": p.done, "running": p.running,
+                    "pending": p.pending, "lost": p.lost, "spent": None if math.isnan(p.spent) else p.spent,
+                    "max_cost": p.max_cost} for p in listed], out, indent=2)
+        out.write("\n")
+        return 0
     if not rows:
         out.write("no experiments yet: gpuconsole experiment run FILE\n")
         return 0

@@ -37,10 +37,10 @@ COLUMNS = [
     ("#", "seq", 6),
     ("TIME (UTC)", "ts", 19),
     ("ACTOR", "actor", 12),
-    ("ROLE", "role", 10),
+    ("RESULT", "result", 9),  # before the role: at 80 columns "started" and "ok" stay apart
     ("ACTION", "action", 15),
-    ("TARGET", "target", 26),
-    ("RESULT", "result", None),
+    ("ROLE", "role", 10),
+    ("TARGET", "target", None),
 ]
 SHOWN = 2000  # newest records shown; exports take every match
 RELOAD_S = 2.0
@@ -132,10 +132,10 @@ class AuditPane(Pane):
             self._loaded_at = time.monotonic()
             self.load()
         rows: list[Row] = [
-            (str(r.seq), (right(str(r.seq)), text(r.ts[:19].replace("T", " ")), text(r.actor), text(r.role),
-                          text(r.action), text(r.target),
+            (str(r.seq), (right(str(r.seq)), text(r.ts[:19].replace("T", " ")), text(r.actor),
                           text(r.result, palette.ok if r.result == "ok" else
-                               palette.bad if r.result.startswith("denied") else palette.warn)))
+                               palette.bad if r.result.startswith("denied") else palette.warn),
+                          text(r.action), text(r.role), text(r.target)))
             for r in reversed(self.records)
             if self.matches(r.actor, r.action, r.target, r.result, r.params)
         ]

@@ -24,11 +24,12 @@ from gpuconsole.ui.widgets.cells import Row, right, text
 from gpuconsole.ui.widgets.live_table import LiveTable
 
 COLUMNS = [
+    ("NAME", "name", 12),  # the Name tag: what the owner calls it (at 80 columns the cost still fits)
     ("TYPE", "type", 13),
     ("GPUS", "gpus", 11),
     ("MARKET", "market", 9),
     ("STATE", "state", 8),
-    ("$/H", "price", 6),
+    ("$/H", "price", 5),
     ("COST", "cost", 8),
     ("UPTIME", "uptime", 6),
     ("AZ", "az", 10),
@@ -52,6 +53,7 @@ def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object
     gpus = f"{inst.gpus}×{short_model(inst.gpu_model)}" if inst.gpus else "-"
     running = inst.state.billed
     return (
+        text(inst.name or "-"),
         text(inst.instance_type),
         text(gpus),
         text(inst.market.value, palette.accent if inst.market is Market.SPOT else None),
