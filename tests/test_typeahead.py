@@ -250,3 +250,43 @@ async def test_home_end_and_pages_move_the_row_cursor_in_every_table(key, pane_i
         assert rows.cursor_row < count - 1
         await pilot.press("home")
         assert rows.cursor_row == 0
+
+
+# ---------------------------------------------------------------------- Esc is Esc
+def test_the_terminal_reads_esc_and_a_digit_as_alt_and_that_digit_not_a_glyph():
+    """Over SSH a bare Esc and the next key arrive together: Textual reads them as one key. The
+    macOS Option-digit glyphs it would make of them (``Esc 4`` → ``¢``) are gone."""
+    from textual._xterm_parser import XTermParser
+
+    from gpuconsole.ui import typeahead
+
+    parser = XTermParser()
+    assert list(parser.feed("\x1b4")) == []
+    [key] = list(parser.feed(""))  # the escape delay ran out
+    assert (key.key, key.character) == ("alt+4", "4")
+    split = typeahead.esc_then_key(key, set())
+    assert [(k.key, k.character) for k in split] == [("escape", "\x1b"), ("4", "4")]
+    assert all(k.time == key.time for k in split)
+    assert typeahead.esc_then_key(key, {"alt+4"}) == [key], "an Alt key the screen binds stays one"
+
+
+async def test_esc_then_a_pane_key_in_one_burst_clears_the_filter_and_switches():
+    async with running() as (app, pilot):
+        await show_pane(app, pilot, "5", "budgets")
+        field = app.query_one("#budgets-pane").query_one(FilterInput)
+        burst(app, "/bert")
+        app.post_message(events.Key("alt+4", "4"))  # Esc 4, as the terminal reads it
+        await settle(pilot, lambda: app.active_pane == "instances")
+        assert app.active_pane == "instances"
+        assert "¢" not in field.value and "4" not in field.value
+
+
+async def test_esc_then_a_key_closes_the_help_and_the_key_still_lands():
+    from gpuconsole.ui.screens.help import HelpScreen
+
+    async with running() as (app, pilot):
+        burst(app, "?")
+        await settle(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen.is_mounted)
+        app.post_message(events.Key("alt+2", "2"))
+        await settle(pilot, lambda: not isinstance(app.screen, HelpScreen) and app.active_pane == "gpus")
+        assert app.active_pane == "gpus"

@@ -162,8 +162,9 @@ def test_no_private_textual_name_outside_the_type_ahead_fence():
 
 
 def test_the_fence_names_the_textual_version_it_was_checked_against_and_its_assumptions_hold():
-    """The type-ahead gate reads one private name: a node's pending callbacks. Checked against
-    Textual 8.2.8; a Textual that changed it fails here, not in a user's burst of keys."""
+    """The type-ahead gate reads two private names: a node's pending callbacks and the escape
+    sequence table. Checked against Textual 8.2.8; a Textual that changed them fails here, not in
+    a user's burst of keys."""
     assert typeahead.CHECKED_WITH_TEXTUAL == "8.2.8"
     checked = tuple(int(p) for p in typeahead.CHECKED_WITH_TEXTUAL.split("."))[:1]
     installed = tuple(int(p) for p in re.findall(r"\d+", version("textual"))[:1])
@@ -177,3 +178,8 @@ def test_the_fence_names_the_textual_version_it_was_checked_against_and_its_assu
     private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
                and not (isinstance(n.value, ast.Name) and n.value.id == "self")}
     assert private == {"_next_callbacks"}
+    # and the escape sequence table, from which the Option-digit glyphs were dropped
+    from textual import _ansi_sequences
+
+    assert isinstance(_ansi_sequences.ANSI_SEQUENCES_KEYS, dict)
+    assert not set(typeahead.OPTION_GLYPHS) & set(_ansi_sequences.ANSI_SEQUENCES_KEYS)

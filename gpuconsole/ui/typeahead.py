@@ -8,9 +8,14 @@ is handed out only once the one before has been through every widget on its way 
 posted to them, such as ``Input.Submitted``, too), and a screen being pushed has mounted and
 focused its first field: it then goes where the key before sent the focus.
 
-This is the one module that reads a private Textual name (a node's pending callbacks, which
-have no public accessor); ``tests/test_typeahead.py`` names the Textual version it was checked
-against.
+Esc is Esc: over SSH a bare Esc and the key typed right after it arrive together and read as
+Alt and that key (``/bert`` then ``Esc 4`` left ``filter: bert¢``). An Alt key that nothing
+on screen binds is handed out as Esc, then the key.
+
+This is the one module that reads private Textual names (a node's pending callbacks, which have
+no public accessor, and the terminal's escape sequence table, from which the macOS Option-digit
+glyphs are dropped so Esc and a digit stay two keys); ``tests/test_ui_house.py`` names the
+Textual version they were checked against.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from textual import events
+from textual import _ansi_sequences, events
 from textual.app import App, ScreenStackError
 from textual.message_pump import MessagePump
 from textual.screen import Screen
@@ -31,6 +36,26 @@ CHECKED_WITH_TEXTUAL = "8.2.8"  # the version whose message pump the private nam
 # it) stops holding the others back after this long.
 STUCK_S = 3.0
 PASSES = 3  # times a key's way is followed while handling it leaves messages on it
+
+
+# Esc then a digit, read by Textual as the glyph a macOS terminal sends for Option and that digit.
+OPTION_GLYPHS = tuple(f"\x1b{c}" for c in "§1234567890-=")
+for _sequence in OPTION_GLYPHS:
+    _ansi_sequences.ANSI_SEQUENCES_KEYS.pop(_sequence, None)
+
+
+def esc_then_key(event: events.Key, bound: frozenset[str] | set[str]) -> list[events.Key]:
+    """``event`` as it was typed: an Alt key that nothing in ``bound`` takes is Esc, then the
+    key (both stamped with the time the terminal read them)."""
+    name, character = event.key, event.character
+    if not name.startswith("alt+") or name in bound or not character or len(character) != 1:
+        return [event]
+    if not character.isprintable():
+        return [event]
+    out = [events.Key("escape", "\x1b"), events.Key(name.removeprefix("alt+"), character)]
+    for key in out:
+        key.time = event.time
+    return out
 
 
 def now() -> float:
@@ -91,7 +116,14 @@ class TypeAhead:
 
     async def take(self, event: events.Key | events.Paste) -> None:
         """A key the terminal sent: handle it now, or hold it behind the one being handled."""
-        self._typed.append(event)
+        if isinstance(event, events.Key) and event.key.startswith("alt+"):
+            try:
+                bound = set(self.app.screen.active_bindings)
+            except ScreenStackError:
+                bound = set()
+            self._typed.extend(esc_then_key(event, bound))
+        else:
+            self._typed.append(event)
         if self._typing is None:
             await self._next_key()
         elif self._timer is None:
