@@ -81,6 +81,14 @@ def test_every_bad_field_is_one_line_naming_the_rule_and_the_key(change: dict, k
     assert "rule 'train-pool'" in text and f"key {key}:" in text and words in text
 
 
+def test_a_scale_rule_without_a_pool_names_the_pool_once() -> None:
+    table = {k: v for k, v in POOL.items() if k not in ("pool", "scope")}
+    with pytest.raises(RuleError) as err:
+        rule_from_table(table)
+    text = str(err.value)
+    assert "key pool: required" in text and "key scope" not in text and text.count("rule 'train-pool'") == 1
+
+
 def test_idle_stop_and_spot_recover_errors_name_their_keys() -> None:
     with pytest.raises(RuleError, match=r"rule 'autostop' key idle_for: .*not a duration"):
         rule_from_table({"name": "autostop", "kind": "idle-stop", "idle_for": "soon"})

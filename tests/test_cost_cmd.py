@@ -128,6 +128,8 @@ def test_catalog_price_for_an_instance_type_and_region(capsys):
         (["--preset", "resnet50", "--instance-type", "p9.huge"], "argument --instance-type: unknown instance type 'p9.huge'"),
         (["--preset", "resnet50", "--instance-type", "p5e.48xlarge"], "no price for p5e.48xlarge in us-east-1"),
         (["--preset", "resnet50", "--gpus", "8"], "--gpus and --hours go together"),
+        (["--preset", "resnet50", "--gpus", "2", "--hours", "-1"], "argument --hours: must be more than 0, got -1"),
+        (["--preset", "resnet50", "--gpus", "0", "--hours", "5"], "argument --gpus: must be 1 or more, got 0"),
         (["--preset", "resnet50", "--gpu-hours", "5", "--gpus", "1", "--hours", "5"], "not both"),
         (["--preset", "resnet50", "--spot-discount", "50", "--spot-price", "0.1"], "--spot-discount or --spot-price, not both"),
         (["--preset", "resnet50", "--region", "us-east-1"], "--region and --instances need --instance-type"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.containers import ScrollableContainer
 from textual.widgets import Button, DataTable, Input, Select, SelectionList, Static
 
@@ -380,3 +381,12 @@ async def test_a_max_spot_price_under_the_market_is_warned_and_a_failed_launch_g
         assert isinstance(app.screen, type(wizard)), "the wizard stays open"
         assert wizard.spec is not None and wizard.spec.max_spot_price == 0.01
         assert wizard.spec.availability_zone == "us-east-1c" and wizard.spec.instance_type == "p4de.24xlarge"
+
+
+@pytest.mark.parametrize("typed", ["nan", "inf", "1e309", "-inf"])
+def test_a_price_that_is_no_finite_number_is_refused_in_words(typed):
+    from gpuconsole.ui.wizards.fields import BadNumber, parse_number
+
+    with pytest.raises(BadNumber, match="not a price: .* is no finite number"):
+        parse_number(typed, float, "a price")
+    assert parse_number("$12.50", float, "a price") == 12.5 and parse_number(" ", float, "a price") is None

@@ -188,6 +188,9 @@ def inputs_from_args(args: argparse.Namespace) -> tuple[CostInputs, Preset | Non
     if (gpus is None) != (hours is None):
         raise CalculatorError(COMBINATION, "--gpus and --hours go together")
     if gpus is not None:
+        for flag, value in (("--gpus", gpus), ("--hours", hours)):
+            if not value > 0:  # named as typed, not as the --gpu-hours they would make
+                raise CalculatorError(COMBINATION, f"argument {flag}: must be more than 0, got {value:g}")
         gpu_hours = gpus * hours
     if gpu_hours is not None:
         changes["gpu_hours"] = gpu_hours

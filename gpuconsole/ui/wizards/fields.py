@@ -7,6 +7,7 @@ the user is looking, and Next can point at the first field that needs fixing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -48,9 +49,12 @@ def parse_number(text: str, kind: Callable[[str], N], what: str, *, blank: N | N
     if not words:
         return blank
     try:
-        return kind(words)
+        value = kind(words)
     except ValueError:
         raise BadNumber(f"not {what}") from None
+    if isinstance(value, float) and not math.isfinite(value):  # "nan", "inf", "1e309"
+        raise BadNumber(f"not {what}: {words[:20]} is no finite number")
+    return value
 
 
 def field_id(name: str) -> str:

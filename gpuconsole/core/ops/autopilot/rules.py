@@ -218,6 +218,8 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
 
     common: dict[str, Any] = {"name": given.name, "kind": kind, "origin": origin, "source": dict(table)}
     if isinstance(given, ScaleTable):
+        if given.pool is None and given.scope is None:
+            raise fail("pool", 'required: the instances the rule scales, e.g. "tag:Pool=train"')
         pool = scope_of("pool", given.pool) if given.pool is not None else scope_of("scope", given.scope)
         jobs = scope_of("scope", given.scope) if given.pool is not None and given.scope is not None else pool
         if given.min > given.max:
