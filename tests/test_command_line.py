@@ -105,3 +105,13 @@ async def test_the_budget_action_is_not_on_g_so_g_in_the_budgets_pane_runs_nothi
         from gpuconsole.ui.screens.confirm import ConfirmScreen
 
         assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_a_filter_that_matches_nothing_says_so():
+    async with running() as (app, pilot):
+        await show_pane(app, pilot, "4", "instances")
+        burst(app, "/zzznothing")
+        await settle(pilot, lambda: app.current_pane.filter_text == "zzznothing")
+        line = app.current_pane.query_one(".row-detail")
+        await wait_until(lambda: line.display)
+        assert "no rows match 'zzznothing'" in app.export_screenshot().replace("&#160;", " ").replace("&#x27;", "'")

@@ -207,6 +207,9 @@ class Pane(ReportsWorkerErrors, Vertical):
             table = tables[0] if tables else None
         key = table.selected_key if table is not None else None
         content = self.detail(table.id or "", key, snap, palette) if key and snap and palette and table else None
+        if content is None and self.filter_text and tables and not any(t.shown_keys for t in tables):
+            content = Text(f"no rows match {self.filter_text!r} (esc clears the filter)",
+                           style=palette.warn if palette else "")
         line.display = content is not None
         if content is not None:
             line.show(content)
