@@ -115,3 +115,19 @@ async def test_a_filter_that_matches_nothing_says_so():
         line = app.current_pane.query_one(".row-detail")
         await wait_until(lambda: line.display)
         assert "no rows match 'zzznothing'" in app.export_screenshot().replace("&#160;", " ").replace("&#x27;", "'")
+
+
+async def test_a_kept_filter_gives_its_rows_back_and_stays_named():
+    from gpuconsole.ui.panes.base import FilterInput
+
+    async with running() as (app, pilot):
+        await show_pane(app, pilot, "3", "jobs")
+        jobs = table(app, "job-table")
+        rows = jobs.size.height
+        burst(app, "/llama", "enter")
+        await settle(pilot, lambda: app.current_pane.filter_text == "llama" and app.focused is jobs)
+        await pilot.pause()
+        assert not app.current_pane.query_one(FilterInput).display
+        assert jobs.size.height == rows and "filter: llama" in app.export_screenshot().replace("&#160;", " ")
+        await pilot.press("escape")
+        assert app.current_pane.filter_text == ""

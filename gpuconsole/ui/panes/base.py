@@ -53,7 +53,8 @@ def status_text(status: SourceStatus | None, now: float, palette: Palette, *, sh
 
 
 class FilterInput(Input):
-    """The ``/`` filter of a pane: narrows the table as you type; Esc clears, Enter keeps."""
+    """The ``/`` filter of a pane: narrows the table as you type; Esc clears, Enter keeps (the
+    field closes; the pane's first line names the kept filter, and ``/`` opens it again)."""
 
     BINDINGS = [("escape", "clear", "Clear filter")]
 
@@ -149,7 +150,8 @@ class Pane(ReportsWorkerErrors, Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if isinstance(event.input, FilterInput):
-            event.input.display = bool(event.value)
+            # kept: the first line says "filter: …", so the field gives its three rows back
+            event.input.display = False
             self.focus_body()
 
     def matches(self, *words: object) -> bool:
