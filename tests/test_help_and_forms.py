@@ -75,7 +75,7 @@ async def test_help_on_the_gpus_pane_names_its_keys_sigterm_and_the_detail_views
         await pilot.press("2")
         await pilot.pause()
         text = await open_help(app, pilot)
-        assert {"s", "S", "p", "T", "K", "w"} <= keys_of(text)
+        assert {">", "<", "f6", "p", "T", "K", "w"} <= keys_of(text)
         assert "GPU detail view" in text
         t_line = next(line for line in text.splitlines() if line.startswith("T  "))
         assert "SIGTERM" in t_line

@@ -85,7 +85,7 @@ async def test_sort_cycles_columns_reverses_and_shows_in_the_header():
         gpu_table(app).focus()
         assert gpu_table(app).column_label("node") == "NODE▲"
         for _ in range(3):
-            await pilot.press("s")
+            await pilot.press("greater_than_sign")
         await pilot.pause()
         assert pane(app).sort_column == "util" and pane(app).sort_descending
         assert gpu_table(app).column_label("util") == "UTIL▼"
@@ -93,7 +93,10 @@ async def test_sort_cycles_columns_reverses_and_shows_in_the_header():
         by_uuid = {g.uuid: g for g in app.snapshot.gpus}
         order = [by_uuid[k].utilization for k in gpu_table(app).shown_keys if k in by_uuid]
         assert order == sorted(order, reverse=True)
-        await pilot.press("S")
+        await pilot.press("f6")  # the sort menu: its last entry reverses
+        await wait_until(lambda: type(app.screen).__name__ == "SortMenu" and app.screen.is_mounted)
+        await pilot.press("end", "enter")
+        await wait_until(lambda: type(app.screen).__name__ != "SortMenu")
         await pilot.pause()
         order = [by_uuid[k].utilization for k in gpu_table(app).shown_keys if k in by_uuid]
         assert order == sorted(order) and gpu_table(app).column_label("util") == "UTIL▲"
@@ -229,3 +232,14 @@ def test_downsample_keeps_short_series_and_averages_long_ones():
     long = [float(i % 2) for i in range(86_400)]
     out = downsample(long, 300)
     assert len(out) == 300 and all(abs(v - 0.5) < 0.01 for v in out)
+
+
+async def test_sort_keys_are_no_action_keys_anywhere():
+    """k9s and htop habits: a sort key never stops, starts or suspends anything elsewhere."""
+    from gpuconsole.ui.registry import PANES, pane_class
+
+    sort_keys = {b.key for b in GpusPane.BINDINGS if "sort" in b.action}
+    assert sort_keys == {"greater_than_sign", "less_than_sign", "f6"}
+    for spec in PANES:
+        actions = {b.key: b.action for b in pane_class(spec.id).BINDINGS if "sort" not in b.action}
+        assert not sort_keys & set(actions), (spec.id, sort_keys & set(actions))

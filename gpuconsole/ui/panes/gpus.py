@@ -3,7 +3,7 @@
 | key | does |
 |---|---|
 | enter | the GPU's detail view (history charts, processes, slices) |
-| s / S | sort by the next column / reverse the sort (shown in the header) |
+| > / < / f6 | sort by the next / previous column, or pick one or the reverse from a menu (shown in the header) |
 | p | show or hide the process rows |
 | T / K | send SIGTERM / SIGKILL to the selected process, after a y/n |
 | / | filter (GPUs, slices, process names, users, pods) |
@@ -52,8 +52,11 @@ class GpusPane(Pane):
     kind = SourceKind.GPUS
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "sort_next", "Sort", tooltip="sort by the next column (shown in the header)"),
-        Binding("S", "sort_reverse", "Reverse", show=False, tooltip="reverse the sort"),
+        # sort keys are no action key anywhere else (s stops an instance in the Instances pane)
+        Binding("greater_than_sign", "sort_step(1)", "Sort", key_display=">",
+                tooltip="sort by the next column (shown in the header); < the one before"),
+        Binding("less_than_sign", "sort_step(-1)", "Sort back", show=False, key_display="<"),
+        Binding("f6", "sort_menu", "Sort by…", show=False, tooltip="choose the sort column, or reverse it"),
         Binding("p", "toggle_processes", "Processes", show=False, tooltip="show or hide the process rows"),
         Binding("f9", "signal('SIGTERM')", "SIGTERM", show=False, tooltip="htop's kill key: SIGTERM the process, asks y/n"),
         Binding("T", "signal('SIGTERM')", "SIGTERM",
@@ -132,12 +135,27 @@ class GpusPane(Pane):
         self.table.show_rows(list(rows), cells_of)
 
     # ------------------------------------------------------------------ sorting
-    def action_sort_next(self) -> None:
-        """Sort by the next column (numbers sort highest first, names A to Z)."""
-        index = (SORTABLE.index(self.sort_column) + 1) % len(SORTABLE)
-        self.sort_column = SORTABLE[index]
-        self.sort_descending = self.sort_column not in ("node", "index", "model", "mig")
+    def action_sort_step(self, step: int) -> None:
+        """``>`` / ``<``: sort by the next / previous column (numbers highest first, names A to Z)."""
+        self.sort_by(SORTABLE[(SORTABLE.index(self.sort_column) + step) % len(SORTABLE)])
+
+    def sort_by(self, column: str) -> None:
+        self.sort_column = column
+        self.sort_descending = column not in ("node", "index", "model", "mig")
         self._resort()
+
+    def action_sort_menu(self) -> None:
+        """F6: pick the sort column from a menu (or reverse it), as in htop."""
+        from gpuconsole.ui.screens.sort_menu import REVERSE, SortMenu
+
+        def chosen(key: str | None) -> None:
+            if key == REVERSE:
+                self.action_sort_reverse()
+            elif key is not None:
+                self.sort_by(key)
+
+        self.app.push_screen(SortMenu({key: LABELS[key] for key in SORTABLE}, self.sort_column, self.sort_descending),
+                             chosen)
 
     def action_sort_reverse(self) -> None:
         self.sort_descending = not self.sort_descending
