@@ -251,3 +251,52 @@ async def test_help_opens_over_the_gpu_detail_view_and_names_w():
         await wait_until(lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("escape")
         await wait_until(lambda: isinstance(app.screen, GpuDetailScreen))
+
+
+async def test_esc_keeps_a_half_filled_budget_form_as_a_draft_and_saving_forgets_it():
+    from textual.widgets import Input
+
+    from gpuconsole.ui.screens.budget_form import BudgetForm
+    from tests.test_typeahead import burst, settle
+
+    async with running() as (app, pilot):
+        await pilot.press("5")
+        await wait_until(lambda: app.active_pane == "budgets" and app.current_pane is not None)
+        await pilot.press("a")
+        await wait_until(lambda: isinstance(app.screen, BudgetForm) and app.screen.is_mounted)
+        burst(app, "half-typed", "tab", "123")
+        await settle(pilot, lambda: app.screen.query_one("#budget-amount", Input).value == "123")
+        await pilot.press("escape")
+        await wait_until(lambda: not isinstance(app.screen, BudgetForm))
+        await pilot.press("a")
+        await wait_until(lambda: isinstance(app.screen, BudgetForm) and app.screen.is_mounted)
+        form = app.screen
+        assert form.query_one("#budget-name", Input).value == "half-typed"
+        assert form.query_one("#budget-amount", Input).value == "123"
+        assert "draft is back" in str(form.query_one("#budget-error").render())
+        # back in a field, the first key adds to its text instead of replacing it
+        form.query_one("#budget-amount", Input).focus()
+        await pilot.press("4")
+        assert form.query_one("#budget-amount", Input).value == "1234"
+        await pilot.press("ctrl+s")
+        await wait_until(lambda: not isinstance(app.screen, BudgetForm))
+        await wait_until(lambda: any(b.budget.name == "half-typed" for b in app.snapshot.budgets))
+        await pilot.press("a")
+        await wait_until(lambda: isinstance(app.screen, BudgetForm) and app.screen.is_mounted)
+        assert app.screen.query_one("#budget-name", Input).value == "", "a saved budget leaves no draft"
+
+
+async def test_esc_keeps_the_experiment_form_text():
+    from textual.widgets import TextArea
+
+    from gpuconsole.ui.screens.experiment_form import ExperimentFormScreen
+
+    async with running() as (app, pilot):
+        app.push_screen(ExperimentFormScreen())
+        await wait_until(lambda: isinstance(app.screen, ExperimentFormScreen) and app.screen.is_mounted)
+        app.screen.query_one(TextArea).text = 'name = "draft-one"\n'
+        await pilot.press("escape")
+        await wait_until(lambda: not isinstance(app.screen, ExperimentFormScreen))
+        app.push_screen(ExperimentFormScreen())
+        await wait_until(lambda: isinstance(app.screen, ExperimentFormScreen) and app.screen.is_mounted)
+        assert app.screen.query_one(TextArea).text == 'name = "draft-one"\n'

@@ -16,7 +16,9 @@ from textual.widgets import Checkbox, Input, Label, Select, Static
 
 from gpuconsole.core.money import budgets as budget_rules
 from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, Threshold
+from gpuconsole.ui import drafts
 
+DRAFT = "budget-form"  # the draft this form keeps on the app when closed with esc
 PERIODS = [("monthly", "monthly"), ("daily", "daily"), ("from now on (cumulative)", "custom")]
 
 # The deployment guide's rule: alert, and pause instances when cumulative cost reaches $1,000.
@@ -93,9 +95,16 @@ class BudgetForm(ModalScreen[Budget | None]):
             yield Static("", id="budget-error")
 
     def on_mount(self) -> None:
+        for field in self.query(Input):
+            field.select_on_focus = False  # coming back to a field keeps its text: the first key adds to it
+        self._defaults = drafts.values(self)
+        if drafts.restore(self, DRAFT):
+            self.query_one("#budget-error", Static).update("Your draft is back: ctrl+s saves it, esc keeps it for later.")
         self.query_one("#budget-name", Input).focus()
 
     def action_cancel(self) -> None:
+        """esc: close; what was typed is kept as a draft for the next time the form opens."""
+        drafts.keep(self, DRAFT, self._defaults)
         self.dismiss(None)
 
     def action_keys(self) -> None:
@@ -126,6 +135,7 @@ class BudgetForm(ModalScreen[Budget | None]):
             self.query_one("#budget-error", Static).update(str(exc))
             self.query_one(f"#budget-{exc.field}").focus()
             return
+        drafts.forget(self, DRAFT)
         self.dismiss(budget)
 
     def budget(self) -> Budget:

@@ -17,6 +17,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
+from gpuconsole.ui import drafts
+
 TEMPLATE = """\
 name = "my-experiment"
 namespace = "default"
@@ -59,6 +61,9 @@ class ExperimentFormScreen(ModalScreen[str | None]):
             yield Static("", id="exp-form-error", markup=False)
 
     def on_mount(self) -> None:
+        self._defaults = drafts.values(self)
+        if drafts.restore(self, "experiment-form"):
+            self.query_one("#exp-form-error", Static).update("Your draft is back: ctrl+s starts it, esc keeps it for later.")
         self.query_one(TextArea).focus()
 
     def action_submit(self) -> None:
@@ -70,7 +75,10 @@ class ExperimentFormScreen(ModalScreen[str | None]):
         except SpecError as exc:
             self.query_one("#exp-form-error", Static).update(str(exc))
             return
+        drafts.forget(self, "experiment-form")
         self.dismiss(text)
 
     def action_cancel(self) -> None:
+        """esc: close; the text is kept as a draft for the next time the form opens."""
+        drafts.keep(self, "experiment-form", self._defaults)
         self.dismiss(None)

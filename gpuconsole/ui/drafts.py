@@ -1,0 +1,57 @@
+"""A form's draft: what was typed in a form closed with esc comes back when it opens again.
+
+Each form keeps one draft on the app, in memory (never on disk: a draft may hold a name or a
+figure nobody meant to keep), under its own name. A form that was saved forgets its draft; one
+closed without a change keeps nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import Checkbox, Input, Select, TextArea
+
+FIELDS = (Input, Select, Checkbox, TextArea)
+
+
+def values(form: Any) -> dict[str, Any]:
+    """Every field of ``form`` by id: its text, choice or tick."""
+    out: dict[str, Any] = {}
+    for widget in form.query("*"):
+        if isinstance(widget, FIELDS) and widget.id:
+            out[widget.id] = widget.text if isinstance(widget, TextArea) else widget.value
+    return out
+
+
+def _drafts(form: Any) -> dict[str, dict[str, Any]]:
+    app = form.app
+    if not hasattr(app, "form_drafts"):
+        app.form_drafts = {}
+    return app.form_drafts  # type: ignore[no-any-return]
+
+
+def keep(form: Any, name: str, defaults: dict[str, Any]) -> None:
+    """Keep what ``form`` holds as the draft ``name``, unless nothing differs from ``defaults``."""
+    now = values(form)
+    if now != defaults:
+        _drafts(form)[name] = now
+    else:
+        _drafts(form).pop(name, None)
+
+
+def restore(form: Any, name: str) -> bool:
+    """Put the draft ``name`` back into ``form``'s fields; whether there was one."""
+    draft = _drafts(form).get(name)
+    if not draft:
+        return False
+    for widget in form.query("*"):
+        if isinstance(widget, FIELDS) and widget.id in draft:
+            if isinstance(widget, TextArea):
+                widget.text = draft[widget.id]
+            else:
+                widget.value = draft[widget.id]
+    return True
+
+
+def forget(form: Any, name: str) -> None:
+    _drafts(form).pop(name, None)
