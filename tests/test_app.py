@@ -221,6 +221,10 @@ async def test_hanging_source_goes_stale_and_keys_still_answer():
         # never answered: still connecting, the seconds waited counting up (not "stale for 0 s")
         await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).waiting_since is not None)
         assert app.snapshot.source(SourceKind.JOBS).state is SourceState.CONNECTING
+        # the Overview's Jobs card waits in words: no "0 running · 0 pending" for what is unknown
+        await wait_until(lambda: "waiting for a first answer" in shown(app.query_one("#card-jobs")))
+        assert "0 running" not in shown(app.query_one("#card-jobs"))
+        assert "no answer yet" in shown(app.query_one("#card-jobs"))
         for key, pane in (("3", "jobs"), ("2", "gpus"), ("4", "instances")):
             await pilot.press(key)
             assert app.active_pane == pane

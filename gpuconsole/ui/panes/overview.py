@@ -209,10 +209,22 @@ class OverviewPane(Pane):
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         missing = {s.kind for s in snapshot.sources if s.state is SourceState.UNCONFIGURED}
+        # nothing read yet: its counts are unknown, not zero
+        waiting = {s.kind: s for s in snapshot.sources if s.state is SourceState.CONNECTING and s.updated_at is None}
         for key, (_, render) in CARDS.items():
             kind = CARD_SOURCES.get(key)
-            content = not_set_up(kind, palette) if kind in missing else render(snapshot, palette)
+            if kind in missing:
+                content = not_set_up(kind, palette)
+            elif kind in waiting:
+                content = waiting_card(waiting[kind].describe(snapshot.taken_at), palette)
+            else:
+                content = render(snapshot, palette)
             self.query_one(f"#card-{key}", TextView).show(content)
+
+
+def waiting_card(words: str, palette: Palette) -> Text:
+    """A card whose source has not answered yet: what it waits for, never a row of zeros."""
+    return _lines([_line(("waiting for a first answer", palette.warn)), _line((words, palette.dim))])
 
 
 def not_set_up(kind: SourceKind | None, palette: Palette) -> Text:
