@@ -27,7 +27,7 @@ from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 
 # Keys that belong to no binding of a pane, screen or the app: the tables' own.
 GENERAL: list[tuple[str, str]] = [
-    ("↑ ↓ pgup pgdn", "move in a table"),
+    ("↑ ↓ pgup pgdn", "move in a table (j k g G too, as in less and k9s)"),
     ("enter", "details of the selected row"),
 ]
 PALETTE_WORDS = "command palette: every action, find a GPU, job or instance"
@@ -91,6 +91,7 @@ APP_WORDS: dict[str, str] = {
     "help": "the keys of this pane or screen (this help)",
     "cost_calculator": "cost comparison: own server vs on-demand vs spot",
     "quit_key": "quit",
+    "command_line": "command line: :gpus :jobs :cronjobs :ns NAME :ctx NAME :q",
     "quit": "quit, even while typing in a field",
 }
 
