@@ -131,3 +131,15 @@ async def test_a_kept_filter_gives_its_rows_back_and_stays_named():
         assert jobs.size.height == rows and "filter: llama" in app.export_screenshot().replace("&#160;", " ")
         await pilot.press("escape")
         assert app.current_pane.filter_text == ""
+
+
+async def test_what_was_typed_stays_inert_in_the_notification():
+    """A notification shows words as written: typed text, names and errors are never markup."""
+    async with running() as (app, pilot):
+        burst(app, ":zz[bold]boo[/]", "enter")
+        await settle(pilot, lambda: any("no command" in str(n.message) for n in app._notifications))
+        [note] = [n for n in app._notifications if "no command" in str(n.message)]
+        assert note.markup is False and "zz[bold]boo[/]" in note.message
+        app.notify("[/] \x1b[31mred")  # a closing tag alone and an escape sequence, as data may carry
+        await pilot.pause()
+        assert app.is_running and all(n.markup is False for n in app._notifications)

@@ -4,7 +4,8 @@ Console, the top line, the pane strip and the footer.
 The app's own keys (``?`` lists them, the palette ``ctrl+p`` reaches them): the panes' number
 keys, ``tab`` / ``shift+tab``, ``/`` filter, ``r`` poll now, ``t`` theme, ``d`` demo, ``$`` cost
 calculator, ``q`` quit. Typed keys pass the type-ahead gate (:mod:`gpuconsole.ui.typeahead`);
-a worker's unexpected error is one line on screen (:mod:`gpuconsole.ui.actions`).
+a worker's unexpected error is one line on screen (:mod:`gpuconsole.ui.worker_errors`); every
+notification is inert text.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.lazy import Lazy
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
@@ -345,6 +347,12 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         if action in {"cycle_pane", "show_pane", "filter", "demo", "command_line"} and len(self.screen_stack) > 1:
             return False
         return True
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A notification whose words are shown as written: they carry names, typed words and
+        errors from data, never markup (``[bold]x[/]`` in a job name stays as it is)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     async def action_quit_key(self) -> None:
         """``q``: quit (``ctrl+q`` quits even while typing in a field)."""
