@@ -20,6 +20,7 @@ from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionResult
 if TYPE_CHECKING:
     from textual.dom import DOMNode
 
+
 @dataclass(frozen=True)
 class Confirm:
     """The question asked before a change (see :class:`~gpuconsole.ui.screens.confirm.ConfirmScreen`):

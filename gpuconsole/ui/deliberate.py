@@ -41,8 +41,8 @@ def typed_before_shown(app: Any, node: Any) -> bool:
     key = gate.key if gate is not None else None
     if key is None:
         return False  # a click, or code: nothing was typed ahead
-    painted = getattr(node, SHOWN, None)
-    return painted is None or key.time < painted
+    shown = getattr(node, SHOWN, None)
+    return shown is None or key.time < shown
 
 
 def deliberate(app: Any, node: Any, what: str, say: Callable[[str], object] | None = None) -> bool:

@@ -7,11 +7,13 @@ closed without a change keeps nothing.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from textual.widgets import Checkbox, Input, Select, TextArea
 
 FIELDS = (Input, Select, Checkbox, TextArea)
+_DRAFTS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()  # app → drafts
 
 
 def values(form: Any) -> dict[str, Any]:
@@ -24,10 +26,7 @@ def values(form: Any) -> dict[str, Any]:
 
 
 def _drafts(form: Any) -> dict[str, dict[str, Any]]:
-    app = form.app
-    if not hasattr(app, "form_drafts"):
-        app.form_drafts = {}
-    return app.form_drafts  # type: ignore[no-any-return]
+    return _DRAFTS.setdefault(form.app, {})
 
 
 def keep(form: Any, name: str, defaults: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.timer import Timer
 
-CHECKED_WITH_TEXTUAL = "8.2.8"  # the version whose message pump the private name below was read in
+CHECKED_WITH_TEXTUAL = "8.2.8"  # the version whose private names below (see the docstring) were read
 # A typed key waits for the one before it; one whose handling never ends (its widget went away with
 # it) stops holding the others back after this long.
 STUCK_S = 3.0
@@ -48,9 +48,7 @@ def esc_then_key(event: events.Key, bound: frozenset[str] | set[str]) -> list[ev
     """``event`` as it was typed: an Alt key that nothing in ``bound`` takes is Esc, then the
     key (both stamped with the time the terminal read them)."""
     name, character = event.key, event.character
-    if not name.startswith("alt+") or name in bound or not character or len(character) != 1:
-        return [event]
-    if not character.isprintable():
+    if not name.startswith("alt+") or name in bound or len(character or "") != 1 or not character.isprintable():
         return [event]
     out = [events.Key("escape", "\x1b"), events.Key(name.removeprefix("alt+"), character)]
     for key in out:

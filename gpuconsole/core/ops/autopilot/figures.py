@@ -29,10 +29,10 @@ def not_live(snapshot: FleetSnapshot, kinds: Iterable[SourceKind]) -> str | None
     return None
 
 
-def needed_sources(figures: Iterable[str], snapshot: FleetSnapshot | None = None) -> tuple[SourceKind, ...]:
+def needed_sources(figures: Iterable[str], snapshot: FleetSnapshot) -> tuple[SourceKind, ...]:
     """The sources a set of figures is read from (the cloud always: the pool is counted there).
 
-    With ``snapshot``, a source nobody set up is left out (the cloud never is): it is not stale,
+    A source nobody set up in ``snapshot`` is left out (the cloud never is): it is not stale,
     its figures are unknown, so only the comparisons on them are false. A bastion with no GPU
     telemetry still scales on ``pending_gpus``."""
     names = set(figures)
@@ -41,9 +41,7 @@ def needed_sources(figures: Iterable[str], snapshot: FleetSnapshot | None = None
         out.append(SourceKind.GPUS)
     if names & JOB_FIGURES:
         out.append(SourceKind.JOBS)
-    if snapshot is not None:
-        out = [kind for kind in out if kind is SourceKind.CLOUD or not _unconfigured(snapshot, kind)]
-    return tuple(out)
+    return tuple(kind for kind in out if kind is SourceKind.CLOUD or not _unconfigured(snapshot, kind))
 
 
 def _unconfigured(snapshot: FleetSnapshot, kind: SourceKind) -> bool:
