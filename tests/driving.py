@@ -1,5 +1,5 @@
-"""Driving the real app in a test: the one ``running()`` every UI test starts it with, and the
-readers of what is on screen (a table, a pane's words)."""
+"""Driving the real app in a test: the one ``running()`` every UI test starts it with, the
+readers of what is on screen (a table, a pane's words), and keys typed in one burst."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 from rich.text import Text
+from textual import events
+from textual.keys import _character_to_key
 from textual.widgets import Static
 
 from gpuconsole.ui.app import GpuConsoleApp
@@ -64,3 +66,34 @@ async def running(console=None, *, theme: str | None = None, live: bool | Callab
             yield app, pilot
     finally:
         console.close()
+
+
+# Keys as a fast typist sends them: all at once, before the first one has been handled.
+SPECIAL = {"tab": "\t", "enter": "\r", "home": None, "end": None, "pageup": None, "pagedown": None,
+           "escape": "\x1b", "ctrl+n": None, "ctrl+d": None, "space": " "}
+
+
+def burst(app, *parts: str) -> None:
+    """Post every key of ``parts`` to the app at once: a part named in SPECIAL is that one key,
+    any other part is typed character by character."""
+    for part in parts:
+        if part in SPECIAL:
+            app.post_message(events.Key(part, SPECIAL[part]))
+            continue
+        for char in part:
+            key = char if char.isalnum() else _character_to_key(char)
+            app.post_message(events.Key(key, char))
+
+
+async def settle(pilot, predicate, timeout: float = 5.0) -> None:
+    """Let the app work through the burst; fails (after ``timeout``) unless ``predicate()`` holds."""
+    try:
+        await wait_until(lambda: not pilot.app.is_running or predicate(), timeout)
+    finally:
+        await pilot.pause()
+
+
+async def show_pane(app, pilot, key: str, pane_id: str) -> None:
+    await pilot.press(key)
+    await wait_until(lambda: app.current_pane is not None and app.current_pane.id == f"{pane_id}-pane")
+    await pilot.pause()

@@ -8,7 +8,7 @@ from gpuconsole.ui.command_line import CommandError, CommandLine, completions, p
 from gpuconsole.ui.registry import PANES
 from tests.driving import running, table
 from tests.helpers import wait_until
-from tests.test_typeahead import burst, settle, show_pane
+from tests.driving import burst, settle, show_pane
 
 
 def test_every_declared_pane_is_a_command_and_so_are_its_views():

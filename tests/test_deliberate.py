@@ -12,7 +12,7 @@ from gpuconsole.ui.wizards.provision import REVIEW, ProvisionWizard
 from gpuconsole.ui.wizards.submit import SubmitWizard
 from tests.driving import running, shown, table
 from tests.helpers import wait_until
-from tests.test_typeahead import burst, settle, show_pane
+from tests.driving import burst, settle, show_pane
 from tests.test_wizard import choose_type, choose_zone, move_to, open_wizard
 
 

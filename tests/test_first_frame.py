@@ -20,7 +20,7 @@ from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from tests.helpers import all_live, demo_console, wait_until
-from tests.test_typeahead import burst, settle
+from tests.driving import burst, settle
 
 SIZE = (80, 24)
 

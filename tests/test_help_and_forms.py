@@ -257,7 +257,7 @@ async def test_esc_keeps_a_half_filled_budget_form_as_a_draft_and_saving_forgets
     from textual.widgets import Input
 
     from gpuconsole.ui.screens.budget_form import BudgetForm
-    from tests.test_typeahead import burst, settle
+    from tests.driving import burst, settle
 
     async with running() as (app, pilot):
         await pilot.press("5")

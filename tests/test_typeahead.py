@@ -9,31 +9,13 @@ from __future__ import annotations
 
 import pytest
 from textual import events
-from textual.keys import _character_to_key
 from textual.widgets import Input
 
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.screens.calculator import CostCalculatorScreen
 from gpuconsole.ui.screens.confirm import ConfirmScreen
 from gpuconsole.ui.wizards.submit import SubmitWizard
-from tests.helpers import wait_until
-from tests.driving import running, table
-
-SPECIAL = {"tab": "\t", "enter": "\r", "home": None, "end": None, "pageup": None, "pagedown": None,
-           "escape": "\x1b", "ctrl+n": None, "ctrl+d": None, "space": " "}
-
-
-def burst(app, *parts: str) -> None:
-    """Post every key of ``parts`` to the app at once: a part named in SPECIAL is that one key,
-    any other part is typed character by character."""
-    for part in parts:
-        if part in SPECIAL:
-            app.post_message(events.Key(part, SPECIAL[part]))
-            continue
-        for char in part:
-            key = char if char.isalnum() else _character_to_key(char)
-            app.post_message(events.Key(key, char))
-
+from tests.driving import burst, running, settle, show_pane, table  # noqa: F401 - shared
 
 def value(app, screen_type, selector: str) -> str | None:
     """What the input ``selector`` of the screen on top holds; None while that screen is not
@@ -43,20 +25,6 @@ def value(app, screen_type, selector: str) -> str | None:
         return None
     found = screen.query(selector)
     return found.first(Input).value if found else None
-
-
-async def settle(pilot, predicate, timeout: float = 5.0) -> None:
-    """Let the app work through the burst; fails (after ``timeout``) unless ``predicate()`` holds."""
-    try:
-        await wait_until(lambda: not pilot.app.is_running or predicate(), timeout)
-    finally:
-        await pilot.pause()
-
-
-async def show_pane(app, pilot, key: str, pane_id: str) -> None:
-    await pilot.press(key)
-    await wait_until(lambda: app.current_pane is not None and app.current_pane.id == f"{pane_id}-pane")
-    await pilot.pause()
 
 
 @pytest.mark.parametrize("key, pane_id", [("2", "gpus"), ("3", "jobs"), ("4", "instances"), ("5", "budgets"),
