@@ -140,6 +140,15 @@ async def test_what_was_typed_stays_inert_in_the_notification():
         await settle(pilot, lambda: any("no command" in str(n.message) for n in app._notifications))
         [note] = [n for n in app._notifications if "no command" in str(n.message)]
         assert note.markup is False and "zz[bold]boo[/]" in note.message
-        app.notify("[/] \x1b[31mred")  # a closing tag alone and an escape sequence, as data may carry
+        app.notify("[/] \x1b[2J\x1b[31mred")  # a closing tag alone and escape sequences, as data may carry
         await pilot.pause()
         assert app.is_running and all(n.markup is False for n in app._notifications)
+        [planted] = [n for n in app._notifications if "red" in n.message]
+        assert planted.message == "[/] \\x1b[2J\\x1b[31mred" and "\x1b" not in planted.message
+
+
+def test_inert_spells_out_every_control_character_and_keeps_the_rest():
+    from gpuconsole.ui.format import inert
+
+    assert inert("a\x1b[2Jb\x07\x9b\x7f") == "a\\x1b[2Jb\\x07\\x9b\\x7f"
+    assert inert("tab\tnew\nline · ünïcode ✓ [bold]") == "tab\tnew\nline · ünïcode ✓ [bold]"

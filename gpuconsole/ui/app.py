@@ -350,9 +350,11 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
-        """A notification whose words are shown as written: they carry names, typed words and
-        errors from data, never markup (``[bold]x[/]`` in a job name stays as it is)."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """Words shown as written (names, typed words, errors from data): no markup, and every
+        control character spelled out (:func:`~gpuconsole.ui.format.inert`)."""
+        from gpuconsole.ui.format import inert
+
+        super().notify(inert(message), title=inert(title), severity=severity, timeout=timeout, markup=markup)
 
     async def action_quit_key(self) -> None:
         """``q``: quit (``ctrl+q`` quits even while typing in a field)."""

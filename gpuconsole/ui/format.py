@@ -58,3 +58,13 @@ def bar(percent: float, width: int) -> str:
     p = min(max(percent, 0.0), 100.0)
     filled = round(p / 100.0 * width)
     return BAR_FULL * filled + BAR_EMPTY * (width - filled)
+
+
+# Control characters (C0 but tab and newline, DEL, C1) spelled out: a name or an error from data
+# that carries an escape sequence is shown as ``\x1b[2J``, never sent to the terminal.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+
+
+def inert(words: str) -> str:
+    """``words`` with every control character spelled out, so the terminal draws it as text."""
+    return words.translate(_CONTROLS)
