@@ -11,7 +11,7 @@ from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.model import JobState
 from gpuconsole.ui.panes.base import FilterInput
-from gpuconsole.ui.panes.jobs import STATE_ORDER
+from gpuconsole.ui.panes.job_rows import STATE_ORDER
 from tests.helpers import START, FrozenClock, wait_until
 from tests.driving import running, table
 

@@ -87,7 +87,7 @@ async def test_sort_cycles_columns_reverses_and_shows_in_the_header():
         for _ in range(3):
             await pilot.press("greater_than_sign")
         await pilot.pause()
-        assert pane(app).sort_column == "util" and pane(app).sort_descending
+        assert gpu_table(app).sort_column == "util" and gpu_table(app).sort_descending
         assert gpu_table(app).column_label("util") == "UTIL▼"
         assert gpu_table(app).column_label("node") == "NODE"
         by_uuid = {g.uuid: g for g in app.snapshot.gpus}
@@ -238,7 +238,9 @@ async def test_sort_keys_are_no_action_keys_anywhere():
     """k9s and htop habits: a sort key never stops, starts or suspends anything elsewhere."""
     from gpuconsole.ui.registry import PANES, pane_class
 
-    sort_keys = {b.key for b in GpusPane.BINDINGS if "sort" in b.action}
+    from gpuconsole.ui.panes.base import Pane
+
+    sort_keys = {b.key for b in Pane.BINDINGS if "sort" in b.action}
     assert sort_keys == {"greater_than_sign", "less_than_sign", "f6"}
     for spec in PANES:
         actions = {b.key: b.action for b in pane_class(spec.id).BINDINGS if "sort" not in b.action}

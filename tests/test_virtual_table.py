@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from textual.app import App, ComposeResult
 
 from gpuconsole.ui.widgets.cells import right, text
-from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
+from gpuconsole.ui.widgets.row_index import RowIndex
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 COLUMNS = [("NAME", "name", 12), ("GPUS", "gpus", 4), ("REASON", "reason", None)]
 

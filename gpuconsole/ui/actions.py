@@ -11,7 +11,7 @@ The worker runs on the pane that asked, so an error nobody expected still reache
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,35 @@ class Action:
     group: str = "action"
     say: Callable[[str], None] | None = None
     refresh: bool = True
+
+
+def batch(verb: str, noun: str, changes: Sequence[tuple[str, Callable[[str | None], ActionResult | str]]],
+          after: Callable[[], object] | None = None,
+          refused: tuple[type[Exception], ...] = (ActionError,)) -> Callable[[str | None], str]:
+    """One call that makes each of ``changes`` (name, call) in turn, for the rows a user tagged:
+    it says how many were made, and the first refusal in full (one refused target never stops
+    the others); ``after`` runs once all were tried (in the worker)."""
+
+    def call(answer: str | None) -> str:
+        made, said = 0, []
+        for name, change in changes:
+            try:
+                result = change(answer)
+            except refused as exc:
+                said.append(f"{name}: {exc}")
+                continue
+            if isinstance(result, ActionResult) and not result.ok:
+                said.append(f"{name}: {result.message}")
+            else:
+                made += 1
+        if after is not None:
+            after()
+        words = f"{verb} {noun}: {made} of {len(changes)} done"
+        if said:
+            words += f"; {len(said)} refused ({said[0]}{'; …' if len(said) > 1 else ''})"
+        return words
+
+    return call
 
 
 def run_action(node: DOMNode, action: Action) -> None:

@@ -11,13 +11,13 @@ notification is inert text.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.containers import Container
@@ -25,8 +25,9 @@ from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.lazy import Lazy
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import ContentSwitcher, Footer, Input
+from textual.widgets import ContentSwitcher, Input
 
 from gpuconsole.ui.boot import CoreBuilder, CoreBuilt
 from gpuconsole.ui.command_line import CommandLine
@@ -42,6 +43,7 @@ from gpuconsole.ui.themes import (
     theme_names,
 )
 from gpuconsole.ui.typeahead import BOOTING, TypeAhead
+from gpuconsole.ui.widgets.footer import KeyFooter
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
 from gpuconsole.ui.widgets.top_bar import TopBar
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
@@ -164,7 +166,7 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
                     if not self._booting:
                         yield self._make_pane(spec.id)
         yield CommandLine(id="command-line")
-        yield Footer()
+        yield KeyFooter()
 
     def _make_pane(self, pane_id: str) -> Pane | Lazy:
         pane = pane_class(pane_id)(id=f"{pane_id}-pane")
@@ -338,10 +340,9 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         if self._booting:
             return True if action in {"quit", "quit_key"} else None  # shown dimmed until the console is up
         # While typing in a field, tab and the single-letter keys belong to the field.
-        if action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter", "help",
-                      "command_line"} and isinstance(
-            self.focused, Input
-        ):
+        typing = isinstance(self.focused, Input)
+        if typing and action in {"cycle_pane", "show_pane", "refresh", "next_theme", "demo", "quit_key", "filter",
+                                 "help", "command_line"}:
             return False
         # Over a dialog or wizard, tab moves between its fields; the panes behind stay put.
         if action in {"cycle_pane", "show_pane", "filter", "demo", "command_line"} and len(self.screen_stack) > 1:
@@ -437,14 +438,13 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         self.access_principal = principal
         self.show_snapshot(self.snapshot)
 
-    @work(thread=True, exclusive=True, group="kube-context", exit_on_error=False, description="switch context")
     def switch_context(self, name: str) -> None:
-        """Watch another kubeconfig context's jobs (from the palette); failures are one line."""
-        from gpuconsole.core.ops.actions import ActionError
+        """Watch another kubeconfig context's jobs (``:ctx``, the palette); failures are one line."""
+        from gpuconsole.ui.navigation import switch_context
 
-        try:
-            self.core.switch_context(name)
-        except ActionError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.call_from_thread(self.notify, f"Kubernetes context: {name}")
+        switch_context(self, name)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's palette commands, less its theme picker: one theme system, ``themes/``
+        (``t``, and the palette's ``Theme: …``)."""
+        return (command for command in super().get_system_commands(screen) if command.title != "Theme")

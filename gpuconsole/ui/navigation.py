@@ -78,3 +78,19 @@ def run_command(app: Any, line: str) -> None:
             app.notify(f"no theme {command.arg[:40]}; there are {', '.join(theme_names())}", severity="warning")
             return
         app.set_theme(command.arg)
+
+
+def switch_context(app: Any, name: str) -> None:
+    """Watch kubeconfig context ``name``'s jobs, switched in a worker; a failure is one line."""
+    from gpuconsole.core.ops.actions import ActionError
+
+    def switch() -> None:
+        try:
+            app.core.switch_context(name)
+        except ActionError as exc:
+            app.call_from_thread(app.notify, str(exc), severity="error")
+            return
+        app.call_from_thread(app.notify, f"Kubernetes context: {name}")
+
+    app.run_worker(switch, thread=True, exclusive=True, group="kube-context", exit_on_error=False,
+                   description="switch context")

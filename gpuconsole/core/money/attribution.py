@@ -123,3 +123,17 @@ def instance_of(snapshot: FleetSnapshot, node: str) -> Instance | None:
     if instance_id is None:
         return None
     return next((i for i in snapshot.instances if i.instance_id == instance_id), None)
+
+
+def job_rate(snapshot: FleetSnapshot, job: Job) -> float | None:
+    """What ``job`` costs per hour now: its share of the instance under its node (its GPUs, or
+    its MIG slice's share of one); None when that cannot be known (no node, no price)."""
+    if not job.node:
+        return None
+    instance = instance_of(snapshot, job.node)
+    if instance is None or not instance.gpus or not instance.state.billed:
+        return None
+    per_gpu = instance.price_per_hour / instance.gpus
+    if job.mig_profile:
+        return per_gpu * mig_share(job.mig_profile) * max(job.gpus, 1)
+    return per_gpu * job.gpus

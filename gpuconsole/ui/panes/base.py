@@ -77,7 +77,12 @@ class Pane(ReportsWorkerErrors, Vertical):
     filterable: ClassVar[bool] = True
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", show=False,
-                tooltip="clear a kept filter; then leave a sub-view (the Jobs pane's Nodes)"),
+                tooltip="clear a kept filter, then the tags; then leave a sub-view (the Jobs pane's Nodes)"),
+        # sort keys are no action key anywhere (s stops an instance in the Instances pane)
+        Binding("greater_than_sign", "sort_step(1)", "Sort", show=False, key_display=">",
+                tooltip="sort the table by the next column (marked in the header); < the one before"),
+        Binding("less_than_sign", "sort_step(-1)", "Sort back", show=False, key_display="<"),
+        Binding("f6", "sort_menu", "Sort by…", show=False, tooltip="choose the sort column, or reverse it (htop)"),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -111,12 +116,62 @@ class Pane(ReportsWorkerErrors, Vertical):
 
     # ------------------------------------------------------------------ filter
     def action_back(self) -> None:
-        """Esc in the pane: clear a kept filter first, then leave a sub-view (:meth:`leave_view`)."""
+        """Esc in the pane: clear a kept filter first, then the tags, then leave a sub-view
+        (:meth:`leave_view`)."""
+        tagged = [t for t in self.query(TABLES) if isinstance(t, VirtualTable) and t.tagged]
         if self.filter_text:
             self.set_filter("")
             self.focus_body()
+        elif tagged:
+            for table in tagged:
+                table.untag()
         else:
             self.leave_view()
+
+    # ------------------------------------------------------------------ sorting and tags
+    def sort_table(self) -> VirtualTable | None:
+        """The table the sort keys act on: the focused one of this pane, else its first shown."""
+        focused = self.app.focused
+        tables = [t for t in self.query(TABLES) if isinstance(t, VirtualTable)]
+        if isinstance(focused, VirtualTable) and focused in tables:
+            return focused
+        return next((t for t in tables if t.display), None)
+
+    def action_sort_step(self, step: int) -> None:
+        """``>`` / ``<``: sort by the next / previous column (numbers highest first, words from A)."""
+        table = self.sort_table()
+        if table is not None:
+            table.sort_step(step)
+            self._said_sort(table)
+
+    def action_sort_menu(self) -> None:
+        """F6: pick the sort column from a menu (or reverse it), as in htop."""
+        table = self.sort_table()
+        if table is None:
+            return
+        from gpuconsole.ui.screens.sort_menu import REVERSE, SortMenu
+
+        def chosen(key: str | None) -> None:
+            if key == REVERSE:
+                table.sort_reverse()
+            elif key is not None:
+                table.sort_by(key)
+            if key is not None:
+                self._said_sort(table)
+
+        columns = {key: label for key, label in table.columns.items() if key in table.sortable}
+        self.app.push_screen(SortMenu(columns, table.sort_column or "", table.sort_descending), chosen)
+
+    def _said_sort(self, table: VirtualTable) -> None:
+        if table.sort_column is not None:
+            label = table.columns[table.sort_column]
+            self.app.notify(f"sorted by {label} {'▼' if table.sort_descending else '▲'}", timeout=2)
+
+    def on_virtual_table_tags_changed(self, event: VirtualTable.TagsChanged) -> None:
+        self.redraw()
+
+    def tagged_count(self) -> int:
+        return sum(len(t.tagged) for t in self.query(TABLES) if isinstance(t, VirtualTable))
 
     def leave_view(self) -> None:
         """Go back from a sub-view of the pane (none here: it shows its main view)."""
@@ -186,6 +241,9 @@ class Pane(ReportsWorkerErrors, Vertical):
             line.append_text(extra if isinstance(extra, Text) else Text(extra))
         if self.filter_text:
             line.append(f"   filter: {self.filter_text}", palette.accent)
+        tagged = self.tagged_count()
+        if tagged:
+            line.append(f"   {tagged} tagged (esc untags)", palette.accent)
         self.query_one(".source-line", TextView).show(line)
         panel = self.query_one(".missing", TextView)
         panel.display = missing
@@ -228,6 +286,8 @@ class Pane(ReportsWorkerErrors, Vertical):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("sort_step", "sort_menu"):
+            return self.sort_table() is not None
         asked = self.guarded_kind(action, parameters)
         if asked is None:
             return True

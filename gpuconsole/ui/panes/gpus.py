@@ -3,7 +3,7 @@
 | key | does |
 |---|---|
 | enter | the GPU's detail view (history charts, processes, slices) |
-| > / < / f6 | sort by the next / previous column, or pick one or the reverse from a menu (shown in the header) |
+| > / < / f6 | sort by the next / previous column, or pick one or the reverse from a menu (shown in the header; every table) |
 | p | show or hide the process rows |
 | T / K | send SIGTERM / SIGKILL to the selected process, after a y/n |
 | / | filter (GPUs, slices, process names, users, pods) |
@@ -30,7 +30,6 @@ from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.gpu_rows import (
     COLUMNS,
-    LABELS,
     SORTABLE,
     gib_pair,
     gpu_cells,
@@ -52,11 +51,8 @@ class GpusPane(Pane):
     kind = SourceKind.GPUS
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        # sort keys are no action key anywhere else (s stops an instance in the Instances pane)
         Binding("greater_than_sign", "sort_step(1)", "Sort", key_display=">",
                 tooltip="sort by the next column (shown in the header); < the one before"),
-        Binding("less_than_sign", "sort_step(-1)", "Sort back", show=False, key_display="<"),
-        Binding("f6", "sort_menu", "Sort by…", show=False, tooltip="choose the sort column, or reverse it"),
         Binding("p", "toggle_processes", "Processes", show=False, tooltip="show or hide the process rows"),
         Binding("f9", "signal('SIGTERM')", "SIGTERM", show=False, tooltip="htop's kill key: SIGTERM the process, asks y/n"),
         Binding("T", "signal('SIGTERM')", "SIGTERM",
@@ -74,16 +70,17 @@ class GpusPane(Pane):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self.sort_column = "node"
-        self.sort_descending = False
         self.show_processes = True
 
     def compose_body(self) -> ComposeResult:
-        yield VirtualTable(COLUMNS, id="gpu-table")
+        # the pane orders the rows: a GPU's slices and processes stay under it, whatever the sort
+        table = VirtualTable(COLUMNS, id="gpu-table", identity="node", orders_rows=False)
+        table.sortable = SORTABLE
+        yield table
 
     def on_mount(self) -> None:
         # Pane.on_mount runs too (Textual calls each class's handler).
-        self.call_after_refresh(self._label_sort)
+        self.table.sort_by("node", descending=False)
 
     @property
     def table(self) -> VirtualTable:
@@ -106,7 +103,8 @@ class GpusPane(Pane):
         # a GPU's row is the GPU itself (no object per row and tick); other rows say how to draw.
         rows: dict[str, Gpu | tuple[Any, ...]] = {}
         filtering = bool(self.filter_text)
-        for gpu in sort_gpus(snapshot.gpus, self.sort_column, self.sort_descending):
+        table = self.table
+        for gpu in sort_gpus(snapshot.gpus, table.sort_column or "node", table.sort_descending):
             if filtering:
                 words: list[object] = [gpu.node, gpu.name, gpu.uuid, f"#{gpu.index}", *(s.profile for s in gpu.mig_slices)]
                 for p in gpu.processes:
@@ -135,40 +133,8 @@ class GpusPane(Pane):
         self.table.show_rows(list(rows), cells_of)
 
     # ------------------------------------------------------------------ sorting
-    def action_sort_step(self, step: int) -> None:
-        """``>`` / ``<``: sort by the next / previous column (numbers highest first, names A to Z)."""
-        self.sort_by(SORTABLE[(SORTABLE.index(self.sort_column) + step) % len(SORTABLE)])
-
-    def sort_by(self, column: str) -> None:
-        self.sort_column = column
-        self.sort_descending = column not in ("node", "index", "model", "mig")
-        self._resort()
-
-    def action_sort_menu(self) -> None:
-        """F6: pick the sort column from a menu (or reverse it), as in htop."""
-        from gpuconsole.ui.screens.sort_menu import REVERSE, SortMenu
-
-        def chosen(key: str | None) -> None:
-            if key == REVERSE:
-                self.action_sort_reverse()
-            elif key is not None:
-                self.sort_by(key)
-
-        self.app.push_screen(SortMenu({key: LABELS[key] for key in SORTABLE}, self.sort_column, self.sort_descending),
-                             chosen)
-
-    def action_sort_reverse(self) -> None:
-        self.sort_descending = not self.sort_descending
-        self._resort()
-
-    def _resort(self) -> None:
-        self._label_sort()
+    def on_virtual_table_sort_changed(self, event: VirtualTable.SortChanged) -> None:
         self.redraw()
-        self.app.notify(f"GPUs sorted by {LABELS[self.sort_column]} {'▼' if self.sort_descending else '▲'}", timeout=2)
-
-    def _label_sort(self) -> None:
-        arrow = "▼" if self.sort_descending else "▲"
-        self.table.set_labels({key: f"{label}{arrow}" if key == self.sort_column else label for key, label in LABELS.items()})
 
     def action_toggle_processes(self) -> None:
         self.show_processes = not self.show_processes

@@ -16,7 +16,7 @@ from gpuconsole.core.ops.actions import (
     confirmation_prompt,
 )
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, SourceKind
-from gpuconsole.ui.actions import Action, Confirm, run_action
+from gpuconsole.ui.actions import Action, Confirm, batch, run_action
 from gpuconsole.ui.format import age, money, short_model
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
@@ -85,6 +85,7 @@ class InstancesPane(Pane):
     | S | start it |
     | b | reboot it (asks y/n) |
     | x | terminate it (asks you to type its id) |
+    | space | tag the row: s and x then act on every tagged instance, in one confirmation |
     | n | launch a new instance (the launch wizard) |
     """
 
@@ -110,7 +111,7 @@ class InstancesPane(Pane):
         open_provision_wizard(self.app)  # type: ignore[arg-type]
 
     def compose_body(self) -> ComposeResult:
-        yield LiveTable(COLUMNS, id="instance-table")
+        yield LiveTable(COLUMNS, id="instance-table", gives={"az": 6, "owner": 5}, taggable=True)
 
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.instances:
@@ -152,8 +153,14 @@ class InstancesPane(Pane):
         return next((i for i in snap.instances if i.instance_id == key), None)
 
     def action_instance(self, verb: str) -> None:
-        """Ask for what ``verb`` needs, then run it through the core in a worker."""
+        """Ask for what ``verb`` needs, then run it through the core in a worker (on every
+        tagged instance when some are tagged)."""
         kind = ActionKind(verb)
+        tagged = self.query_one(LiveTable).tagged_keys()
+        if tagged and self.snapshot is not None:
+            by_id = {i.instance_id: i for i in self.snapshot.instances}
+            self._on_tagged(kind, [by_id[key] for key in tagged if key in by_id])
+            return
         inst = self.selected_instance()
         if inst is None:
             self.app.notify("select an instance first", severity="warning")
@@ -183,3 +190,40 @@ class InstancesPane(Pane):
                               typed=inst.instance_id if kind in TYPED_CONFIRMATION else None,
                               cancelled=f"{verb} cancelled")
         run_action(self, Action(what, perform, kind, confirm=confirm, group="instance-action"))
+
+    def _on_tagged(self, kind: ActionKind, tagged: list[Instance]) -> None:
+        """One confirmation listing every tagged instance with its $/h, then each change in turn;
+        an instance that cannot take ``kind`` in its state is named and left out."""
+        verb = kind.value
+        if not self.core.services.cloud.available:
+            self.app.notify("this cloud source cannot change instances", severity="warning")
+            return
+        able = [i for i in tagged if i.state in ALLOWED_FROM[kind]
+                and not (kind is ActionKind.STOP and i.market is Market.SPOT and not i.stoppable_spot)]
+        left = [i.instance_id for i in tagged if i not in able]
+        if not able:
+            self.app.notify(f"cannot {verb} any of the {len(tagged)} tagged instances in their state", severity="warning")
+            return
+        cloud = self.core.services.cloud
+
+        def change(inst: Instance):  # noqa: ANN202 - the call for one instance
+            typed = kind in TYPED_CONFIRMATION
+            return lambda answer: cloud.perform(ActionRequest(kind, inst.instance_id, inst.region,
+                                                              confirmation=inst.instance_id if typed else answer or ""))
+
+        lines = tuple(f"{i.instance_id}  {i.name or '-':<14.14} {i.instance_type:<13} {i.state.value:<8} "
+                      f"${i.price_per_hour:,.2f}/h" for i in able)
+        total = f"{len(able)} instances · ${sum(i.price_per_hour for i in able):,.2f}/h together"
+        if left:
+            total += f" · left out (their state): {', '.join(left)}"
+        word = f"{verb} {len(able)}"
+        confirm = Confirm(f"{verb.capitalize()} {len(able)} instances",
+                          f"Type {word} to {verb} them. This cannot be undone." if kind in TYPED_CONFIRMATION
+                          else f"{verb.capitalize()} these {len(able)} instances? (y/n)",
+                          targets=lines, total=total, typed=word if kind in TYPED_CONFIRMATION else None,
+                          cancelled=f"{verb} cancelled")
+        changes = [(i.instance_id, change(i)) for i in able]
+        table = self.query_one(LiveTable)
+        call = batch(verb, "instances", changes, after=lambda: self.app.call_from_thread(table.untag))
+        run_action(self, Action(f"{verb} {len(able)} instances", call, kind,
+                                confirm=confirm, group="instance-action"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from gpuconsole.model import CronJob, Job, JobState, Node
 from gpuconsole.ui.format import age, bar, short_node
 from gpuconsole.ui.palette import Palette
@@ -40,6 +42,36 @@ NODE_COLUMNS = [
     ("INSTANCE", "instance", None),
 ]
 TABLES = ("job-table", "cron-table", "node-table")
+JOB_GIVES = {"node": 8, "namespace": 6, "duration": 6}  # these narrow before a name is cut
+
+
+def _known(value: object) -> tuple[int, object]:
+    return (1, "") if value is None else (0, value)
+
+
+def _ran(job: Job) -> float | None:
+    if job.started is None:
+        return None
+    return (job.finished if job.finished is not None else time.time()) - job.started
+
+
+def queue_order(job: Job) -> tuple[object, ...]:
+    """The queue as it waits: pending first, then running, newest first in each state."""
+    return STATE_ORDER[job.state], -job.created, job.name
+
+
+# What each column of the job queue sorts by (a 100,000-job queue is sorted by its objects, not
+# its cells); the name breaks ties.
+JOB_ORDER = {
+    "state": lambda j: (0, STATE_ORDER[j.state], j.name),
+    "name": lambda j: (0, j.name),
+    "gpus": lambda j: (0, j.gpus, j.mig_profile or "", j.name),
+    "node": lambda j: (*_known(j.node), j.name),
+    "age": lambda j: (0, -j.created, j.name),
+    "duration": lambda j: (*_known(_ran(j)), j.name),
+    "namespace": lambda j: (0, j.namespace, j.name),
+    "reason": lambda j: (*_known(j.pending_reason), j.name),
+}
 
 
 def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style

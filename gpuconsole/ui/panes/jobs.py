@@ -15,26 +15,30 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
+from gpuconsole.core.money.attribution import job_rate
 from gpuconsole.core.ops.actions import ActionKind, ActionResult
 from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, SourceKind
-from gpuconsole.ui.actions import Action, Confirm, run_action
+from gpuconsole.ui.actions import Action, Confirm, batch, run_action
 from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.job_rows import (
     CRON_COLUMNS,
     JOB_COLUMNS,
+    JOB_GIVES,
+    JOB_ORDER,
     NODE_COLUMNS,
-    STATE_ORDER,
     TABLES,
     cron_cells,
     job_cells,
     mig_text,
     node_cells,
+    queue_order,
     short_product,
 )
 from gpuconsole.ui.widgets.cells import right
-from gpuconsole.ui.widgets.virtual_table import RowIndex, VirtualTable
+from gpuconsole.ui.widgets.row_index import RowIndex
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 class JobsPane(Pane):
     """Jobs, CronJobs and the nodes' GPUs, live; the place to run GPU training.
@@ -49,6 +53,7 @@ class JobsPane(Pane):
     | s | suspend the selected job or CronJob (asks y/n), or resume it |
     | T | run the selected CronJob now |
     | ctrl+d | delete the selected job or CronJob (asks y/n) |
+    | space | tag the row: ctrl+d and s then act on every tagged row, in one confirmation |
 
     A key the cluster's RBAC refuses in the selected row's namespace is dimmed, with the reason
     under the table (asked with a SelfSubjectAccessReview, kept a minute).
@@ -70,16 +75,23 @@ class JobsPane(Pane):
         self.mode = "jobs"
         self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
         # The queue can hold 100,000 jobs: the tables draw only the rows on screen, from these.
-        self.jobs = RowIndex(lambda j: j.uid, lambda j: (STATE_ORDER[j.state], -j.created, j.name),
-                             lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
+        self.jobs = RowIndex(lambda j: j.uid, queue_order, lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
         self.crons = RowIndex(lambda c: c.uid, lambda c: (c.namespace, c.name), lambda c: (c.name, c.namespace, c.schedule))
         self.nodes = RowIndex(lambda n: n.name, lambda n: n.name,
                               lambda n: (n.name, n.gpu_product, n.instance_id, *(p for p, _c in n.mig_capacity)))
 
     def compose_body(self) -> ComposeResult:
-        yield VirtualTable(JOB_COLUMNS, id="job-table")
-        yield VirtualTable(CRON_COLUMNS, id="cron-table")
-        yield VirtualTable(NODE_COLUMNS, id="node-table")
+        yield VirtualTable(JOB_COLUMNS, id="job-table", gives=JOB_GIVES, taggable=True, orders_rows=False)
+        yield VirtualTable(CRON_COLUMNS, id="cron-table", taggable=True)
+        yield VirtualTable(NODE_COLUMNS, id="node-table", identity="node")
+
+    def on_virtual_table_sort_changed(self, event: VirtualTable.SortChanged) -> None:
+        """The job queue is sorted by its objects (the index keeps the order between readings)."""
+        table = event.table
+        if table.id == "job-table" and not isinstance(event, VirtualTable.TagsChanged):
+            column = table.sort_column
+            self.jobs.set_order(JOB_ORDER[column] if column else queue_order, table.sort_descending)
+            self.redraw()
 
     # ------------------------------------------------------------------ views
     def action_toggle_table(self) -> None:
@@ -141,8 +153,9 @@ class JobsPane(Pane):
         jobs.update(snapshot.jobs)
         crons.update(snapshot.cronjobs)
         nodes.update(snapshot.nodes)
-        self.query_one("#job-table", VirtualTable).show_rows(
-            jobs.keys(self.filter_text), lambda uid: job_cells(jobs.by_key[uid], now, palette))
+        queue = self.query_one("#job-table", VirtualTable)
+        queue.fit_identity(jobs.widest(_name_width))
+        queue.show_rows(jobs.keys(self.filter_text), lambda uid: job_cells(jobs.by_key[uid], now, palette))
         monthly = {line.key: line.amount for line in snapshot.cronjob_costs}
 
         def cron_row(uid: str) -> tuple[object, ...]:
@@ -307,6 +320,8 @@ class JobsPane(Pane):
                                        follow=item.state is JobState.RUNNING, title=title))
 
     def action_delete(self) -> None:
+        if self._on_tagged("delete"):
+            return
         chosen = self._target("delete")
         if chosen is None:
             return
@@ -319,6 +334,8 @@ class JobsPane(Pane):
                       what, lambda answer: jobs.delete(kind, item.namespace, item.name, answer), ActionKind.DELETE_JOB)
 
     def action_suspend(self) -> None:
+        if self._on_tagged("suspend"):
+            return
         chosen = self._target("suspend or resume")
         if chosen is None:
             return
@@ -350,6 +367,47 @@ class JobsPane(Pane):
         jobs = self.core.services.jobs
         self._perform(f"run CronJob {item.namespace}/{name}", lambda: jobs.trigger(item.namespace, name))
 
+    def _on_tagged(self, verb: str) -> bool:
+        """``delete`` / ``suspend`` on every tagged row of the current table, after one
+        confirmation listing each with what it costs per hour; False when none is tagged."""
+        table, snap = self.current_table(), self.snapshot
+        keys = table.tagged_keys() if table.id in ("job-table", "cron-table") else []
+        if not keys or snap is None:
+            return False
+        if not self.core.services.jobs.available:
+            self.app.notify("This job source cannot change jobs.", severity="warning")
+            return True
+        cron = table.id == "cron-table"
+        items: list[Job | CronJob] = [(self.crons if cron else self.jobs).by_key[k] for k in keys
+                                      if k in (self.crons if cron else self.jobs).by_key]
+        if verb == "suspend":
+            items = [i for i in items if (not i.suspended if isinstance(i, CronJob)
+                                          else i.state in (JobState.PENDING, JobState.RUNNING))]
+        kind = "CronJob" if cron else "Job"
+        if not items:
+            self.app.notify(f"None of the tagged {kind}s can be {verb}ed now.", severity="warning")
+            return True
+        rates = {} if cron else {j.uid: job_rate(snap, j) for j in items if isinstance(j, Job)}
+        lines, hourly = [], 0.0
+        for item in items:
+            rate = rates.get(item.uid)
+            hourly += rate or 0.0
+            cost = "" if cron else ("  $/h unknown" if rate is None and item.node else f"  ${rate or 0:,.2f}/h")
+            lines.append(f"{item.namespace}/{item.name}{cost}")
+        jobs = self.core.services.jobs
+        act = jobs.delete if verb == "delete" else jobs.suspend
+        changes = [(f"{i.namespace}/{i.name}", lambda answer, i=i: act(kind, i.namespace, i.name, answer or ""))
+                   for i in items]
+        total = f"{len(items)} {kind}s" + ("" if cron else f" · ${hourly:,.2f}/h of GPUs held now")
+        call = batch(verb, f"{kind}s", changes, after=lambda: self.app.call_from_thread(table.untag))
+        action_kind = ActionKind.DELETE_JOB if verb == "delete" else (
+            ActionKind.SUSPEND_CRONJOB if cron else ActionKind.SUSPEND_JOB)
+        run_action(self, Action(f"{verb} {len(items)} {kind}s", call, action_kind, group="job-action",
+                                confirm=Confirm(f"{verb.capitalize()} {len(items)} {kind}s",
+                                                f"{verb.capitalize()} these {len(items)} {kind}s? (y/n)",
+                                                targets=tuple(lines), total=total, cancelled=f"{verb} cancelled")))
+        return True
+
     @staticmethod
     def _facts(kind: str, item: Job | CronJob) -> str:
         if isinstance(item, CronJob):
@@ -368,3 +426,8 @@ class JobsPane(Pane):
 
     def _perform(self, what: str, call: Callable[[], ActionResult]) -> None:
         run_action(self, Action(what, lambda _: call(), group="job-action"))
+
+
+
+def _name_width(job: Job) -> int:
+    return len(job.name)

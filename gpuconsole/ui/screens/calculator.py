@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Label, Select, Static
+from textual.widgets import DataTable, Input, Label, Select, Static
 
 from gpuconsole.core.money.calculator import (
     INDEX_FORMULA,
@@ -34,6 +34,7 @@ from gpuconsole.core.money.calculator import (
 from gpuconsole.ui.format import money
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
+from gpuconsole.ui.widgets.footer import KeyFooter
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -158,7 +159,7 @@ class CostCalculatorScreen(ReportsWorkerErrors, Screen[None]):
                 yield Static(f"{INDEX_FORMULA}: {INDEX_MEANING}.", id="calc-formula", markup=False)
                 yield Static("", id="calc-notes", markup=False)
                 yield Static("", id="calc-status", markup=False)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#calc-table", DataTable)

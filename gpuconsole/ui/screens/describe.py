@@ -14,11 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
+from gpuconsole.ui.widgets.footer import KeyFooter
 
 
 class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
@@ -48,7 +49,7 @@ class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
             box.border_subtitle = "esc closes · end: events"
             yield Static(f"Asking the cluster about {self.kind} {self.namespace}/{self.name_}…",
                          id="describe-text", markup=False)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#describe-box").focus()

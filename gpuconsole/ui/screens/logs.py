@@ -16,13 +16,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
+from gpuconsole.ui.widgets.footer import KeyFooter
 
 TAIL_LINES = 1000  # what is fetched first; following adds to it up to MAX_LINES
 DRAIN_EVERY_S = 0.1
@@ -79,7 +80,7 @@ class LogScreen(ReportsWorkerErrors, ModalScreen[None]):
             yield LogView(id="log-view")
             yield SearchInput(placeholder="search: type, enter finds, n/N next/previous, esc closes",
                               id="log-search", compact=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(SearchInput).display = False

@@ -21,6 +21,7 @@ from textual.renderables.styled import Styled
 from textual.strip import Strip
 
 from gpuconsole.ui.widgets.cells import Row
+from gpuconsole.ui.widgets.columns import tag_mark
 from gpuconsole.ui.widgets.virtual_table import PADDING, VirtualTable
 
 
@@ -41,17 +42,20 @@ class LiveTable(VirtualTable):
         self._fitted: dict[int, int] = {}  # column index -> width of its widest cell (no width set)
 
     def sync(self, rows: Sequence[Row]) -> None:
-        """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its cells."""
-        for index, (label, _key, width) in enumerate(self._column_spec):
-            if width is None:
+        """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its
+        cells, and so does the identity column (its names are never cut while another can give)."""
+        for index, (label, key, width) in enumerate(self._column_spec):
+            if width is None or key == self.identity:
                 self._fitted[index] = max((_width_of(cells[index]) for _k, cells in rows), default=0)
                 self._fitted[index] = max(self._fitted[index], cell_len(label))
         super().sync(rows)
 
     def _update_virtual_size(self) -> None:
-        self._widths = [w if w is not None else self._fitted.get(i, len(label))
-                        for i, (label, _k, w) in enumerate(self._column_spec)]
-        self._set_virtual_size(Size(sum(self._widths) + 2 * PADDING * len(self._widths), len(self._keys) + 1))
+        fitted = {i: w for i, w in self._fitted.items()} or {
+            i: len(label) for i, (label, _k, w) in enumerate(self._column_spec) if w is None}
+        pads = 2 * PADDING * len(self._column_spec)
+        self._widths = self._layout(self.size.width - pads, fitted)
+        self._set_virtual_size(Size(sum(self._widths) + pads, len(self._keys) + 1))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -80,7 +84,10 @@ class LiveTable(VirtualTable):
         extend = style + over + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
         segments.append(Segment(" " * max(0, width - table_width), extend))
         scroll_x = round(self.scroll_x)
-        return Strip(segments).crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
+        strip = Strip(segments)
+        if row >= 0 and self._keys[row] in self.tagged:
+            strip = tag_mark(strip)
+        return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
 
 
 def _width_of(cell: Any) -> int:

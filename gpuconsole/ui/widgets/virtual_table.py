@@ -3,14 +3,13 @@ row's cells, and draws only the rows on screen, so 100,000 rows cost one key eac
 
 Rows come and go by key, the cursor stays on its key, and ``RowHighlighted`` / ``RowSelected``
 say which key. :class:`~gpuconsole.ui.widgets.live_table.LiveTable` is the same table drawn as
-Textual's ``DataTable`` draws (the small tables); :class:`RowIndex` sorts and filters a
-snapshot's items for a big one.
+Textual's ``DataTable`` draws (the small tables); :class:`~gpuconsole.ui.widgets.row_index.RowIndex`
+sorts and filters a snapshot's items for a big one.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -24,11 +23,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gpuconsole.ui.widgets.cells import Cells, Row
+from gpuconsole.ui.widgets.columns import column_widths, tag_mark
+from gpuconsole.ui.widgets.sorting import cell_order, numeric, ordered
 
 CellsOf = Callable[[str], Cells]
 
 PADDING = 1  # blank cells either side of each column, as DataTable draws them
-FLEX_MIN = 24  # the width the one flexible column gets at least
 
 
 class VirtualTable(ScrollView, can_focus=True):
@@ -48,6 +48,7 @@ class VirtualTable(ScrollView, can_focus=True):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "first", "First", show=False),
         Binding("G", "last", "Last", show=False),
+        Binding("space", "tag", "Tag", show=False, tooltip="tag the row (htop): actions then act on every tagged row"),
     ]
     DEFAULT_CSS = """
     VirtualTable {
@@ -88,8 +89,41 @@ class VirtualTable(ScrollView, can_focus=True):
     class RowSelected(RowHighlighted):
         """Enter, or a second click, on a row."""
 
-    def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
+    class SortChanged(Message):
+        """The sort column or its direction changed (a pane that orders its own rows redraws)."""
+
+        def __init__(self, table: VirtualTable) -> None:
+            super().__init__()
+            self.table = table
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
+    class TagsChanged(SortChanged):
+        """A row was tagged or untagged."""
+
+    def __init__(self, columns: Sequence[tuple[str, str, int | None]], *, identity: str | None = "name",
+                 gives: dict[str, int] | None = None, taggable: bool = False, orders_rows: bool = True,
+                 **kwargs: Any) -> None:
+        """``columns``: (label, key, width; None for the one flexible column). ``identity``: the
+        key of the column that names a row, which is never cut while another column can give
+        (k9s's rule); ``gives``: columns that may narrow to make room, and how far; ``taggable``:
+        space tags rows; ``orders_rows``: False when the pane puts its rows in the sort order
+        itself (it is told by :class:`SortChanged`)."""
         super().__init__(**kwargs)
+        self._labels = {key: label for label, key, _w in columns}
+        self.identity = identity if identity in self._labels else None
+        self.gives = dict(gives or {})
+        self.taggable = taggable
+        self.orders_rows = orders_rows
+        self.sortable: list[str] = list(self._labels)  # the columns F6 and > / < offer
+        self.sort_column: str | None = None
+        self.sort_descending = False
+        self.sort_value: Callable[[str, str], Any] | None = None  # (row key, column) -> order key; None: the cells
+        self.tagged: set[str] = set()
+        self._given: Sequence[str] = ()
+        self._fit = 0  # the widest identity cell, where the pane says
         self._column_spec = list(columns)
         self._column_index = {key: i for i, (_label, key, _w) in enumerate(self._column_spec)}
         self._keys: list[str] = []
@@ -103,9 +137,14 @@ class VirtualTable(ScrollView, can_focus=True):
         """Show the rows ``keys`` in this order; ``cells_of(key)`` makes a row when it is drawn."""
         selected = self.selected_key
         arrived = not self._keys and bool(keys)
+        self._given = keys
+        self._cells_of = cells_of
+        if self.sort_column is not None and self.orders_rows:
+            keys = ordered(keys, self._value_of(self.sort_column), self.sort_descending)
         self._keys = keys if isinstance(keys, list) else list(keys)
         self._position = None
-        self._cells_of = cells_of
+        if self.tagged:
+            self.tagged.intersection_update(self._keys)
         cursor = self._cursor
         if selected is not None:
             index = self.row_index(selected)
@@ -145,6 +184,76 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def column_label(self, key: str) -> str:
         return self._column_spec[self._column_index[key]][0]
+
+    # ------------------------------------------------------------------ sorting
+    @property
+    def columns(self) -> dict[str, str]:
+        """Column key → label (without the sort arrow), in the table's order."""
+        return dict(self._labels)
+
+    def _value_of(self, column: str) -> Callable[[str], Any]:
+        if self.sort_value is not None:
+            value, name = self.sort_value, column
+            return lambda key: value(key, name)
+        index, cells_of = self._column_index[column], self._cells_of
+        return lambda key: cell_order(cells_of(key)[index])
+
+    def sort_by(self, column: str | None, descending: bool | None = None) -> None:
+        """Sort by ``column`` (None: the pane's own order); numbers highest first and words
+        from A unless ``descending`` says; the header marks the column and its direction."""
+        if column is not None and column not in self._labels:
+            raise KeyError(column)
+        if descending is None and column is not None:
+            value = self._value_of(column)
+            descending = numeric(value(key) for key in self._keys[:50])
+        self.sort_column, self.sort_descending = column, bool(descending)
+        arrow = "▼" if self.sort_descending else "▲"
+        self.set_labels({key: f"{label}{arrow}" if key == column else label for key, label in self._labels.items()})
+        if self.orders_rows:
+            self.show_rows(self._given, self._cells_of)
+        self.post_message(self.SortChanged(self))
+
+    def sort_step(self, step: int) -> None:
+        """``>`` / ``<``: the next / previous column."""
+        keys = self.sortable
+        at = keys.index(self.sort_column) if self.sort_column in keys else (-1 if step > 0 else 0)
+        self.sort_by(keys[(at + step) % len(keys)])
+
+    def sort_reverse(self) -> None:
+        self.sort_by(self.sort_column or next(iter(self._labels)), not self.sort_descending)
+
+    # ------------------------------------------------------------------ tags
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "tag":
+            return self.taggable
+        return True
+
+    def action_tag(self) -> None:
+        """space: tag or untag the row under the cursor and move down (htop)."""
+        key = self.selected_key
+        if key is None:
+            return
+        self.tagged.symmetric_difference_update({key})
+        self.refresh_row(self._cursor)
+        self._set_cursor(self._cursor + 1)
+        self.post_message(self.TagsChanged(self))
+
+    def untag(self) -> None:
+        if self.tagged:
+            self.tagged.clear()
+            self.refresh()
+            self.post_message(self.TagsChanged(self))
+
+    def tagged_keys(self) -> list[str]:
+        """The tagged rows in display order."""
+        return [key for key in self._keys if key in self.tagged] if self.tagged else []
+
+    def fit_identity(self, width: int) -> None:
+        """The widest name the identity column holds (a pane that knows every row says)."""
+        if width != self._fit:
+            self._fit = width
+            self._update_virtual_size()
+            self.refresh()
 
     def get_cell(self, key: str, column: str) -> Any:
         """The cell of row ``key`` in column ``column`` (as it would be drawn now)."""
@@ -240,13 +349,12 @@ class VirtualTable(ScrollView, can_focus=True):
         self._update_virtual_size()
 
     def _update_virtual_size(self) -> None:
-        fixed = sum(w for _l, _k, w in self._column_spec if w is not None)
         pads = 2 * PADDING * len(self._column_spec)
-        flexible = [i for i, (_l, _k, w) in enumerate(self._column_spec) if w is None]
-        spare = max(FLEX_MIN, self.scrollable_content_region.width - fixed - pads)
-        self._widths = [w if w is not None else (spare if i == flexible[0] else len(label))
-                        for i, (label, _k, w) in enumerate(self._column_spec)]
+        self._widths = self._layout(self.scrollable_content_region.width - pads, {})
         self._set_virtual_size(Size(sum(self._widths) + pads, len(self._keys) + 1))
+
+    def _layout(self, room: int, fitted: dict[int, int]) -> list[int]:
+        return column_widths(self._column_spec, room, fitted, self.identity, self._fit, self.gives)
 
     def _set_virtual_size(self, size: Size) -> None:
         """Set the scrollable size. ``virtual_size`` asks for a layout of the whole screen on any
@@ -288,9 +396,13 @@ class VirtualTable(ScrollView, can_focus=True):
         if row >= len(self._keys):
             return Strip.blank(width, base)
         cursor = self.get_component_rich_style("datatable--cursor") if row == self._cursor else None
-        cells = self._cells_of(self._keys[row])
+        key = self._keys[row]
+        cells = self._cells_of(key)
         line_style = base + cursor if cursor is not None else base
-        return self._strip(cells, base, cursor).crop_extend(scroll_x, scroll_x + width, line_style)
+        strip = self._strip(cells, base, cursor)
+        if key in self.tagged:
+            strip = tag_mark(strip)
+        return strip.crop_extend(scroll_x, scroll_x + width, line_style)
 
     def _strip(self, cells: Sequence[Any], base: Style, over: Style | None) -> Strip:
         """One row: each cell cut or padded to its column, DataTable's padding either side."""
@@ -313,108 +425,3 @@ class VirtualTable(ScrollView, can_focus=True):
             segments.append(pad)
         return Strip(segments)
 
-
-INCREMENTAL_SHARE = 8  # a new reading is merged into the last order when under 1/8 of it changed
-
-
-class RowIndex:
-    """A snapshot's items sorted for a table, found by key, with their filter words.
-
-    Rebuilt only when the snapshot hands over a new tuple of items, and then each item's filter
-    words are reused while the item itself is the same object, so a filter keystroke over
-    100,000 rows is one pass of substring tests over strings made once. When most items are the
-    same objects as in the last tuple, they keep their order and only the others are placed
-    (rows whose order keys are equal then keep the order they had).
-    """
-
-    def __init__(self, key: Callable[[Any], str], order: Callable[[Any], Any], words: Callable[[Any], Sequence[object]]) -> None:
-        self._key, self._order, self._words_of = key, order, words
-        self._items: tuple[Any, ...] | None = None
-        self.by_key: dict[str, Any] = {}
-        self._ordered: list[str] = []  # the keys in table order
-        self._order_keys: list[Any] = []  # order(item) of each key of ``_ordered``
-        self._words: dict[str, tuple[Any, str]] = {}
-        self._last: tuple[str, object, list[str]] = ("", None, [])  # the last filter asked for and its keys
-
-    @property
-    def ordered(self) -> list[Any]:
-        """The items in table order."""
-        by_key = self.by_key
-        return [by_key[k] for k in self._ordered]
-
-    def update(self, items: tuple[Any, ...]) -> None:
-        if items is self._items:
-            return
-        self._items = items
-        key = self._key
-        by_key = {key(item): item for item in items}
-        previous = self.by_key
-        changed = [k for k, item in by_key.items() if previous.get(k) is not item]
-        added = sum(1 for k in changed if k not in previous)
-        removed = len(previous) + added - len(by_key)
-        if previous and (len(changed) + removed) * INCREMENTAL_SHARE < len(by_key):
-            self._merge(by_key, previous, changed, removed)
-        else:
-            self._sort(by_key)
-        self.by_key = by_key
-
-    def _words_for(self, item: Any) -> tuple[Any, str]:
-        return item, " ".join(str(w) for w in self._words_of(item) if w is not None).lower()
-
-    def _sort(self, by_key: dict[str, Any]) -> None:
-        order = self._order
-        orders = {k: order(item) for k, item in by_key.items()}
-        self._ordered = sorted(by_key, key=orders.__getitem__)
-        self._order_keys = [orders[k] for k in self._ordered]
-        old, words = self._words, {}
-        for k, item in by_key.items():
-            cached = old.get(k)
-            words[k] = cached if cached is not None and cached[0] is item else self._words_for(item)
-        self._words = words
-
-    def _merge(self, by_key: dict[str, Any], previous: dict[str, Any], changed: list[str], removed: int) -> None:
-        """Most rows are the very objects of the last reading (a big cluster's finished jobs):
-        they keep their places; the rows that went or changed are taken out and the new or
-        changed ones placed, instead of sorting every row again."""
-        order = self._order
-        ordered, orders, words = list(self._ordered), list(self._order_keys), dict(self._words)
-        gone = [k for k in previous if k not in by_key] if removed else []
-        for k in (*gone, *(k for k in changed if k in previous)):
-            at = bisect.bisect_left(orders, order(previous[k]))
-            while ordered[at] != k:  # past rows of an equal order key
-                at += 1
-            del ordered[at]
-            del orders[at]
-            del words[k]
-        for k in changed:
-            item = by_key[k]
-            item_order = order(item)
-            at = bisect.bisect_right(orders, item_order)
-            ordered.insert(at, k)
-            orders.insert(at, item_order)
-            words[k] = self._words_for(item)
-        self._ordered, self._order_keys, self._words = ordered, orders, words
-
-    def keys(self, filter_text: str = "") -> list[str]:
-        """The keys in table order whose words hold every term of ``filter_text``.
-
-        Typing narrows: a text that extends the last one asked for (``train-00`` after
-        ``train-0``) can only match rows the last one matched, so only those are tested.
-        """
-        if not filter_text:
-            return list(self._ordered)
-        text = filter_text.lower()
-        last_text, last_words, last_keys = self._last
-        if last_words is self._words and last_text and text.startswith(last_text):
-            candidates: Iterable[str] = last_keys
-        else:
-            candidates = self._ordered
-        words = self._words
-        terms = text.split()
-        if len(terms) == 1:
-            term = terms[0]
-            found = [key for key in candidates if term in words[key][1]]
-        else:
-            found = [key for key in candidates if all(term in words[key][1] for term in terms)]
-        self._last = (text, words, found)
-        return list(found)

@@ -10,10 +10,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import ContentSwitcher, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Input, Static
 
 from gpuconsole.ui.deliberate import deliberate, shown_now
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
+from gpuconsole.ui.widgets.footer import KeyFooter
 
 if TYPE_CHECKING:
     from gpuconsole.ui.palette import Palette
@@ -58,7 +59,7 @@ class WizardScreen(ReportsWorkerErrors, ModalScreen[ResultT]):
             with ContentSwitcher(initial=f"{self.STEP_ID}0", id=f"{self.PREFIX}-body"):
                 yield from self.compose_steps()
             yield Static("", id=f"{self.PREFIX}-status", markup=False)
-        yield Footer()
+        yield KeyFooter()
 
     def compose_steps(self) -> ComposeResult:
         """The steps' widgets, ids ``{STEP_ID}0`` …"""
