@@ -286,6 +286,33 @@ async def test_esc_keeps_a_half_filled_budget_form_as_a_draft_and_saving_forgets
         assert app.screen.query_one("#budget-name", Input).value == "", "a saved budget leaves no draft"
 
 
+async def test_esc_keeps_a_half_filled_job_wizard_as_a_draft_and_keys_typed_with_n_win():
+    from textual.widgets import Input
+
+    from gpuconsole.ui.wizards.submit import SubmitWizard
+    from tests.driving import burst, settle
+
+    async with running() as (app, pilot):
+        await pilot.press("3")
+        await wait_until(lambda: app.active_pane == "jobs" and app.current_pane is not None)
+        burst(app, "N", "half-typed", "tab", "tab", "tab", "python x.py")
+        await settle(pilot, lambda: isinstance(app.screen, SubmitWizard) and app.screen.built
+                     and app.screen.query_one("#job-command", Input).value == "python x.py")
+        await pilot.press("escape")
+        await wait_until(lambda: not isinstance(app.screen, SubmitWizard))
+        # typed with N: the name typed now wins over the draft's; the rest of the draft comes back
+        burst(app, "N", "second")
+        await settle(pilot, lambda: isinstance(app.screen, SubmitWizard) and app.screen.built)
+        wizard = app.screen
+        await settle(pilot, lambda: wizard.query_one("#job-name", Input).value == "second")
+        assert wizard.query_one("#job-command", Input).value == "python x.py"
+        assert "draft is back" in str(wizard.query_one(f"#{wizard.PREFIX}-status").render())
+        # back in a field, the first key adds to its text instead of replacing it
+        wizard.query_one("#job-command", Input).focus()
+        await pilot.press("2")
+        assert wizard.query_one("#job-command", Input).value == "python x.py2"
+
+
 async def test_esc_keeps_the_experiment_form_text():
     from textual.widgets import TextArea
 

@@ -168,3 +168,29 @@ async def test_escape_clears_the_tags():
         await pilot.press("escape")
         await pilot.pause()
         assert not t.tagged
+
+
+async def test_a_delete_while_the_jobs_source_hangs_says_the_table_shows_its_last_answer():
+    from gpuconsole.model import SourceKind, SourceState
+    from tests.helpers import demo_console
+
+    console = demo_console(timeout=0.2)
+    async with running(console) as (app, pilot):
+        await show_pane(app, pilot, "3", "jobs")
+        faults = console.hub.runners[SourceKind.JOBS].source.sim.faults
+        faults.set(SourceKind.JOBS, "hang")
+        try:
+            await wait_until(lambda: app.snapshot.source(SourceKind.JOBS).state is SourceState.STALE)
+            t = table(app, "job-table")
+            job = next(j for j in app.snapshot.jobs if j.state is JobState.RUNNING)
+            t.move_cursor(row=t.shown_keys.index(job.uid))
+            await pilot.press("ctrl+d")
+            await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_until(lambda: any("last answer" in n.message for n in app._notifications))
+            said = next(n.message for n in app._notifications if "last answer" in n.message)
+            assert job.name in said and "stale for" in said
+            assert job.uid in t.shown_keys  # still listed: the source has not answered since
+        finally:
+            faults.release()

@@ -11,11 +11,13 @@ The worker runs on the pane that asked, so an error nobody expected still reache
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionResult
+from gpuconsole.model import SourceKind, SourceState
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -123,9 +125,24 @@ def _change(node: DOMNode, action: Action, answer: str | None) -> None:
         app.call_from_thread(say or (lambda text: app.notify(text, severity="error")), words)
         return
     message = result if isinstance(result, str) else result.message
+    if not isinstance(result, ActionResult) or result.ok:
+        message += _last_answer_note(app, getattr(node, "kind", None))
     app.call_from_thread(say or app.notify, message)
     if action.refresh:
         app.core.refresh()
+
+
+def _last_answer_note(app: Any, kind: object) -> str:
+    """Words to add when the pane's source is not live: the change was made, but the table
+    shows the source's last answer (a deleted row stays until the source answers again)."""
+    snapshot = getattr(app, "snapshot", None)
+    if not isinstance(kind, SourceKind) or snapshot is None:
+        return ""
+    status = snapshot.source(kind)
+    if status is None or status.state in (SourceState.LIVE, SourceState.UNCONFIGURED):
+        return ""
+    return (f" · the {kind.value} source is {status.describe(time.time())}: the table shows its last answer "
+            "until it answers again")
 
 
 def _ask_mfa_then(app: Any, kind: ActionKind, purpose: str, run: Callable[[], object],

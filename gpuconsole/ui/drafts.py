@@ -38,12 +38,16 @@ def keep(form: Any, name: str, defaults: dict[str, Any]) -> None:
         _drafts(form).pop(name, None)
 
 
-def restore(form: Any, name: str) -> bool:
-    """Put the draft ``name`` back into ``form``'s fields; whether there was one."""
+def restore(form: Any, name: str, unless_changed_from: dict[str, Any] | None = None) -> bool:
+    """Put the draft ``name`` back into ``form``'s fields; whether there was one. A field whose
+    value already differs from ``unless_changed_from`` (typed before the draft came) keeps it."""
     draft = _drafts(form).get(name)
     if not draft:
         return False
+    now = values(form) if unless_changed_from is not None else {}
     for widget in form.query("*"):
+        if unless_changed_from is not None and widget.id in now and now[widget.id] != unless_changed_from.get(widget.id):
+            continue
         if isinstance(widget, FIELDS) and widget.id in draft:
             if isinstance(widget, TextArea):
                 widget.text = draft[widget.id]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import ClassVar
+
+from textual.binding import Binding, BindingType
 
 from gpuconsole.model import CronJob, Job, JobState, Node
 from gpuconsole.ui.format import age, bar, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text
+from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
 
@@ -155,3 +159,29 @@ def node_cells(node: Node, palette: Palette) -> tuple[object, ...]:
         text("ready" if node.ready else "not ready", None if node.ready else palette.bad),
         text(node.instance_id or "-", palette.dim),
     )
+
+
+class CronTable(VirtualTable):
+    """The CronJobs table: while it has the focus the footer names its own keys (``c`` back to
+    the jobs, ``T`` run now) and not the job queue's (a CronJob has no log of its own)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "pane('action_toggle_table')", "Jobs"),
+        Binding("T", "pane('action_trigger')", "Run now"),
+        Binding("l", "pane('action_logs')", "Logs", show=False),  # says why there is none
+    ]
+    GUARDED: ClassVar[dict[str, str]] = {"action_trigger": "trigger"}
+
+    def _pane(self) -> object | None:
+        return next((node for node in self.ancestors if hasattr(node, "action_toggle_table")), None)
+
+    def action_pane(self, method: str) -> None:
+        pane = self._pane()
+        if pane is not None:
+            getattr(pane, method)()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        pane = self._pane()
+        if action == "pane" and parameters and parameters[0] in self.GUARDED and pane is not None:
+            return pane.check_action(self.GUARDED[str(parameters[0])], ())  # type: ignore[attr-defined]
+        return super().check_action(action, parameters)

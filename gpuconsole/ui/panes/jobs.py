@@ -24,6 +24,7 @@ from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
 from gpuconsole.ui.panes.job_rows import (
     CRON_COLUMNS,
+    CronTable,
     JOB_COLUMNS,
     JOB_GIVES,
     JOB_ORDER,
@@ -82,7 +83,7 @@ class JobsPane(Pane):
 
     def compose_body(self) -> ComposeResult:
         yield VirtualTable(JOB_COLUMNS, id="job-table", gives=JOB_GIVES, taggable=True, orders_rows=False)
-        yield VirtualTable(CRON_COLUMNS, id="cron-table", taggable=True)
+        yield CronTable(CRON_COLUMNS, id="cron-table", taggable=True)
         yield VirtualTable(NODE_COLUMNS, id="node-table", identity="node")
 
     def on_virtual_table_sort_changed(self, event: VirtualTable.SortChanged) -> None:

@@ -31,6 +31,7 @@ from gpuconsole.core.ops.manifests import (
     from_form,
     validate,
 )
+from gpuconsole.ui import drafts
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.wizards.base import WizardScreen
 from gpuconsole.ui.wizards.details import os_user
@@ -50,6 +51,7 @@ PRESET_HINTS = {
     "NCCL_SOCKET_IFNAME": "e.g. eth0 or ^lo,docker0",
     "NCCL_IB_DISABLE": "1: sockets only, no InfiniBand",
 }
+DRAFT = "submit-wizard"  # the draft kept on the app when the wizard is closed with esc
 ENV_INTRO = ("Environment of every pod; empty fields are left out. Leave NVIDIA_VISIBLE_DEVICES empty on "
              "Kubernetes: the device plugin sets it to the GPUs the pod was given.")
 
@@ -105,6 +107,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
         self.result: ActionResult | None = None
         self.next_runs_text: str | None = None
         self.built = False  # the whole form is mounted (see build_rest)
+        self._defaults: dict[str, object] = {}  # the fields as the form opened, before a draft
         self._building = asyncio.Lock()
 
     # ------------------------------------------------------------------ layout
@@ -182,6 +185,12 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
             await self.query_one("#submit-body", ContentSwitcher).mount_all(self._later_steps())
             if self._open():
                 self.built = True
+                # what was typed before the rest of the form was up stays; the draft fills the rest
+                self._defaults = {**drafts.values(self), "job-name": "", "job-namespace": self.namespace}
+                if drafts.restore(self, DRAFT, unless_changed_from=self._defaults):
+                    for widget in self.query(Input):
+                        widget.select_on_focus = widget.value == self._defaults.get(widget.id or "")
+                    self.say("Your draft is back · ctrl+n: next step · esc keeps it for later")
                 self.check()
 
     def _open(self) -> bool:
@@ -254,6 +263,10 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
         field = next((a for a in event.control.ancestors if isinstance(a, Field)), None)
         if field is None:
             return
+        if isinstance(event.control, Input) and event.control.has_focus:
+            # typed in: coming back to it keeps the text (the first key adds to it); a field
+            # still holding its default is selected on arrival, so typing replaces the default
+            event.control.select_on_focus = False
         self.touched.add(field.field_name)
         self.check()
 
@@ -391,10 +404,17 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
             result, error = None, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         self.app.call_from_thread(self._created, result, error)
 
+    def action_cancel(self) -> None:
+        """esc: close; what was typed is kept as a draft for the next time the wizard opens."""
+        if self.built:
+            drafts.keep(self, DRAFT, self._defaults)
+        super().action_cancel()
+
     def _created(self, result: ActionResult | None, error: str) -> None:
         self.submitting = False
         self.result = result
         if result is not None:
+            drafts.forget(self, DRAFT)
             self.dismiss(result)
             return
         if not self.is_attached:
