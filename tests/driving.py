@@ -48,14 +48,14 @@ async def started(pilot, ready: Callable[[GpuConsoleApp], bool] = all_live) -> N
 @asynccontextmanager
 async def running(console=None, *, theme: str | None = None, live: bool | Callable[[GpuConsoleApp], bool] = True,
                   size: tuple[int, int] = SIZE, thresholds=None, key: str | None = None,
-                  ready: Callable[[GpuConsoleApp], bool] | None = None):
+                  ready: Callable[[GpuConsoleApp], bool] | None = None, notifications: bool = False):
     """The app on ``console`` (a frozen seeded demo when None) at ``size``, once every source has
     answered (``live``: False to start at once, or a predicate of its own); then ``key`` pressed,
-    waiting for ``ready``. The console is closed afterwards."""
+    waiting for ``ready``; ``notifications``: draw them as toasts. The console is closed afterwards."""
     console = console or demo_console()
     app = GpuConsoleApp(console, theme_name=theme, gpu_thresholds=thresholds)
     try:
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             if live:
                 await started(pilot, all_live if live is True else live)
             if key is not None:

@@ -194,3 +194,42 @@ async def test_a_delete_while_the_jobs_source_hangs_says_the_table_shows_its_las
             assert job.uid in t.shown_keys  # still listed: the source has not answered since
         finally:
             faults.release()
+
+
+async def test_the_footer_drops_whole_entries_at_80_columns_and_keeps_the_help_key():
+    from gpuconsole.ui.widgets.footer import KeyFooter, is_key
+
+    async with running() as (app, pilot):
+        for key, pane in (("3", "jobs"), ("4", "instances"), ("2", "gpus"), ("5", "budgets")):
+            await show_pane(app, pilot, key, pane)
+            footer = app.screen.query_one(KeyFooter)
+            await pilot.pause()
+            entries = [w for w in footer.children if is_key(w)]
+            palette = next(w for w in entries if w.has_class("-command-palette"))
+            keys = [w for w in entries if w is not palette]
+            assert keys and all(w.region.right <= palette.region.x for w in keys), pane
+            assert any(w.action == "help" for w in keys), pane
+
+
+async def test_notifications_never_cover_the_lines_that_say_what_is_selected():
+    async with running(notifications=True) as (app, pilot):
+        await show_pane(app, pilot, "4", "instances")
+        await pilot.press("r")  # "Polling every source now."
+        await wait_until(lambda: bool(app.screen.query("Toast")))
+        await pilot.pause()
+        toast = app.screen.query_one("Toast").region
+        pane = app.current_pane
+        for line in (".source-line", ".row-detail"):
+            region = pane.query_one(line).region
+            assert not toast.overlaps(region), line
+        assert not toast.overlaps(app.screen.query_one("KeyFooter").region)
+
+
+async def test_one_theme_system_in_the_palette():
+    """Textual's own theme picker is gone: themes come from themes/ (t, and "Theme: …")."""
+    from gpuconsole.ui.commands import ConsoleCommands
+
+    async with running() as (app, pilot):
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Theme" not in titles and "Quit" in titles
+        assert any(name.startswith("Theme: ") for name, *_ in ConsoleCommands(app.screen).commands())
