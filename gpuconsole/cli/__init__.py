@@ -9,6 +9,7 @@ One module per command family; ``main`` is the entry point (``gpuconsole.cli.mai
     budget, cost: budgets added, listed and checked; own hardware vs cloud compared.
     users, audit, access, access_parsers: the users table and MFA, the audit log, the guard's options.
     exporter: the simulated fleet as a DCGM-exporter ``/metrics`` endpoint.
+    table: tables and lines that fit 80 columns (``--wide``: whole), shared by every command.
 
 Every command goes through the same ``gpuconsole.core`` calls as the console.
 """

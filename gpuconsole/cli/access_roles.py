@@ -17,8 +17,7 @@ import textwrap
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import add_mfa_option, ensure_mfa, finish
-
-WIDTH = 80  # the text answer fits a terminal of this many columns
+from gpuconsole.cli.table import WIDTH
 
 
 def _account(text: str) -> str:

@@ -16,6 +16,13 @@ import time
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, finish, make_guard
+from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of
+
+# audit list: the parameters give first and may go; the time gives last, the record's number never
+LIST_COLUMNS = (Column("SEQ", right=True, key=True), Column("TIME", give=1, least=20), Column("ACTOR", give=3, least=8),
+                Column("ROLE", give=4, least=8), Column("ACTION", give=2, least=10), Column("TARGET", give=5, least=12),
+                Column("RESULT", give=6, least=7), Column("PARAMS", give=7, least=10, drop=True))
+USAGE_COLUMNS = (Column("GPU-HOURS", right=True), Column("COST", right=True), Column("JOBS", right=True))
 
 
 def _date(end: bool) -> Any:
@@ -76,6 +83,7 @@ def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     _filters(listing)
     listing.add_argument("--limit", type=int, default=50, metavar="N", help="the newest N records (default 50; 0: all)")
     listing.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    add_wide_option(listing)
     export = actions.add_parser("export", help="every matching record as CSV or JSON")
     _filters(export)
     form = export.add_mutually_exclusive_group(required=True)
@@ -88,6 +96,7 @@ def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     usage.add_argument("--until", type=_date(True), default=None, metavar="DATE", help="up to DATE (default: now)")
     usage.add_argument("--wait", type=float, default=5.0, metavar="S", help="seconds to wait for the sources")
     usage.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    add_wide_option(usage)
 
 
 def run_audit(args: argparse.Namespace, make_console: Any = None, out: TextIO | None = None) -> int:
@@ -144,13 +153,14 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     if args.json:
         out.write(audit.to_json(records))
         return 0
-    for r in records:
-        params = json.loads(r.params)
-        extra = " ".join(f"{k}={v}" for k, v in params.items() if v)
-        out.write(f"{r.seq:>5} {r.ts} {r.actor:<12} {r.role:<10} {r.action:<15} {r.target:<24} {r.result}"
-                  f"{'  ' + extra if extra else ''}\n")
     if not records:
-        out.write("no audit records match\n")
+        filtered = any((args.actor, args.action, args.target, args.result, args.since, args.until))
+        out.write("no audit records match these filters\n" if filtered else "no audit records yet\n")
+        return 0
+    rows = [(r.seq, r.ts, r.actor, r.role, r.action, r.target, r.result,
+             " ".join(f"{k}={v}" for k, v in json.loads(r.params).items() if v)) for r in records]
+    for line in render_table(LIST_COLUMNS, rows, width_of(args)):
+        out.write(line + "\n")
     return 0
 
 
@@ -171,5 +181,15 @@ def _usage(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     if args.json:
         out.write(json.dumps(report.as_dict(), indent=2) + "\n")
         return 0
-    out.write(report.text())
+    if not report.by_user:
+        span = " to ".join(time.strftime("%Y-%m-%d %H:%M", time.gmtime(t)) for t in (report.since, report.until))
+        out.write(f"no GPU-hours used from {span} UTC\n")
+        return 0
+    width = width_of(args)
+    for title, lines in (("USER", report.by_user), ("NAMESPACE", report.by_namespace)):
+        rows = [(line.key, f"{line.gpu_hours:.2f}", f"${line.cost:,.2f}", line.jobs) for line in lines]
+        for text in render_table((Column(title, key=True), *USAGE_COLUMNS), rows, width):
+            out.write(text + "\n")
+        out.write("\n")
+    out.write(f"total: {report.gpu_hours:.2f} GPU-hours, ${report.cost:,.2f}\n")
     return 0

@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, finish
+from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of, wrap
 
 FIRST_ANSWER_S = 10.0
+NO_RULES = "no autopilot rules: add [[rules]] to the config file, or use gpuconsole rule add"
+# rule list: the last decision gives first and may go, then the scope
+RULE_COLUMNS = (Column("NAME", key=True), Column("KIND"), Column("SCOPE", give=2, least=10), Column("FROM"),
+                Column("STATE"), Column("LAST DECISION", give=3, least=12, drop=True))
 
 
 def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -29,12 +34,14 @@ def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run = verbs.add_parser("run", parents=[common], help="act on the rules every --interval seconds (stop: SIGTERM)")
     run.add_argument("--once", action="store_true", help="one refresh, then exit")
     run.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="one JSON line per decision")
+    add_wide_option(run)
     run.add_argument("--lock", default=None, metavar="PATH",
                      help="without a cluster: the leader lock file (default: beside the autopilot database)")
     run.add_argument("--lease-seconds", type=int, default=15, metavar="S",
                      help="on a cluster: how long the Lease outlives a leader that stopped renewing it (default 15)")
     plan = verbs.add_parser("plan", parents=[common], help="what every rule would do now, and why (changes nothing)")
     plan.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON lines")
+    add_wide_option(plan)
     man = verbs.add_parser("manifest", parents=[common], help="print a Kubernetes Deployment or a systemd unit")
     which = man.add_mutually_exclusive_group(required=True)
     which.add_argument("--kubernetes", action="store_true", help="ServiceAccount, Role, RoleBinding, ConfigMap, Deployment")
@@ -45,6 +52,7 @@ def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     rverbs = rule.add_subparsers(dest="rule_command", metavar="ACTION", parser_class=type(rule), required=True)
     rlist = rverbs.add_parser("list", parents=[common], help="every rule and where it comes from")
     rlist.add_argument("--json", dest="rules_json", action="store_true", help="print JSON ([] when there is none)")
+    add_wide_option(rlist)
     add = rverbs.add_parser("add", parents=[common], help="add a rule, written as one TOML inline table")
     add.add_argument("table", metavar="TOML", help='e.g. \'{ name = "autostop", kind = "idle-stop", idle_for = "30m" }\'')
     rm = rverbs.add_parser("remove", parents=[common], help="remove a rule added with rule add")
@@ -118,13 +126,12 @@ def _rule(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(json.dumps(rows, indent=2) + "\n")
                 return 0
             if not rules:
-                out.write("no autopilot rules: add [[rules]] to the config file, or `gpuconsole autopilot rule add`\n")
+                out.write(wrap(NO_RULES, width_of(args)) + "\n")
                 return 0
-            for rule in rules:
-                st = state.get(rule.name)
-                status = "paused" if st.paused else "active"
-                out.write(f"{rule.name:<20} {rule.kind:<13} {rule.scope.text():<22} {rule.origin:<6} {status}"
-                          f"{'  ' + st.last_decision if st.last_decision else ''}\n")
+            rows = [(r.name, r.kind, r.scope.text(), r.origin, "paused" if state.get(r.name).paused else "active",
+                     state.get(r.name).last_decision) for r in rules]
+            for line in render_table(RULE_COLUMNS, rows, width_of(args)):
+                out.write(line + "\n")
             return 0
         log = ActionLog(guard=default_guard(read_only=args.read_only))
         try:
@@ -147,7 +154,7 @@ def _rule(args: argparse.Namespace, out: TextIO) -> int:
                     result = rule_ops.set_paused(state, rule, args.rule_command == "pause", log)
         except RuleError as exc:
             raise BadInput(str(exc)) from None
-        out.write(result.message + "\n")
+        out.write(wrap(result.message) + "\n")
         return 0
     finally:
         state.close()
@@ -182,7 +189,7 @@ def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_on
     try:
         rules = _rules(args, state)
         if not rules:
-            raise BadInput("no autopilot rules: add [[rules]] to the config file, or use gpuconsole rule add")
+            raise BadInput(NO_RULES)
         return _loop(args, make_console, out, state, rules, plan_only=plan_only)
     finally:
         state.close()
@@ -200,6 +207,7 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
     from gpuconsole.core.ops.autopilot.loading import state_path
 
     as_json = bool(getattr(args, "json", False))
+    width = width_of(args)
     alerts: list[str] = []
     engine = Engine(rules, state, on_alert=alerts.append)
     stop = threading.Event()
@@ -225,20 +233,21 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
             try:
                 leads = leader is None or leader.acquire()
             except BackendError as exc:  # the API server cannot say who leads: act on nothing
-                _write(out, {"leader": False, "error": str(exc)}, f"not acting: {exc}", as_json)
+                _write(out, {"leader": False, "error": str(exc)}, wrap(f"not acting: {exc}", width), as_json)
                 leads = False
                 if once:
                     return 1
             else:
                 if not leads:
                     assert leader is not None
-                    _write(out, {"leader": False, "holder": leader.holder()}, f"standing by: {leader.holder()} leads", as_json)
+                    _write(out, {"leader": False, "holder": leader.holder()},
+                           wrap(f"standing by: {leader.holder()} leads", width), as_json)
             if leads:
                 state.forget()  # a rule paused or resumed from another terminal counts now
                 if leader is not None:
                     state.adopt(leader.shared())  # cooldowns another replica started
                 for d in engine.tick(console.snapshot, actuator):
-                    _write(out, d.as_dict() if as_json else None, _line(d), as_json)
+                    _write(out, d.as_dict() if as_json else None, wrap(_line(d), width), as_json)
                 for line in alerts:
                     print(f"gpuconsole: alert: {line}", file=sys.stderr)
                 alerts.clear()

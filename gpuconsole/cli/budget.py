@@ -16,9 +16,16 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of, wrap
+
 CHECK_SCHEMA = "gpuconsole.budget-check/1"
 LIST_SCHEMA = "gpuconsole.budgets/1"
 PERIODS = ("monthly", "daily", "custom")
+NO_BUDGETS = "no budgets (add one with: gpuconsole budget add NAME --amount USD)"
+# budget list: the thresholds give first and may go, then the period and the scope are cut
+LIST_COLUMNS = (Column("NAME", key=True), Column("AMOUNT", right=True), Column("PERIOD", give=3, least=10),
+                Column("SCOPE", give=2, least=10), Column("THRESHOLDS", give=4, least=10, drop=True),
+                Column("AUTO"), Column("FROM", give=1, least=6, drop=True))
 
 
 # --------------------------------------------------------------------------- parser
@@ -109,6 +116,7 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
 
     listing = actions.add_parser("list", parents=[common], help="list budgets and where they come from")
     listing.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    add_wide_option(listing)
 
     remove = actions.add_parser("remove", parents=[common], help="remove a saved budget")
     remove.add_argument("name", metavar="NAME")
@@ -125,6 +133,7 @@ def add_budget_parser(sub: Any, common: argparse.ArgumentParser, seconds: Callab
     check.add_argument("--enforce", action="store_true",
                        help="run what is due: notifications and the automatic budgets' actions (once per period)")
     check.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    add_wide_option(check)
     check.add_argument("--wait", type=seconds, default=10.0, metavar="S",
                        help="seconds to wait for every source's first answer (default 10)")
 
@@ -207,7 +216,7 @@ def _add(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) -
             raise _Failed(str(exc)) from None
     finally:
         store.close()
-    out.write(result.message + "\n")
+    out.write(wrap(result.message) + "\n")
     return 0
 
 
@@ -227,7 +236,7 @@ def _remove(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO
     finally:
         if store is not None:
             store.close()
-    out.write(result.message + "\n")
+    out.write(wrap(result.message) + "\n")
     return 0
 
 
@@ -267,15 +276,13 @@ def _list(args: argparse.Namespace, open_store: Callable[[], Any], out: TextIO) 
         out.write("\n")
         return 0
     if not budgets:
-        out.write("no budgets defined (add one: gpuconsole budget add NAME --amount USD)\n")
+        out.write(NO_BUDGETS + "\n")
         return 0
     rows = [(b.name, rules.usd(b.amount), rules.describe_period(b), b.scope,
              " ".join(rules.format_threshold(t) for t in b.thresholds), "yes" if b.automatic else "no", b.origin)
             for b in budgets]
-    head = ("NAME", "AMOUNT", "PERIOD", "SCOPE", "THRESHOLDS", "AUTO", "FROM")
-    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
-    for row in (head, *rows):
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    for line in render_table(LIST_COLUMNS, rows, width_of(args)):
+        out.write(line + "\n")
     return 0
 
 
@@ -330,21 +337,22 @@ def _check(args: argparse.Namespace, make_console: Callable[..., Any], out: Text
         out.write("\n")
     else:
         if not statuses:
-            out.write("no budgets defined (add one: gpuconsole budget add NAME --amount USD)\n")
+            out.write(NO_BUDGETS + "\n")
+        width = width_of(args)
         for s in statuses:
             b = s.budget
             state = "crossed " + " ".join(rules.format_threshold(t) for t in s.crossed) if s.crossed else "under all thresholds"
             basis = f" [spend: {s.spend_basis}]" if s.spend_basis else ""
-            out.write(f"budget {b.name}: {rules.usd(s.spent)} of {rules.usd(b.amount)} ({s.percent:.0f}%) "
-                      f"{rules.describe_period(b)}, forecast {rules.usd(s.forecast)}; {state}{basis}\n")
+            out.write(wrap(f"budget {b.name}: {rules.usd(s.spent)} of {rules.usd(b.amount)} ({s.percent:.0f}%) "
+                           f"{rules.describe_period(b)}, forecast {rules.usd(s.forecast)}; {state}{basis}", width) + "\n")
         ran = {(r.request.target, dict(r.request.params).get("threshold")) for r in results}
         for p in pending:
             if (f"budget {p.budget}", f"{p.percent:g}{'f' if p.basis.value == 'forecast' else ''}") in ran:
                 continue
             waits = "runs automatically with --enforce" if p.automatic else "waits for a user's yes"
-            out.write(f"pending: budget {p.budget} at {p.percent:g}%: {p.action.value} ({waits}): {p.detail}\n")
+            out.write(wrap(f"pending: budget {p.budget} at {p.percent:g}%: {p.action.value} ({waits}): {p.detail}", width) + "\n")
         for r in results:
-            out.write(f"{'done' if r.ok else 'failed'}: {r.message}\n")
+            out.write(wrap(f"{'done' if r.ok else 'failed'}: {r.message}", width) + "\n")
     for line in errors:
         print(f"gpuconsole: error: {line}", file=sys.stderr)
     return code

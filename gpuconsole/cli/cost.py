@@ -39,23 +39,25 @@ DEFAULT_REGION = "us-east-1"
 SHORT_NAMES = {"own": "own", "on-demand": "on-demand", "spot": "spot"}
 
 EPILOG = f"""\
-how each option is priced (W = GPU-hours of the reference GPU, hours are wall-clock):
+how each option is priced (W = reference GPU-hours; hours are wall-clock):
   on-demand  time = run = W / (cloud GPUs × cloud speed)
              cost = $/GPU-hour × cloud GPUs × run + extras
   spot       n = interruptions/day × run / 24
              time = run + n × (lost h + restart min / 60)
              cost = spot $/GPU-hour × cloud GPUs × (run + n × lost h) + extras
   own        time = W / (own GPUs × own speed)
-             cost = time × (hardware $ / (months × 730 h × utilisation) + kW × $/kWh)
+             cost = time × (hardware $ / (months × 730 h × utilisation)
+                            + kW × $/kWh)
   {INDEX_FORMULA}
-             ({INDEX_MEANING})
+{textwrap.fill(f"({INDEX_MEANING})", 78, initial_indent=" " * 13, subsequent_indent=" " * 14)}
 
 presets: {", ".join(PRESETS)}
 
 examples:
   gpuconsole cost compare --preset resnet50
   gpuconsole cost compare --preset resnet50 --spot-discount 60 --json
-  gpuconsole cost compare --gpus 8 --hours 100 --instance-type p4d.24xlarge --region us-west-2 \\
+  gpuconsole cost compare --gpus 8 --hours 100 \\
+      --instance-type p4d.24xlarge --region us-west-2 \\
       --own-hardware-usd 150000 --own-power-kw 6.5
 """
 

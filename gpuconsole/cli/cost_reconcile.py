@@ -15,9 +15,12 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from gpuconsole.cli.table import WIDTH, Column, add_wide_option, render_table, width_of, wrap
 from gpuconsole.core.money.periods import RESOURCE_DAYS
 
 FIRST_ANSWER_S = 20.0  # how long to wait for the cloud's first poll
+COLUMNS = (Column("INSTANCE", key=True), Column("DAY"), Column("ESTIMATE", right=True), Column("BILLED", right=True),
+           Column("DIFF $", right=True), Column("DIFF %", right=True))
 
 
 def _days(text: str) -> int:
@@ -42,6 +45,7 @@ def add_reconcile_parser(commands: Any, common: argparse.ArgumentParser | None) 
     p.add_argument("--days", type=_days, default=RESOURCE_DAYS, metavar="N",
                    help=f"the last N whole UTC days (1-{RESOURCE_DAYS}, default {RESOURCE_DAYS})")
     p.add_argument("--json", dest="reconcile_json", action="store_true", help="print JSON (rows and the fleet per day)")
+    add_wide_option(p)
 
 
 def _document(rows: tuple[Any, ...], basis: str) -> dict[str, Any]:
@@ -62,18 +66,18 @@ def _document(rows: tuple[Any, ...], basis: str) -> dict[str, Any]:
     }
 
 
-def _text(doc: dict[str, Any]) -> str:
-    lines = [f"{'INSTANCE':<20} {'DAY':<10} {'ESTIMATE':>11} {'BILLED':>11} {'DIFF $':>10} {'DIFF %':>8}"]
-    for r in doc["rows"]:
-        pct = f"{r['difference_pct']:+.1f}%" if r["difference_pct"] is not None else "-"
-        lines.append(f"{r['instance_id']:<20} {r['day']:<10} {r['estimate']:>11,.2f} {r['billed']:>11,.2f} "
-                     f"{r['difference']:>+10,.2f} {pct:>8}")
+def _text(doc: dict[str, Any], days: int, width: int | None = WIDTH) -> str:
+    rows = [(r["instance_id"], r["day"], f"{r['estimate']:,.2f}", f"{r['billed']:,.2f}", f"{r['difference']:+,.2f}",
+             f"{r['difference_pct']:+.1f}%" if r["difference_pct"] is not None else "-") for r in doc["rows"]]
+    lines = render_table(COLUMNS, rows, width)
+    if not rows:
+        lines.append(f"no instance estimated or billed in the last {days} day(s)")
     for f in doc["fleet"]:
         pct = f" ({f['difference_pct']:+.1f}%)" if f["difference_pct"] is not None else ""
-        lines.append(f"fleet {f['day']}: estimate ${f['estimate']:,.2f}, billed ${f['billed']:,.2f}, "
-                     f"difference ${f['difference']:+,.2f}{pct}")
+        lines.append(wrap(f"fleet {f['day']}: estimate ${f['estimate']:,.2f}, billed ${f['billed']:,.2f}, "
+                          f"difference ${f['difference']:+,.2f}{pct}", width))
     if doc["spend_basis"]:
-        lines.append(f"estimates: {doc['spend_basis']}")
+        lines.append(wrap(f"estimates: {doc['spend_basis']}", width))
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +117,7 @@ def run_reconcile(args: argparse.Namespace, make_console: Callable[..., Any], ou
             json.dump(doc, out, indent=2)
             out.write("\n")
         else:
-            out.write(_text(doc))
+            out.write(_text(doc, args.days, width_of(args)))
         return 0
     finally:
         console.close()

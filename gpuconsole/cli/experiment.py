@@ -16,8 +16,11 @@ import sys
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, finish
+from gpuconsole.cli.table import WIDTH, Column, add_wide_option, render_table, width_of, wrap
 
 VERBS = ("run", "list", "show", "stop")
+LIST_COLUMNS = (Column("NAME", key=True), Column("STATE"), Column("RESULTS", right=True), Column("RUNNING", right=True),
+                Column("PENDING", right=True), Column("SPENT", right=True))
 
 
 def add_experiment_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -27,13 +30,16 @@ def add_experiment_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run = verbs.add_parser("run", parents=[common], help="run an experiment file (TOML) to its end")
     run.add_argument("file", metavar="FILE")
     run.add_argument("--json", dest="as_json", action="store_true", help="print the result as JSON")
+    add_wide_option(run)
     listing = verbs.add_parser("list", parents=[common], help="every experiment with its progress")
     listing.add_argument("--json", dest="as_json", action="store_true", help="print JSON ([] when there is none)")
+    add_wide_option(listing)
     show = verbs.add_parser("show", parents=[common], help="the arms table of one experiment")
     show.add_argument("name", metavar="NAME")
     form = show.add_mutually_exclusive_group()
     form.add_argument("--json", dest="as_json", action="store_true", help="print JSON")
     form.add_argument("--csv", dest="as_csv", action="store_true", help="print the arms as CSV")
+    add_wide_option(show)
     stop = verbs.add_parser("stop", parents=[common], help="stop an experiment and delete its live Jobs")
     stop.add_argument("name", metavar="NAME")
 
@@ -60,7 +66,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         if verb == "run":
             return _run_file(book, spec, args, out)
         if verb == "list":
-            return _list(book, out, as_json=args.as_json)
+            return _list(book, out, as_json=args.as_json, width=width_of(args))
         if verb == "show":
             analysis = book.analysis(args.name)
             if args.as_json:
@@ -69,12 +75,12 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             elif args.as_csv:
                 write_csv(analysis, out)
             else:
-                out.write(table(analysis, book.progress(args.name)))
+                out.write(table(analysis, book.progress(args.name), width_of(args)))
             return 0
         problems = book.stop(args.name)
         if problems:
             raise CommandFailed(f"stopped {args.name}, but: {problems[0]}")
-        out.write(f"stopped {args.name}\n")
+        out.write(wrap(f"stopped {args.name}") + "\n")
         return 0
     finally:
         console.close()
@@ -94,7 +100,7 @@ def _run_file(book: Any, spec: Any, args: argparse.Namespace, out: TextIO) -> in
         json.dump(analysis_json(analysis, progress), out, indent=2)
         out.write("\n")
     else:
-        out.write(table(analysis, progress))
+        out.write(table(analysis, progress, width_of(args)))
     if complete(analysis):
         return 0
     failed = [a.arm.title for a in analysis.arms if a.runs < spec.repeats]
@@ -103,7 +109,7 @@ def _run_file(book: Any, spec: Any, args: argparse.Namespace, out: TextIO) -> in
     return 1
 
 
-def _list(book: Any, out: TextIO, *, as_json: bool = False) -> int:
+def _list(book: Any, out: TextIO, *, as_json: bool = False, width: int | None = WIDTH) -> int:
     rows = book.rows()
     if as_json:  # a figure nobody knows (no price yet) is null, never 0
         listed = [book.progress(row.name) for row in rows]
@@ -113,13 +119,12 @@ def _list(book: Any, out: TextIO, *, as_json: bool = False) -> int:
         out.write("\n")
         return 0
     if not rows:
-        out.write("no experiments yet: gpuconsole experiment run FILE\n")
+        out.write("no experiments (run one with: gpuconsole experiment run FILE)\n")
         return 0
-    out.write(f"{'NAME':<24} {'STATE':<8} {'RESULTS':>8} {'RUNNING':>7} {'PENDING':>7} {'SPENT':>9}\n")
-    for row in rows:
-        p = book.progress(row.name)
-        out.write(f"{p.name:<24} {p.state:<8} {f'{p.done}/{p.planned}':>8} {p.running:>7} {p.pending:>7} "
-                  f"{money(p.spent):>9}\n")
+    listed = [book.progress(row.name) for row in rows]
+    cells = [(p.name, p.state, f"{p.done}/{p.planned}", p.running, p.pending, money(p.spent)) for p in listed]
+    for line in render_table(LIST_COLUMNS, cells, width):
+        out.write(line + "\n")
     return 0
 
 
@@ -136,28 +141,31 @@ def _num(value: float, digits: int = 1) -> str:
     return "-" if math.isnan(value) else f"{value:,.{digits}f}"
 
 
-def table(analysis: Any, progress: Any) -> str:
-    """The arms table, then who wins, as ``experiment run`` and ``show`` print it."""
+def table(analysis: Any, progress: Any, width: int | None = WIDTH) -> str:
+    """The arms table, then who wins, as ``experiment run`` and ``show`` print it. To fit
+    ``width``, the confidence intervals go first, then the on-demand and spot prices."""
     spec = analysis.spec
     per = spec.work.per if spec.work.per and len(spec.work.per) <= 8 else "run"
     budget = f" of max {money(spec.max_cost)}" if spec.max_cost is not None else ""
-    lines = [f"{spec.name}: {progress.state}, {progress.done}/{progress.planned} results, "
-             f"{money(analysis.spent)} spent{budget}; metric {spec.metric.unit} ({spec.metric.better} is better), "
-             f"work per run: {spec.work.amount:,.0f} {spec.work.unit}"]
-    head = (f"{'ARM':<24} {'RUNS':>4} {'FAIL':>4} {'MEDIAN':>9} {'95% CI':>19} {'TIME/' + per:>12} "
-            f"{'$/' + per + ' (CI)':>24} {'ON-DEM':>8} {'SPOT':>8} {'×FAST':>6} {'×CHEAP':>6}")
-    lines.append(head)
-    for a in analysis.arms:
-        ci = f"{_num(a.median_ci[0])}–{_num(a.median_ci[1])}" if a.has_results else "-"
-        cost = f"{money(a.cost_per_work)} ({money(a.cost_ci[0])}–{money(a.cost_ci[1])})" if a.has_results else "-"
-        lines.append(
-            f"{a.arm.title:<24} {a.runs:>4} {a.failed:>4} {_num(a.median):>9} {ci:>19} "
-            f"{duration(a.seconds_per_work):>12} {cost:>24} {money(a.on_demand_per_work):>8} "
-            f"{money(a.spot_per_work):>8} {_num(a.to_fastest, 2):>6} {_num(a.to_cheapest, 2):>6}")
-    lines += [f"winner on {v.line()}" for v in analysis.verdicts]
-    lines.append(f"prices: {analysis.price_source}")
+    lines = [wrap(f"{spec.name}: {progress.state}, {progress.done}/{progress.planned} results, "
+                  f"{money(analysis.spent)} spent{budget}; metric {spec.metric.unit} ({spec.metric.better} is better); "
+                  f"work per run: {spec.work.amount:,.0f} {spec.work.unit}", width)]
+    columns = (Column("ARM", key=True), Column("RUNS", right=True), Column("FAIL", right=True),
+               Column("MEDIAN", right=True), Column("95% CI", right=True, give=5, drop=True),
+               Column("TIME/" + per, right=True), Column("$/" + per, right=True),
+               Column(f"$/{per} 95% CI", right=True, give=6, drop=True), Column("ON-DEM", right=True, give=4, drop=True),
+               Column("SPOT", right=True, give=3, drop=True), Column("×FAST", right=True), Column("×CHEAP", right=True))
+    rows = [(a.arm.title, a.runs, a.failed, _num(a.median),
+             f"{_num(a.median_ci[0])}–{_num(a.median_ci[1])}" if a.has_results else "-",
+             duration(a.seconds_per_work), money(a.cost_per_work),
+             f"{money(a.cost_ci[0])}–{money(a.cost_ci[1])}" if a.has_results else "-",
+             money(a.on_demand_per_work), money(a.spot_per_work), _num(a.to_fastest, 2), _num(a.to_cheapest, 2))
+            for a in analysis.arms]
+    lines += render_table(columns, rows, width)
+    lines += [wrap(f"winner on {v.line()}", width) for v in analysis.verdicts]
+    lines.append(wrap(f"prices: {analysis.price_source}", width))
     if progress.message:
-        lines.append(progress.message)
+        lines.append(wrap(progress.message, width))
     return "\n".join(lines) + "\n"
 
 

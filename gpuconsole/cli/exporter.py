@@ -36,6 +36,7 @@ def add_exporter_parser(sub: Any, port_type: Callable[[str], int], seed_type: Ca
 def run_exporter(args: argparse.Namespace) -> int:
     from gpuconsole.backends.sim import make_sim
     from gpuconsole.cli.metrics_server import MetricsServer, sim_metrics
+    from gpuconsole.cli.table import wrap
 
     # Listen first: a port in use or a bad address is one line at once, before the world is built.
     holder: list[Callable[[], str]] = []
@@ -51,8 +52,8 @@ def run_exporter(args: argparse.Namespace) -> int:
         gpus, _jobs, _cloud = make_sim(seed=args.seed, nodes=args.demo_nodes)
         holder.append(sim_metrics(gpus.sim))
         count = len(gpus.poll_gpus().gpus)
-        print(f"serving {count} simulated GPUs as DCGM exporter metrics on http://{args.host}:{server.port}/metrics "
-              "(Ctrl-C stops)", flush=True)
+        print(wrap(f"serving {count} simulated GPUs as DCGM exporter metrics on http://{args.host}:{server.port}/metrics "
+                   "(Ctrl-C stops)"), flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

@@ -14,10 +14,16 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from gpuconsole.cli.table import WIDTH, Column, add_wide_option, fit, render_table, width_of, wrap
+
 if TYPE_CHECKING:  # the model (msgspec) loads when a command runs, not when the line is parsed
     from gpuconsole.model import Gpu, GpuReading, SourceStatus
 
 SCHEMA = "gpuconsole.gpus/1"
+# To fit, the node gives first and may go, then the UUID, the name and the MIG mode.
+GPU_COLUMNS = (Column("IDX", right=True, key=True), Column("NAME", give=3, least=12), Column("UUID", give=4, least=12),
+               Column("UTIL", right=True), Column("MEMORY", right=True), Column("TEMP", right=True),
+               Column("POWER", right=True), Column("MIG", give=2, least=8), Column("NODE", give=5, least=12, drop=True))
 DEFAULT_UTIL_THRESHOLDS = (10.0, 75.0)
 DEFAULT_MEMORY_THRESHOLDS = (10.0, 80.0)
 
@@ -34,6 +40,7 @@ def add_gpus_parser(sub: Any, common: argparse.ArgumentParser, seconds: Any) -> 
     gpus.add_argument("--json", dest="gpus_json", action="store_true", help="print JSON (like gpustat --json)")
     gpus.add_argument("--wait", dest="gpus_wait", type=seconds, default=5.0, metavar="S",
                       help="seconds to wait for the GPU source's answer (default 5)")
+    add_wide_option(gpus)
 
 
 def _percent(text: str) -> float:
@@ -97,7 +104,7 @@ def run_gpus(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
             json.dump(document(reading, status), out, indent=2)
             out.write("\n")
         elif reading is not None:
-            out.write(render_text(reading, status))
+            out.write(render_text(reading, status, width_of(args)))
         out.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -131,38 +138,42 @@ def _na(gpu: Gpu, name: str, text: str) -> str:
     return "N/A" if name in gpu.not_reported else text
 
 
-def render_text(reading: GpuReading, status: SourceStatus) -> str:
-    """A plain-text table: one line per GPU, then its MIG slices and processes, indented."""
+def render_text(reading: GpuReading, status: SourceStatus, width: int | None = WIDTH) -> str:
+    """A plain-text table in ``width`` columns (None: whole): one line per GPU, then its MIG
+    slices and processes, indented (a line too long for the width is cut)."""
     lines = []
     versions = dict(reading.versions)
     head = [f"source {status.name} ({status.describe(reading.taken_at)})"]
     head += [f"{label} {versions[key]}" for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("nvml", "NVML"))
              if key in versions]
-    lines.append(" · ".join(head))
+    lines.append(wrap(" · ".join(head), width))
     if not reading.gpus:
         lines.append("no GPUs")
         return "\n".join(lines) + "\n"
-    lines.append(f"{'IDX':>3} {'NAME':<26} {'UUID':<20} {'UTIL':>5} {'MEMORY':>17} {'TEMP':>5} {'POWER':>11} {'MIG':<8} NODE")
+    rows = []
     for g in reading.gpus:
-        util = _na(g, "utilization", f"{g.utilization:.0f}%")
-        memory = _na(g, "memory", f"{g.memory_used_mib}/{g.memory_total_mib} MiB")
-        temp = _na(g, "temperature_c", f"{g.temperature_c}°C")
         power = f"{_na(g, 'power_w', f'{g.power_w:.0f}')}/{_na(g, 'power_limit_w', f'{g.power_limit_w:.0f}')} W"
-        mig = g.mig_mode.value + (f"→{g.mig_pending.value}" if g.mig_pending else "")
-        lines.append(f"{g.index:>3} {g.name[:26]:<26} {g.uuid[:20]:<20} {util:>5} {memory:>17} {temp:>5} {power:>11} {mig:<8} {g.node}")
+        rows.append((g.index, g.name, g.uuid, _na(g, "utilization", f"{g.utilization:.0f}%"),
+                     _na(g, "memory", f"{g.memory_used_mib}/{g.memory_total_mib} MiB"), _na(g, "temperature_c", f"{g.temperature_c}°C"),
+                     power, g.mig_mode.value + (f"→{g.mig_pending.value}" if g.mig_pending else ""), g.node))
+    table = render_table(GPU_COLUMNS, rows, width)
+    lines.append(table[0])
+    for g, row in zip(reading.gpus, table[1:], strict=True):
+        lines.append(row)
+        under = []
         for s in g.mig_slices:
             util = "N/A" if s.utilization is None else f"{s.utilization:.0f}%"
-            lines.append(f"    └ MIG {s.profile:<12} gi {s.gi_id} ci {s.ci_id}  {s.uuid}  {util:>4}  "
-                         f"{s.memory_used_mib}/{s.memory_total_mib} MiB")
+            under.append(f"    └ MIG {s.profile:<12} gi {s.gi_id} ci {s.ci_id} {util:>4} "
+                         f"{s.memory_used_mib}/{s.memory_total_mib} MiB  {s.uuid}")
         for v in g.vgpu_instances:
             used = "N/A" if v.memory_used_mib is None else f"{v.memory_used_mib} MiB"
-            lines.append(f"    └ vGPU {v.vgpu_id} {v.type_name}  vm {v.vm_id or '-'}  {used}")
+            under.append(f"    └ vGPU {v.vgpu_id} {v.type_name}  vm {v.vm_id or '-'}  {used}")
         for p in g.processes:
             where = f" on {p.mig_uuid}" if p.mig_uuid else ""
             sm = "N/A" if p.sm_utilization is None else f"{p.sm_utilization:.0f}%"
             cpu = "N/A" if p.cpu_percent is None else f"{p.cpu_percent:.0f}%"
             pod = f" pod {p.pod_uid}" if p.pod_uid else ""
-            command = p.command or p.name
-            lines.append(f"      pid {p.pid:<8} {p.user or '?':<10} {p.kind:<8} {p.memory_used_mib:>7} MiB  SM {sm:>4}  "
-                         f"CPU {cpu:>4}{where}{pod}  {command[:80]}")
+            under.append(f"    pid {p.pid:<8} {p.user or '?':<10} {p.kind:<8} {p.memory_used_mib:>6} MiB SM {sm:>4} "
+                         f"CPU {cpu:>4}  {p.command or p.name}{where}{pod}")
+        lines += [fit(line, width) for line in under]
     return "\n".join(lines) + "\n"

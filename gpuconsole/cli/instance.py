@@ -12,6 +12,7 @@ import argparse
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, add_mfa_option, ask, ensure_mfa, finish
+from gpuconsole.cli.table import wrap
 
 VERBS = ("start", "stop", "reboot", "terminate")
 
@@ -82,7 +83,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         result = console.services.cloud.perform(ActionRequest(kind, target, region, confirmation))
     finally:
         console.close()
-    out.write(result.message + "\n")
+    out.write(wrap(result.message) + "\n")
     return 0
 
 
@@ -139,5 +140,5 @@ def _launch(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         console.close()
     final = result.spec or spec
     ids = ", ".join(i.instance_id for i in result.instances)
-    out.write(f"launched {ids} ({final.instance_type}, {final.market.value}) in {final.availability_zone or final.region}\n")
+    out.write(wrap(f"launched {ids} ({final.instance_type}, {final.market.value}) in {final.availability_zone or final.region}") + "\n")
     return 0

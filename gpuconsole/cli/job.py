@@ -11,6 +11,7 @@ import argparse
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import add_mfa_option, ask, ensure_mfa, finish
+from gpuconsole.cli.table import wrap
 
 KINDS = ("Job", "CronJob")
 
@@ -79,7 +80,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             result = jobs.trigger(namespace, name)
     finally:
         console.close()
-    out.write(result.message + "\n")
+    out.write(wrap(result.message) + "\n")
     return 0
 
 

@@ -11,6 +11,7 @@ import argparse
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, ask, finish, guarded_log, make_guard
+from gpuconsole.cli.table import wrap
 
 
 def _days(text: str) -> float:
@@ -62,7 +63,7 @@ def _rotate(args: argparse.Namespace, out: TextIO) -> int:
             raise BadInput("rotation not confirmed: pass --yes, or answer y on a terminal")
 
     def say(line: str) -> None:
-        out.write(line + "\n")
+        out.write(wrap(line) + "\n")
         out.flush()
 
     rotation = KeyRotation(key, iam_keys_for(key.profile), guarded_log(make_guard(args)), RetiredKeys(), say=say)

@@ -219,9 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(tui=False)
     if args.command == "snapshot":
         from gpuconsole.cli.snapshot import run_snapshot
+        from gpuconsole.cli.table import width_of
 
         try:
-            return run_snapshot(console, as_json=args.json, wait=args.wait)
+            return run_snapshot(console, as_json=args.json, wait=args.wait, width=width_of(args))
         except BrokenPipeError:
             # The reader went away (``gpuconsole snapshot --json | head``): not an error.
             devnull = os.open(os.devnull, os.O_WRONLY)

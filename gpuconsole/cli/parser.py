@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gpuconsole import __version__
 from gpuconsole.cli.gpus import add_threshold_options
+from gpuconsole.cli.table import WIDTH, add_wide_option
 from gpuconsole.core.fleet.source_names import (
     CLOUD_SOURCES,
     GPU_SOURCES,
@@ -21,55 +23,109 @@ from gpuconsole.core.fleet.source_names import (
     check_region,
 )
 
-EPILOG = """\
+KEYS = """\
 keys in the console:
-  1-8 / tab   switch panes (overview, GPUs, jobs, instances, budgets, audit, autopilot, experiments)
+  1-8 / tab   switch panes: overview, GPUs, jobs, instances, budgets, audit,
+              autopilot, experiments
   /           filter the current table        enter  details of the selected row
   ctrl+p      command palette (every action)  ?      all key bindings
-  d           open the demo (when no backend is configured)      q  quit
-
-examples:
-  gpuconsole --demo                        the console on a simulated GPU cloud
-  gpuconsole --demo --demo-nodes 139       a simulated fleet of about 1,000 GPUs
-  gpuconsole snapshot --demo --json        the same state as JSON, for scripts
-  gpuconsole gpus --once --json            this host's GPUs, MIG slices and processes once (NVML)
-  gpuconsole budget add pause-at-1000 --amount 1000 --threshold 100:notify+stop-all+terminate-spot --automatic
-                                           alert, and stop instances at $1,000 spent from now on
-  gpuconsole budget check --enforce        for cron: exit 1 past a threshold, run automatic actions
-  gpuconsole cost compare --preset resnet50   own server vs cloud on-demand vs spot, priced
-  gpuconsole experiment run exp.toml       one workload on several instance types: $ per epoch
-  gpuconsole --region us-east-1 --region us-west-2   GPU instances of two AWS regions
-  gpuconsole --context prod --namespace ml   the job queue of one namespace of a kubeconfig context
-  gpuconsole --prometheus https://prom.example.com --prometheus-token-file ~/.prom-token
-                                           every GPU of the fleet from the DCGM exporter's series
-  gpuconsole users init                    become the first admin and enrol MFA (roles: users --help)
-  gpuconsole audit verify                  check the audit log's hash chain (exit 1 when tampered)
-  gpuconsole --read-only                   the console with every change disabled
-  gpuconsole autopilot plan                what every autopilot rule would do now, and why
-  gpuconsole access whoami                 who gpuconsole acts as: role, IAM role, RBAC, MFA, TLS
-
-environment:
-  GPUCONSOLE_DB   cache database path (default: the user cache directory)
-  GPUCONSOLE_CONFIG   configuration file: [[budgets]], [[rules]], [aws.roles], [audit], [tls]
-                      (default: the user config directory; the [access], [audit] and [aws.roles]
-                      of /etc/gpuconsole/config.toml bind every login)
-  GPUCONSOLE_USERS, GPUCONSOLE_MFA, GPUCONSOLE_AUDIT_DB   users table, MFA secrets, audit log
-                      (refused for a non-root login where /etc/gpuconsole sets them)
-  GPUCONSOLE_AUTOPILOT_DB   the autopilot's state: cooldowns, pauses, rules added with rule add
-  GPUCONSOLE_MFA_CODE   the MFA code for a command that needs one
-  AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...   the standard AWS settings are honoured
-  KUBECONFIG      kubeconfig file(s), ':'-separated (default ~/.kube/config)
-  GPUCONSOLE_PROMETHEUS_TOKEN, GPUCONSOLE_PROMETHEUS_PASSWORD   Prometheus credentials
-  NO_COLOR        disable colour
+  d           open the demo (with no backend)  q      quit
 """
+
+EXAMPLES = (
+    ("gpuconsole --demo", "the console on a simulated GPU cloud"),
+    ("gpuconsole --demo --demo-nodes 139", "a simulated fleet of about 1,000 GPUs"),
+    ("gpuconsole snapshot --demo --json", "the same state as JSON, for scripts"),
+    ("gpuconsole gpus --once --json", "this host's GPUs, MIG slices, processes"),
+    ("gpuconsole budget add pause-at-1000 --amount 1000 \\\n"
+     "    --threshold 100:notify+stop-all+terminate-spot --automatic",
+     "alert, and stop instances at $1,000 spent from now on"),
+    ("gpuconsole budget check --enforce", "cron: exit 1 past a threshold, and act"),
+    ("gpuconsole cost compare --preset resnet50", "own server vs cloud on-demand vs spot, priced"),
+    ("gpuconsole experiment run exp.toml", "one workload on several types: $ per epoch"),
+    ("gpuconsole --region us-east-1 --region us-west-2", "GPU instances of two AWS regions"),
+    ("gpuconsole --context prod --namespace ml", "the job queue of one namespace of a kubeconfig context"),
+    ("gpuconsole --prometheus https://prom.example.com \\\n    --prometheus-token-file ~/.prom-token",
+     "every GPU of the fleet from the DCGM exporter's series"),
+    ("gpuconsole users init", "become the first admin and enrol MFA"),
+    ("gpuconsole audit verify", "exit 1 when the audit log was tampered"),
+    ("gpuconsole --read-only", "the console with every change disabled"),
+    ("gpuconsole autopilot plan", "what each autopilot rule would do, and why"),
+    ("gpuconsole access whoami", "as whom: role, IAM role, RBAC, MFA, TLS"),
+    ("gpuconsole budget list --wide", f"tables whole, wider than {WIDTH} columns"),
+)
+
+ENVIRONMENT = (
+    ("GPUCONSOLE_DB", "cache database path (default: the user cache directory)"),
+    ("GPUCONSOLE_CONFIG", "configuration file: [[budgets]], [[rules]], [aws.roles], [audit], [tls] (default: "
+                          "the user config directory; the [access], [audit] and [aws.roles] of "
+                          "/etc/gpuconsole/config.toml bind every login)"),
+    ("GPUCONSOLE_USERS, GPUCONSOLE_MFA, GPUCONSOLE_AUDIT_DB", "users table, MFA secrets, audit log (refused "
+                                                              "for a non-root login where /etc/gpuconsole sets them)"),
+    ("GPUCONSOLE_AUTOPILOT_DB", "the autopilot's state: cooldowns, pauses, rules added with rule add"),
+    ("GPUCONSOLE_MFA_CODE", "the MFA code for a command that needs one"),
+    ("AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...", "the standard AWS settings are honoured"),
+    ("KUBECONFIG", "kubeconfig file(s), ':'-separated (default ~/.kube/config)"),
+    ("GPUCONSOLE_PROMETHEUS_TOKEN, GPUCONSOLE_PROMETHEUS_PASSWORD", "Prometheus credentials"),
+    ("NO_COLOR", "disable colour"),
+)
+
+
+def two_columns(rows: Sequence[tuple[str, str]], at: int) -> str:
+    """``rows`` as an indented list: each left text, and its words from column ``at`` on,
+    wrapped to :data:`WIDTH` (under a left text too long to share its first line)."""
+    import textwrap
+
+    lines = []
+    for left, right in rows:
+        words = textwrap.wrap(right, WIDTH - at, break_on_hyphens=False)
+        lefts = [f"  {part}" for part in left.split("\n")]
+        if len(lefts[-1]) + 2 > at:
+            lines += lefts
+        else:
+            lines += lefts[:-1]
+            lines.append(lefts[-1].ljust(at) + words.pop(0))
+        lines += [" " * at + more for more in words]
+    return "\n".join(lines) + "\n"
+
+
+EPILOG = (KEYS + "\nexamples:\n" + two_columns(EXAMPLES, 38) + "\nenvironment:\n" + two_columns(ENVIRONMENT, 24))
 
 
 class ArgumentError(Exception):
     """A bad command line; the message is one line."""
 
 
+class FittedHelp(argparse.HelpFormatter):
+    """argparse's help in :data:`WIDTH` columns at most, however wide the terminal is."""
+
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("width") is None:
+            kwargs["width"] = min(shutil.get_terminal_size().columns, WIDTH) - 2
+        super().__init__(prog, *args, **kwargs)
+
+
+class FittedRawHelp(FittedHelp, argparse.RawDescriptionHelpFormatter):
+    """Help whose description and epilog keep their indented lines (tables, formulas, examples)
+    as written, and fill the others to the width."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return "".join(indent + line if line[:1].isspace() or len(indent + line.rstrip("\n")) <= width else
+                       textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent,
+                                     break_on_hyphens=False) + "\n"
+                       for line in text.splitlines(keepends=True))
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line (no usage dump) and exit with status 2."""
+    """argparse, but errors are one line (no usage dump) and exit with status 2, and the help
+    fits :data:`WIDTH` columns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raw = kwargs.get("formatter_class") is argparse.RawDescriptionHelpFormatter
+        kwargs["formatter_class"] = FittedRawHelp if raw else kwargs.get("formatter_class", FittedHelp)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise ArgumentError(message)
@@ -243,7 +299,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     common = _common_options()
     parser = _Parser(
         prog="gpuconsole",
-        description="A keyboard-first console for GPU workloads: GPUs, job queues, cloud instances and budgets on one screen.",
+        description="A keyboard-first console for GPU workloads: GPUs, job queues, cloud instances and budgets "
+                    "on one screen.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
@@ -264,6 +321,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     snap.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON (sections gpus, jobs, instances, budgets, sources)")
     snap.add_argument("--wait", type=_positive_float, default=5.0, metavar="S", help="seconds to wait for every source's first answer (default 5)")
+    add_wide_option(snap)
     from gpuconsole.cli.budget import add_budget_parser
 
     add_budget_parser(sub, common, _positive_float)

@@ -11,6 +11,7 @@ import argparse
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, add_mfa_option, ask, ensure_mfa, finish
+from gpuconsole.cli.table import wrap
 
 SIGNALS = {"TERM": "SIGTERM", "SIGTERM": "SIGTERM", "KILL": "SIGKILL", "SIGKILL": "SIGKILL"}
 
@@ -67,5 +68,5 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         result = console.services.gpus.kill(gpu.uuid, proc.pid, args.signal, confirmation)
     finally:
         console.close()
-    out.write(result.message + "\n")
+    out.write(wrap(result.message) + "\n")
     return 0

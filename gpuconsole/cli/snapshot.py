@@ -11,10 +11,21 @@ import json
 import sys
 from typing import Any, TextIO
 
+from gpuconsole.cli.table import WIDTH, Column, cut, render_table, wrap
 from gpuconsole.core.fleet.console import Console
 from gpuconsole.model import FleetSnapshot, to_jsonable
 
 SCHEMA = "gpuconsole.snapshot/1"
+
+# The tables of the text report; to fit, the model, the reason and the zone give first.
+GPU_COLUMNS = (Column("NODE", key=True), Column("IDX", right=True, key=True), Column("MODEL", give=3, least=10),
+               Column("UTIL", right=True), Column("MEMORY", right=True), Column("TEMP", right=True),
+               Column("POWER", right=True), Column("MIG", give=1, least=3))
+JOB_COLUMNS = (Column("STATE", give=1, least=7), Column("NAMESPACE", give=2, least=9), Column("NAME", key=True),
+               Column("GPUS", right=True), Column("AGE", right=True), Column("REASON", give=4, least=8))
+INSTANCE_COLUMNS = (Column("ID", key=True), Column("TYPE", give=1, least=9), Column("AZ", give=3, least=6),
+                    Column("MARKET", give=2, least=6), Column("STATE", give=2, least=7), Column("$/H", right=True),
+                    Column("COST", right=True))
 
 
 def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
@@ -63,7 +74,8 @@ def cost_section(snap: FleetSnapshot) -> dict[str, Any]:
     }
 
 
-def run_snapshot(console: Console, *, as_json: bool, wait: float, out: TextIO | None = None) -> int:
+def run_snapshot(console: Console, *, as_json: bool, wait: float, out: TextIO | None = None,
+                 width: int | None = WIDTH) -> int:
     """Poll every source once, print, and close. Returns the exit status."""
     out = out or sys.stdout
     try:
@@ -76,49 +88,65 @@ def run_snapshot(console: Console, *, as_json: bool, wait: float, out: TextIO | 
         json.dump(snapshot_document(snap), out, indent=2)
         out.write("\n")
     else:
-        out.write(render_text(snap))
+        out.write(render_text(snap, width))
     return 0
 
 
-def render_text(snap: FleetSnapshot) -> str:
-    """A plain-text report of one snapshot (no colour, fits 100 columns)."""
+def render_text(snap: FleetSnapshot, width: int | None = WIDTH) -> str:
+    """A plain-text report of one snapshot (no colour), in ``width`` columns (None: whole)."""
     from gpuconsole.ui.format import age, money, short_node
 
     lines: list[str] = []
     now = snap.taken_at
-    lines.append("sources: " + ", ".join(f"{s.kind.value}={s.name} ({s.describe(now)})" for s in snap.sources))
+    lines += _sources(snap, width)
     hints = [s for s in snap.sources if s.hint]
     for s in hints:
-        lines.append(f"  {s.kind.value}: {s.hint}")
+        lines.append(wrap(f"  {s.kind.value}: {s.hint}", width, indent="    "))
     if hints and not snap.demo:
         lines.append("  or try the console on a simulated fleet: gpuconsole --demo")
-    lines.append(f"spend: today {money(snap.spend_today)}, this month {money(snap.spend_month)}, burning {money(snap.burn_per_hour)}/h")
+    lines.append(wrap(f"spend: today {money(snap.spend_today)}, this month {money(snap.spend_month)}, "
+                      f"burning {money(snap.burn_per_hour)}/h", width))
     if snap.gpus:
-        lines.append("")
-        lines.append(f"{'NODE':<22} {'IDX':>3} {'MODEL':<24} {'UTIL':>5} {'MEMORY':>15} {'TEMP':>5} {'POWER':>7} MIG")
+        rows: list[tuple[object, ...]] = []
         for g in snap.gpus:
-            lines.append(
-                f"{short_node(g.node)[:22]:<22} {g.index:>3} {g.name[:24]:<24} {g.utilization:>4.0f}% "
-                f"{g.memory_used_mib:>6}/{g.memory_total_mib:<6}M {g.temperature_c:>3}°C {g.power_w:>6.0f}W {g.mig_mode.value}"
-            )
-            for mig in g.mig_slices:
-                util = "" if mig.utilization is None else f"{mig.utilization:>4.0f}%"
-                lines.append(f"{'':<22} {'':>3}   └ {mig.profile:<20} {util:>5} {mig.memory_used_mib:>6}/{mig.memory_total_mib:<6}M")
+            rows.append((short_node(g.node), g.index, g.name, f"{g.utilization:.0f}%",
+                         f"{g.memory_used_mib}/{g.memory_total_mib}M", f"{g.temperature_c}°C", f"{g.power_w:.0f}W",
+                         g.mig_mode.value))
+            rows += [("", "", f"  └ {mig.profile}", "" if mig.utilization is None else f"{mig.utilization:.0f}%",
+                      f"{mig.memory_used_mib}/{mig.memory_total_mib}M", "", "", "") for mig in g.mig_slices]
+        lines += ["", *render_table(GPU_COLUMNS, rows, width)]
     if snap.jobs:
-        lines.append("")
-        lines.append(f"{'STATE':<10} {'NAMESPACE':<12} {'NAME':<32} {'GPUS':>9} {'AGE':>6}  REASON")
-        for j in snap.jobs:
-            lines.append(f"{j.state.value:<10} {j.namespace:<12} {j.name[:32]:<32} {j.gpu_request:>9} {age(now - j.created):>6}  {j.pending_reason or ''}")
+        rows = [(j.state.value, j.namespace, j.name, j.gpu_request, age(now - j.created), j.pending_reason or "")
+                for j in snap.jobs]
+        lines += ["", *render_table(JOB_COLUMNS, rows, width)]
     if snap.instances:
-        lines.append("")
-        lines.append(f"{'ID':<20} {'TYPE':<14} {'AZ':<11} {'MARKET':<9} {'STATE':<13} {'$/H':>8} {'COST':>11}")
-        for i in snap.instances:
-            lines.append(f"{i.instance_id:<20} {i.instance_type:<14} {i.availability_zone:<11} {i.market.value:<9} {i.state.value:<13} {i.price_per_hour:>8.3f} {money(i.accrued_cost):>11}")
+        rows = [(i.instance_id, i.instance_type, i.availability_zone, i.market.value, i.state.value,
+                 f"{i.price_per_hour:.3f}", money(i.accrued_cost)) for i in snap.instances]
+        lines += ["", *render_table(INSTANCE_COLUMNS, rows, width)]
     if snap.budgets:
         lines.append("")
         for b in snap.budgets:
-            lines.append(f"budget {b.budget.name}: {money(b.spent)} of {money(b.budget.amount)} ({b.percent:.0f}%) {b.budget.period.value}, forecast {money(b.forecast)}")
+            lines.append(wrap(f"budget {b.budget.name}: {money(b.spent)} of {money(b.budget.amount)} ({b.percent:.0f}%) "
+                              f"{b.budget.period.value}, forecast {money(b.forecast)}", width))
     if snap.alerts:
         lines.append("")
-        lines.extend(f"{a.severity.value}: {a.message}" for a in snap.alerts)
+        lines.extend(wrap(f"{a.severity.value}: {a.message}", width) for a in snap.alerts)
     return "\n".join(lines) + "\n"
+
+
+def _sources(snap: FleetSnapshot, width: int | None) -> list[str]:
+    """``sources: gpus=sim (live), …`` on one line: the longest statuses are cut to fit, and
+    each one cut is then shown whole on a line of its own."""
+    statuses = [s.describe(snap.taken_at) for s in snap.sources]
+    shown = list(statuses)
+
+    def line() -> str:
+        return "sources: " + ", ".join(f"{s.kind.value}={s.name} ({text})" for s, text in zip(snap.sources, shown, strict=True))
+
+    for i in sorted(range(len(shown)), key=lambda i: -len(shown[i])):
+        over = len(line()) - width if width is not None else 0
+        if over <= 0:
+            break
+        shown[i] = cut(shown[i], max(len(shown[i]) - over, 8))
+    return [line(), *(wrap(f"  {s.kind.value}: {whole}", width, indent="    ")
+                      for s, whole, text in zip(snap.sources, statuses, shown, strict=True) if text != whole)]

@@ -20,8 +20,10 @@ from gpuconsole.cli.access import (
     guarded_log,
     make_guard,
 )
+from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of, wrap
 
 ROLES = ("admin", "developer", "auditor")
+LIST_COLUMNS = (Column("USER", key=True), Column("ROLE"), Column("NAMESPACES", give=1, least=10))
 
 
 def _name(text: str) -> str:
@@ -61,6 +63,7 @@ def add_users_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     add_mfa_option(remove)
     listing = actions.add_parser("list", help="list the users and who you are")
     listing.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    add_wide_option(listing)
     mfa = actions.add_parser("mfa", help="enrol or test your MFA (TOTP)")
     mfa_actions = mfa.add_subparsers(dest="mfa_command", metavar="ACTION", parser_class=type(users), required=True)
     enroll = mfa_actions.add_parser("enroll", help="new TOTP secret: prints its URI and a QR code")
@@ -99,17 +102,17 @@ def _list(guard: Any, args: argparse.Namespace, out: TextIO) -> int:
                           "mfa": guard.mfa.enrolled(u.name) if u.name == guard.user else None} for u in users]}
         out.write(json.dumps(doc, indent=2) + "\n")
         return 0
+    width = width_of(args)
     if not table.exists:
-        out.write(f"no users table yet ({table.path}): {me.name} acts as admin without MFA; "
-                  "every action is audited. Run gpuconsole users init to set roles up.\n")
+        out.write(wrap(f"no users table yet ({table.path}): {me.name} acts as admin without MFA; "
+                       "every action is audited. Run gpuconsole users init to set roles up.", width) + "\n")
         return 0
-    out.write(f"{'USER':<20} {'ROLE':<10} NAMESPACES\n")
-    for u in users:
-        mark = " (you)" if u.name == me.name else ""
-        spaces = ", ".join(u.namespaces) if u.namespaces else ("all" if u.role.value != "developer" else "-")
-        out.write(f"{u.name + mark:<20} {u.role.value:<10} {spaces}\n")
+    rows = [(u.name + (" (you)" if u.name == me.name else ""), u.role.value,
+             ", ".join(u.namespaces) if u.namespaces else ("all" if u.role.value != "developer" else "-")) for u in users]
+    for line in render_table(LIST_COLUMNS, rows, width):
+        out.write(line + "\n")
     if me.role is None:
-        out.write(f"you ({me.name}) are not in the table: you may change nothing\n")
+        out.write(wrap(f"you ({me.name}) are not in the table: you may change nothing", width) + "\n")
     return 0
 
 
@@ -120,7 +123,7 @@ def _init(guard: Any, args: argparse.Namespace, out: TextIO) -> int:
         raise CommandFailed(f"a users table exists already at {guard.users.path}: use users add / set-role")
     request = ActionRequest(ActionKind.USER_ADD, guard.user, params=(("role", "admin"), ("init", "yes")))
     run_action(request, lambda: f"{guard.users.init(guard.user).name} is the first admin", guarded_log(guard))
-    out.write(f"{guard.user} is now admin; the users table is {guard.users.path}\n")
+    out.write(wrap(f"{guard.user} is now admin; the users table is {guard.users.path}") + "\n")
     _enroll(guard, args, out)
     return 0
 
@@ -154,7 +157,7 @@ def _change(guard: Any, args: argparse.Namespace, out: TextIO) -> int:
         return f"removed {args.name}"
 
     result = run_action(ActionRequest(kind, args.name, params=params), _access_errors(do), guarded_log(guard))
-    out.write(result.message + "\n")
+    out.write(wrap(result.message) + "\n")
     return 0
 
 
@@ -206,7 +209,7 @@ def _enroll(guard: Any, args: argparse.Namespace, out: TextIO) -> None:
     from gpuconsole.core.access.mfa import qr_text
 
     _secret, uri = guard.enroll_mfa()
-    out.write(f"MFA secret for {guard.user} saved in {guard.mfa.path} (readable by you only).\n")
+    out.write(wrap(f"MFA secret for {guard.user} saved in {guard.mfa.path} (readable by you only).") + "\n")
     out.write("Add it to an authenticator app (scan the code, or enter the URI):\n")
     out.write(uri + "\n")
     if not args.no_qr:
