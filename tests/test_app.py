@@ -172,6 +172,19 @@ async def test_no_color_picks_the_plain_theme(monkeypatch):
     console.close()
 
 
+async def test_no_color_draws_in_the_terminals_own_colours_not_black(monkeypatch):
+    """Textual's Monochrome filter turns the terminal's default colours into black on black;
+    under NO_COLOR the console strips colour and leaves the terminal's own."""
+    from textual.filter import Monochrome, NoColor
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    console = demo_console()
+    app = GpuConsoleApp(console, theme_name="dark")  # even a colour theme asked for by name
+    filters = app._filters
+    assert any(isinstance(f, NoColor) for f in filters) and not any(isinstance(f, Monochrome) for f in filters)
+    console.close()
+
+
 async def test_without_backends_each_pane_says_what_is_missing_and_offers_demo():
     async with running(demo_console(demo=False), live=False) as (app, pilot):
         await wait_until(lambda: all(s.state is SourceState.UNCONFIGURED for s in app.snapshot.sources))

@@ -117,12 +117,12 @@ async def test_stop_asks_then_stops_the_running_experiment(frozen_app) -> None:
 
 
 async def test_export_writes_csv_and_json(frozen_app, tmp_path) -> None:
-    from gpuconsole.core.paths import state_dir
+    from gpuconsole.core.paths import demo_exports_dir
 
     app = frozen_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await open_pane(pilot, "e")
-        folder = state_dir() / "exports"
+        folder = demo_exports_dir()  # a demo's exports, never the real state folder
         await wait_until(lambda: (folder / "experiment-resnet50-epoch.json").exists())
         data = json.loads((folder / "experiment-resnet50-epoch.json").read_text())
         assert data["name"] == "resnet50-epoch" and len(data["arms"]) == 6

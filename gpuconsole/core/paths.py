@@ -174,6 +174,16 @@ def demo_dir() -> Path | None:
     return Path(override).expanduser() if override else None
 
 
+def demo_exports_dir() -> Path:
+    """Where a demo's exports go (the Audit and Experiments panes'): ``exports`` in
+    ``$GPUCONSOLE_DEMO_DIR`` when set, else ``gpuconsole-demo-exports`` beside the state directory
+    (``~/.local/state/gpuconsole-demo-exports`` on Linux). It outlives the demo, whose own audit
+    log is in a temporary folder, and it is not the real state directory, so a demo's files never
+    sit among a real session's."""
+    kept = demo_dir()
+    return kept / "exports" if kept is not None else state_dir().with_name(f"{APP_NAME}-demo-exports")
+
+
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) readable by its owner only (0700).
 

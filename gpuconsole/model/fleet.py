@@ -34,7 +34,13 @@ class MigSlice(Value):
 
 
 class GpuProcess(Value):
-    """A process holding GPU memory."""
+    """A process holding GPU memory, and what the host says about it.
+
+    The host's facts (``user`` … ``parents``) are None or empty where the operating system does
+    not say (another PID namespace, no permission), never 0. ``parents`` names the process's
+    ancestors, nearest first, up to (not including) the init process, so a process tree can be
+    drawn from the GPU processes alone, without reading every process of the host.
+    """
 
     pid: int
     gpu_uuid: str
@@ -48,6 +54,10 @@ class GpuProcess(Value):
     cpu_percent: float | None = None
     sm_utilization: float | None = None  # percent of the GPU's SMs this process kept busy
     container_id: str | None = None
+    ppid: int | None = None
+    rss_mib: float | None = None  # resident host memory
+    started: float | None = None  # epoch seconds the process started
+    parents: tuple[tuple[int, str], ...] = ()  # (pid, name) of its ancestors, nearest first
 
 
 class VgpuInstance(Value):

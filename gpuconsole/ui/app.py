@@ -10,6 +10,7 @@ notification is inert text.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -33,7 +34,7 @@ from gpuconsole.ui.boot import CoreBuilder, CoreBuilt
 from gpuconsole.ui.command_line import CommandLine
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
-from gpuconsole.ui.registry import BY_ID, PANES, pane_class
+from gpuconsole.ui.registry import BY_ID, PANES, import_panes, pane_class
 from gpuconsole.ui.themes import (
     DEFAULT_THEME,
     PLAIN_THEME,
@@ -64,11 +65,6 @@ def _pane_base() -> type[Pane]:
 
 
 BOOT_KEYS_ALWAYS = frozenset({"ctrl+q", "ctrl+c"})  # quit even before the console is built
-
-
-def _import_panes() -> None:
-    for spec in PANES:
-        pane_class(spec.id)
 
 
 def _provider(name: str) -> type[Provider]:
@@ -120,10 +116,11 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         are held, in order, for the panes; ``ctrl+q`` quits at once. A ``build`` that raises ends
         the app, with the error in :attr:`boot_error` for the caller to report. The caller closes
         a ``core`` it gave; :meth:`close_core` closes one the app built."""
-        super().__init__()
+        # NO_COLOR: text in the terminal's own colours (Textual's Monochrome would draw its default black)
+        super().__init__(ansi_color=True if os.environ.get("NO_COLOR") is not None else None)
         if (core is None) == (build is None):
             raise ValueError("give the app a console, or a way to build one")
-        self._builder = CoreBuilder(build, _import_panes, self.post_message) if build is not None else None
+        self._builder = CoreBuilder(build, import_panes, self.post_message) if build is not None else None
         self.boot_error: BaseException | None = None
         # (utilization, memory) colour thresholds of the GPU views: --gpu-util-thresh, --mem-util-thresh
         self.gpu_thresholds = gpu_thresholds or (UTIL_THRESHOLDS, MEMORY_THRESHOLDS)

@@ -57,7 +57,8 @@ def _pane(pane_id: str, title: str, key: str, cls: str, **more: object) -> PaneS
 PANES: tuple[PaneSpec, ...] = (  # the tab order
     _pane("overview", "Overview", "1", "OverviewPane"),
     _pane("gpus", "GPUs", "2", "GpusPane",
-          opens=(("GPU detail view (enter on a GPU)", "gpuconsole.ui.screens.gpu_detail:GpuDetailScreen"),)),
+          opens=(("GPU detail view (enter on a GPU)", "gpuconsole.ui.screens.gpu_detail:GpuDetailScreen"),),
+          views=(("procs", "procs"), ("processes", "procs"))),
     _pane("jobs", "Jobs", "3", "JobsPane", views=(("cronjobs", "cron"), ("nodes", "nodes"))),
     _pane("instances", "Instances", "4", "InstancesPane"),
     _pane("budgets", "Budgets", "5", "BudgetsPane"),
@@ -79,3 +80,9 @@ def pane_class(pane_id: str) -> type[Any]:
     """The class of a pane (a :class:`~gpuconsole.ui.panes.base.Pane`), imported now, not when
     this module loads."""
     return load(BY_ID[pane_id].cls)
+
+
+def import_panes() -> None:
+    """Import every pane's code (the boot thread does it, so no pane imports on its first key)."""
+    for spec in PANES:
+        pane_class(spec.id)

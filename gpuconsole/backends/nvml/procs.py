@@ -2,8 +2,13 @@
 how busy they keep the SMs (NVML's per-process samples).
 
 NVML only knows a PID and the GPU memory it holds. The operating system adds the name, the user,
-the command line and the CPU share; ``/proc/PID/cgroup`` names the Kubernetes pod (its UID) and
-the container, which is how the console says which job owns a process.
+the command line, the start time, the ancestors (for a process tree), the CPU share and the
+resident memory; ``/proc/PID/cgroup`` names the Kubernetes pod (its UID) and the container,
+which is how the console says which job owns a process.
+
+What never changes while a process lives is read once per PID and start time; a poll reads only
+CPU, RSS and the parent PID (one ``oneshot`` of ``/proc/PID/stat``), and the ancestors again only
+when the parent changed (a process whose parent exited is adopted).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from gpuconsole.backends.base import BackendError, BackendPermissionDenied
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?:\.slice)?(?:/|$)")
 # A container id: 64 hex digits, bare or as "<runtime>-<id>.scope".
 _CONTAINER = re.compile(r"(?:^|[/-])([0-9a-f]{64})(?:\.scope)?$")
+MIB = 1024 * 1024
+MAX_ANCESTORS = 32  # a deeper chain is cut there (a fork bomb's, say)
 
 
 def parse_cgroup(text: str) -> tuple[str | None, str | None]:
@@ -78,6 +85,22 @@ class ProcessFacts:
     pod_uid: str | None
     container_id: str | None
     cpu_primed: bool = False
+    ppid: int | None = None
+    parents: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a poll reads afresh about a process: CPU % since the last poll (None on its first),
+    resident memory, and its parent with the ancestors above it."""
+
+    cpu_percent: float | None = None
+    rss_mib: float | None = None
+    ppid: int | None = None
+    parents: tuple[tuple[int, str], ...] = ()
+
+
+UNKNOWN = Usage()
 
 
 class ProcessTable:
@@ -90,11 +113,11 @@ class ProcessTable:
     def __init__(self, proc: Path = Path("/proc")) -> None:
         self._facts: dict[int, ProcessFacts] = {}
         self._proc = proc
-        self._cpu: dict[int, float | None] = {}
+        self._usage: dict[int, Usage] = {}
 
     def begin_poll(self) -> None:
-        """A new poll: CPU% is read again (once per process, however many GPUs it uses)."""
-        self._cpu.clear()
+        """A new poll: usage is read again (once per process, however many GPUs it uses)."""
+        self._usage.clear()
 
     def facts(self, pid: int, nvml_name: Any) -> ProcessFacts | None:
         """Facts of ``pid``; None when the process no longer exists anywhere.
@@ -139,24 +162,31 @@ class ProcessTable:
         command = " ".join(cmdline) if cmdline else ""
         return ProcessFacts(proc, created, name, user, command, pod_uid, container)
 
-    def cpu_percent(self, pid: int, facts: ProcessFacts) -> float | None:
-        """CPU% since the last poll; None on a process's first poll (there is no interval yet)."""
-        if pid in self._cpu:
-            return self._cpu[pid]
-        self._cpu[pid] = value = self._read_cpu(facts)
-        return value
+    def usage(self, pid: int, facts: ProcessFacts) -> Usage:
+        """CPU%, RSS and lineage of ``pid`` this poll, each None where the OS does not say."""
+        known = self._usage.get(pid)
+        if known is None:
+            self._usage[pid] = known = self._read_usage(facts)
+        return known
 
-    def _read_cpu(self, facts: ProcessFacts) -> float | None:
-        if facts.process is None:
-            return None
+    def _read_usage(self, facts: ProcessFacts) -> Usage:
+        proc = facts.process
+        if proc is None:
+            return UNKNOWN
         try:
-            value = facts.process.cpu_percent(None)
+            with proc.oneshot():
+                cpu = _safe(lambda: proc.cpu_percent(None))
+                memory = _safe(proc.memory_info)
+                ppid = _safe(proc.ppid)
         except psutil.Error:
-            return None
-        if not facts.cpu_primed:
+            return UNKNOWN
+        if not facts.cpu_primed and cpu is not None:
             facts.cpu_primed = True
-            return None
-        return value
+            cpu = None  # the first reading has no interval
+        if ppid != facts.ppid:
+            facts.ppid, facts.parents = ppid, ancestors(ppid) if ppid is not None else ()
+        rss = memory.rss / MIB if memory is not None else None
+        return Usage(cpu, rss, ppid, facts.parents)
 
     def created(self, pid: int) -> float | None:
         facts = self._facts.get(pid)
@@ -172,6 +202,25 @@ def _safe(getter: Any) -> Any:
         return getter()
     except psutil.Error:
         return None
+
+
+def ancestors(ppid: int) -> tuple[tuple[int, str], ...]:
+    """``(pid, name)`` from ``ppid`` up, nearest first, without the init process (pid 1) or the
+    kernel (0); the chain stops at the first ancestor the OS hides or that has exited."""
+    out: list[tuple[int, str]] = []
+    pid = ppid
+    while pid > 1 and len(out) < MAX_ANCESTORS:
+        try:
+            parent = psutil.Process(pid)
+            with parent.oneshot():
+                name, above = parent.name(), parent.ppid()
+        except psutil.Error:
+            break
+        out.append((pid, name))
+        if above == pid:
+            break
+        pid = above
+    return tuple(out)
 
 
 class SmSamples:

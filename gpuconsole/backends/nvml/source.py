@@ -329,12 +329,14 @@ class NvmlSource:
             if facts is None:
                 continue  # it exited between NVML's list and now
             seen[pid] = SeenProcess(facts.created, facts.name, facts.user)
+            usage = self._procs.usage(pid, facts)
             out.append(GpuProcess(
                 pid=pid, gpu_uuid=gpu_uuid, name=facts.name, memory_used_mib=mib, mig_uuid=mig_uuid,
                 user=facts.user, pod_uid=facts.pod_uid, kind=kind, command=facts.command,
-                cpu_percent=self._procs.cpu_percent(pid, facts),
+                cpu_percent=usage.cpu_percent,
                 sm_utilization=None if sm is None else sm.get(pid, 0.0),
                 container_id=facts.container_id,
+                ppid=usage.ppid, rss_mib=usage.rss_mib, started=facts.created, parents=usage.parents,
             ))
         out.sort(key=lambda p: (-p.memory_used_mib, p.pid))
         return out

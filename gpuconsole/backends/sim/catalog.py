@@ -22,6 +22,12 @@ class GpuModel:
         memory_mib: usable memory as ``nvidia-smi`` shows it.
         power_limit_w: default board power limit.
         idle_fraction: share of the limit drawn while idle (clocks down, memory refreshed).
+        sm_clock_mhz: the SM clock idle (P8) and at full load (the boost clock).
+        memory_clock_mhz: the memory clock idle and under load; HBM boards keep theirs.
+        pcie_mb_s: the host link's throughput each way (Gen3/4/5 x16).
+
+    None of these boards reports a fan: SXM modules and the passively cooled PCIe cards (T4,
+    A10G, L4) are cooled by the server's fans, which NVML does not see, so the fan stays N/A.
     """
 
     name: str
@@ -29,14 +35,19 @@ class GpuModel:
     memory_mib: int
     power_limit_w: float
     idle_fraction: float
+    sm_clock_mhz: tuple[int, int]
+    memory_clock_mhz: tuple[int, int]
+    pcie_mb_s: int
 
 
-A100_80GB = GpuModel("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", 81920, 400.0, 0.16)
-A100_40GB = GpuModel("NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", 40960, 400.0, 0.16)
-H100_80GB = GpuModel("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", 81559, 700.0, 0.15)
-A10G = GpuModel("NVIDIA A10G", "NVIDIA-A10G", 23028, 300.0, 0.2)
-T4 = GpuModel("Tesla T4", "Tesla-T4", 15360, 70.0, 0.22)
-L4 = GpuModel("NVIDIA L4", "NVIDIA-L4", 23034, 72.0, 0.22)
+GEN3, GEN4, GEN5 = 15_750, 31_500, 63_000  # MB/s each way of an x16 link
+
+A100_80GB = GpuModel("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", 81920, 400.0, 0.16, (210, 1410), (1593, 1593), GEN4)
+A100_40GB = GpuModel("NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", 40960, 400.0, 0.16, (210, 1410), (1215, 1215), GEN4)
+H100_80GB = GpuModel("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", 81559, 700.0, 0.15, (345, 1980), (2619, 2619), GEN5)
+A10G = GpuModel("NVIDIA A10G", "NVIDIA-A10G", 23028, 300.0, 0.2, (210, 1710), (405, 6251), GEN4)
+T4 = GpuModel("Tesla T4", "Tesla-T4", 15360, 70.0, 0.22, (300, 1590), (405, 5001), GEN3)
+L4 = GpuModel("NVIDIA L4", "NVIDIA-L4", 23034, 72.0, 0.22, (210, 2040), (405, 6251), GEN4)
 
 # GPU memory is per GPU, as EC2's DescribeInstanceTypes reports it (GpuInfo.Gpus[].MemoryInfo).
 INSTANCE_TYPES: tuple[InstanceType, ...] = (

@@ -21,11 +21,11 @@ from cronsim import CronSim
 from gpuconsole.backends.sim import catalog
 from gpuconsole.backends.sim.fleet import attach_gpus, new_instance
 from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.processes import job_process
 from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.state import SimCronJob, SimGpu, SimInstance, SimJob
-from gpuconsole.backends.sim.telemetry import PROCESS_NAME
 from gpuconsole.backends.sim.workload import TEAMS, TEMPLATES
-from gpuconsole.model import GpuProcess, InstanceState, JobState, Market
+from gpuconsole.model import InstanceState, JobState, Market
 
 FINISHED_TTL_S = 3600.0  # finished jobs are listed this long, as a TTL controller would
 TERMINATED_TTL_S = 600.0  # EC2 keeps listing terminated instances for a while
@@ -237,8 +237,7 @@ class Lifecycle:
         for g in job.devices:
             g.proc_mem = int(job.mem_frac * g.total)
             g.mem = g.idle_mem + g.proc_mem
-            g.procs = (GpuProcess(job.pid + g.rank, g.uuid, PROCESS_NAME, g.proc_mem, None, job.owner,
-                                  job.pod_uid),)
+            g.procs = (job_process(job, g.uuid, g.rank, g.proc_mem),)
         if job.slice is not None:
             job.slice.mem = int(job.mem_frac * job.slice.memory_total)
         self._at(job.end_at, "job-end", job, job.run)

@@ -3,23 +3,37 @@
 A GPU held by a healthy job computes at 60–100 % with noise; a *stalled* job holds its memory
 while the GPU idles at 0–3 % — the idle-but-billed GPU the console exists to catch. Power
 moves between the board's idle draw and its limit with utilization; temperature moves toward a
-target set by utilization with a lag of tens of seconds, as a heat sink does.
+target set by utilization with a lag of tens of seconds, as a heat sink does. Clocks climb from
+the board's idle clock to its boost clock with utilization (GDDR memory clocks down only when no
+job holds the GPU), the host link carries a trainer's input, and no uncorrected ECC error is
+ever counted; the fan stays N/A, as on these fanless boards (see ``catalog.GpuModel``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuconsole.backends.sim.catalog import MIG_TOTAL_COMPUTE
+from gpuconsole.backends.sim.catalog import GPU_MODEL_BY_NAME, MIG_TOTAL_COMPUTE
+from gpuconsole.backends.sim.processes import at_utilization, job_process
 from gpuconsole.backends.sim.state import SimGpu, SimJob
-from gpuconsole.model import Gpu, GpuProcess, MigMode, MigSlice
+from gpuconsole.model import Gpu, MigMode, MigSlice
 
 _DISABLED = MigMode.DISABLED
 
 
 # Share of the gap to the target temperature closed per second (time constant ≈ 12 s).
 TEMP_LAG = 0.08
-PROCESS_NAME = "python"
+CLOCK_STEP_MHZ = 15  # clocks move in the driver's 15 MHz steps
+PCIE_RX_SHARE = 0.0004  # of the link, per point of utilization: 4 % of it read at full load
+PCIE_TX_SHARE = 0.25  # of what is read, written back (losses, checkpoints, logs)
+
+# Per board, what a reading needs: the idle SM clock, its 15 MHz steps per point of utilization,
+# the idle and busy memory clocks and the KB/s read over PCIe per point of utilization.
+BOARD: dict[str, tuple[int, float, int, int, float]] = {
+    m.name: (m.sm_clock_mhz[0], (m.sm_clock_mhz[1] - m.sm_clock_mhz[0]) / CLOCK_STEP_MHZ / 100.0,
+             *m.memory_clock_mhz, m.pcie_mb_s * 1024 * PCIE_RX_SHARE)
+    for m in GPU_MODEL_BY_NAME.values()
+}
 
 
 def job_utilization(job: SimJob, rnd: Callable[[], float]) -> float:
@@ -90,12 +104,20 @@ def gpu_view(g: SimGpu) -> Gpu:
         util = round(g.util, 1)
         procs = g.procs
         if procs:  # the job's one process per GPU keeps its SMs as busy as the GPU is
-            procs = tuple([GpuProcess(p.pid, p.gpu_uuid, p.name, p.memory_used_mib, p.mig_uuid, p.user, p.pod_uid,
-                                      p.kind, p.command, p.cpu_percent, util) for p in procs])
-        view = Gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total,
-                         int(g.temp), round(g.power, 1), g.limit, _DISABLED, (), procs)
+            procs = tuple([at_utilization(p, util) for p in procs])
+        sm, mem, rx = _clocks_and_link(g.model.name, util, procs)
+        view = Gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total, int(g.temp), round(g.power, 1),
+                   g.limit, _DISABLED, (), procs, sm_clock_mhz=sm, memory_clock_mhz=mem, pcie_rx_kbps=rx,
+                   pcie_tx_kbps=int(rx * PCIE_TX_SHARE), ecc_volatile_errors=0)
     g.view = view
     return view
+
+
+def _clocks_and_link(board: str, util: float, held: object) -> tuple[int, int, int]:
+    """The SM and memory clocks (MHz) and the KB/s read over PCIe at this utilization; ``held``:
+    a job's process keeps the memory clocked up even while it stalls."""
+    low, steps, idle_mem, busy_mem, read = BOARD[board]
+    return low + int(steps * util) * CLOCK_STEP_MHZ, busy_mem if held or util > 0.0 else idle_mem, int(read * util)
 
 
 def _mig_view(g: SimGpu) -> Gpu:
@@ -107,9 +129,12 @@ def _mig_view(g: SimGpu) -> Gpu:
         slices.append(MigSlice(sl.uuid, g.uuid, sl.gi_id, sl.ci_id, sl.profile, sl.memory_total,
                                  sl.mem, round(sl.util, 1), pod_uid))
         if job is not None:
-            procs.append(GpuProcess(job.pid, g.uuid, PROCESS_NAME, sl.mem, sl.uuid, job.owner, pod_uid))
-    return Gpu(g.uuid, g.node, g.index, g.model.name, round(g.util, 1), g.mem, g.total,
-                    int(g.temp), round(g.power, 1), g.limit, MigMode.ENABLED, tuple(slices), tuple(procs))
+            procs.append(at_utilization(job_process(job, g.uuid, 0, sl.mem, sl.uuid), round(sl.util, 1)))
+    util = round(g.util, 1)
+    sm, mem, rx = _clocks_and_link(g.model.name, util, procs)
+    return Gpu(g.uuid, g.node, g.index, g.model.name, util, g.mem, g.total, int(g.temp), round(g.power, 1),
+               g.limit, MigMode.ENABLED, tuple(slices), tuple(procs), sm_clock_mhz=sm, memory_clock_mhz=mem,
+               pcie_rx_kbps=rx, pcie_tx_kbps=int(rx * PCIE_TX_SHARE), ecc_volatile_errors=0)
 
 
 def warm_up(gpus: list[SimGpu], rnd: Callable[[], float]) -> None:

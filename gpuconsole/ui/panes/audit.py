@@ -3,7 +3,7 @@
 | key | does |
 |---|---|
 | f | edit the filters (actor, action, target, period); enter applies, esc back to the table |
-| e / E | export what is shown to CSV / JSON (0600, beside the audit log) |
+| e / E | export what is shown to CSV / JSON (0600, beside the audit log; a demo's in ``paths.demo_exports_dir()``) |
 | u | usage analysis: GPU-hours and cost per user and per namespace over the period |
 | v | verify the hash chain |
 
@@ -76,8 +76,10 @@ class AuditPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "edit_filters", "Filters",
                 tooltip="edit the filters (actor, action, target, period); enter applies, esc back to the table"),
-        Binding("e", "export('csv')", "Export CSV", tooltip="export what is shown to CSV (0600, beside the audit log)"),
-        Binding("E", "export('json')", "Export JSON", tooltip="export what is shown to JSON (0600, beside the audit log)"),
+        Binding("e", "export('csv')", "Export CSV",
+                tooltip="export what is shown to CSV (0600, beside the audit log; a demo's: gpuconsole-demo-exports)"),
+        Binding("E", "export('json')", "Export JSON",
+                tooltip="export what is shown to JSON (0600, beside the audit log; a demo's: gpuconsole-demo-exports)"),
         Binding("u", "toggle_usage", "Usage", tooltip="GPU-hours and cost per user and per namespace over the period"),
         Binding("v", "verify", "Verify chain", tooltip="verify the audit log's hash chain"),
     ]
@@ -244,13 +246,15 @@ class AuditPane(Pane):
     @work(thread=True, group="audit-export", exit_on_error=False, description="export the audit log")
     def _export(self, form: str, flt: AuditFilter) -> None:
         from gpuconsole.core.access.audit import to_csv, to_json
-        from gpuconsole.core.paths import write_private
+        from gpuconsole.core.paths import demo_exports_dir, write_private
 
         audit = self.core.services.guard.audit
         try:
             records = audit.records(flt)
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-            path = audit.path.parent / "exports" / f"audit-{stamp}.{form}"
+            # A demo's log lives in a temporary folder: its exports go where they outlive it.
+            folder = demo_exports_dir() if self.core.services.demo else audit.path.parent / "exports"
+            path = folder / f"audit-{stamp}.{form}"
             write_private(path, to_csv(records) if form == "csv" else to_json(records))
         except Exception as exc:  # noqa: BLE001 - one line for the user
             self.app.call_from_thread(self.app.notify, f"export failed: {exc}", severity="error")

@@ -261,7 +261,7 @@ class Pane(ReportsWorkerErrors, Vertical):
         snap, palette = self.snapshot, self.palette
         line = self.query_one(".row-detail", TextView)
         focused = self.app.focused
-        tables = list(self.query(TABLES))
+        tables = [t for t in self.query(TABLES) if t.display]  # a sub-view's hidden table says nothing
         table = focused if isinstance(focused, VirtualTable) and focused in tables else None
         if table is None:
             table = tables[0] if tables else None

@@ -116,7 +116,7 @@ class BudgetsPane(Pane):
 
     def compose_body(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="budget-table")
-        yield LiveTable(PENDING_COLUMNS, id="pending-table")
+        yield LiveTable(PENDING_COLUMNS, id="pending-table", identity="budget")
 
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.budgets:

@@ -384,7 +384,7 @@ class ExperimentsPane(Pane):
         import json
 
         from gpuconsole.core.ops.experiments.export import analysis_json, write_csv
-        from gpuconsole.core.paths import state_dir, write_private
+        from gpuconsole.core.paths import demo_exports_dir, state_dir, write_private
 
         name = self.selected_name()
         if not name:
@@ -392,7 +392,7 @@ class ExperimentsPane(Pane):
         try:
             book = self.book
             analysis, progress = book.analysis(name), book.progress(name)
-            folder = state_dir() / "exports"
+            folder = demo_exports_dir() if self.core.services.demo else state_dir() / "exports"
             buffer = io.StringIO()
             write_csv(analysis, buffer)
             write_private(folder / f"experiment-{name}.csv", buffer.getvalue())

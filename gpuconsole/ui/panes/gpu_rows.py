@@ -159,9 +159,8 @@ def process_cells(proc: GpuProcess, palette: Palette, util_t: Thresholds, *, nes
         right(f"{proc.memory_used_mib / 1024:.1f}G"),
         BLANK,
         text(proc.user or "?", None if proc.user else palette.dim),
-        text(KIND_SHORT.get(proc.kind, proc.kind)),
-        BLANK, BLANK, BLANK,
-        text(f"{cpu}{proc.command or proc.name}"),
+        BLANK, BLANK, BLANK, BLANK,  # the MIG column is the GPU's: the process kind goes with its command
+        text(f"{KIND_SHORT.get(proc.kind, proc.kind)} · {cpu}{proc.command or proc.name}"),
     )
 
 

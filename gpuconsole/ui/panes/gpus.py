@@ -1,12 +1,19 @@
-"""The GPUs pane: one row per GPU keyed by UUID, its MIG slices and processes as child rows.
+"""The GPUs pane: one row per GPU keyed by UUID, its MIG slices and processes as child rows; and
+its process view (F5), every GPU process of the fleet in one table, as nvitop lists them.
 
 | key | does |
 |---|---|
 | enter | the GPU's detail view (history charts, processes, slices) |
 | > / < / f6 | sort by the next / previous column, or pick one or the reverse from a menu (shown in the header; every table) |
 | p | show or hide the process rows |
-| T / K | send SIGTERM / SIGKILL to the selected process, after a y/n |
-| / | filter (GPUs, slices, process names, users, pods) |
+| f5 | the process view, as a tree under the processes that started them; in it, f5 switches tree ↔ flat |
+| esc | (process view) back to the GPUs, after clearing a kept filter |
+| T / K / f9 | send SIGTERM / SIGKILL / SIGTERM to the selected process, after a y/n (both views) |
+| / | filter (GPUs, slices, process names, users, pods; in the process view also parents' names) |
+
+In the process view a sort key (> < f6) shows the list flat, sorted by that column (numbers
+highest first: GPU memory, SM %, CPU %, RSS, the longest TIME); f5 brings the tree back, and the
+flat order is kept for the next time. ``:procs`` opens the view from the command line.
 
 Signals go through ``console.gpus`` in a thread worker; the core checks the answer again and
 the source refuses a process it did not see on that GPU.
@@ -25,9 +32,26 @@ from gpuconsole.core.money.attribution import attribute
 from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
 from gpuconsole.ui.actions import Action, Confirm, run_action
-from gpuconsole.ui.format import money, short_node
+from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.panes.base import Pane
+from gpuconsole.ui.panes.gpu_procs import (
+    FLAT_ORDER,
+    PID,
+    PROC_COLUMNS,
+    PROC_GIVES,
+    ParentRow,
+    ProcRow,
+    Row,
+    flat_rows,
+    gpu_processes,
+    parent_detail,
+    place,
+    row_cells,
+    sort_value,
+    tree_rows,
+    view_summary,
+)
 from gpuconsole.ui.panes.gpu_rows import (
     COLUMNS,
     SORTABLE,
@@ -42,8 +66,6 @@ from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
 __all__ = ["COLUMNS", "GpusPane", "gib_pair"]
 
-PID = "/pid/"
-
 
 class GpusPane(Pane):
     """All GPUs of the fleet, live, with their MIG slices and processes."""
@@ -54,6 +76,9 @@ class GpusPane(Pane):
         Binding("greater_than_sign", "sort_step(1)", "Sort", key_display=">",
                 tooltip="sort by the next column (shown in the header); < the one before"),
         Binding("p", "toggle_processes", "Processes", show=False, tooltip="show or hide the process rows"),
+        Binding("f5", "process_view", "Procs",
+                tooltip="every GPU process as a tree under its parents (nvitop's process view); "
+                        "f5 again: flat and sortable; esc: back to the GPUs"),
         Binding("f9", "signal('SIGTERM')", "SIGTERM", show=False, tooltip="htop's kill key: SIGTERM the process, asks y/n"),
         Binding("T", "signal('SIGTERM')", "SIGTERM",
                 tooltip="send SIGTERM to the selected process, after a y/n: it may save its work and exit"),
@@ -71,12 +96,19 @@ class GpusPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.show_processes = True
+        self.mode = "gpus"  # or "procs": the process view
+        self.as_tree = True  # the process view draws the tree (else a flat list the table sorts)
+        self.flat_order = FLAT_ORDER
+        self.proc_rows: dict[str, Row] = {}
 
     def compose_body(self) -> ComposeResult:
         # the pane orders the rows: a GPU's slices and processes stay under it, whatever the sort
         table = VirtualTable(COLUMNS, id="gpu-table", identity="node", orders_rows=False)
         table.sortable = SORTABLE
         yield table
+        procs = VirtualTable(PROC_COLUMNS, id="proc-table", identity="pid", gives=PROC_GIVES, orders_rows=False)
+        procs.sort_value = lambda key, column: sort_value(self.proc_rows.get(key), column)
+        yield procs
 
     def on_mount(self) -> None:
         # Pane.on_mount runs too (Textual calls each class's handler).
@@ -84,7 +116,15 @@ class GpusPane(Pane):
 
     @property
     def table(self) -> VirtualTable:
-        return self.query_one(VirtualTable)
+        """The GPU table."""
+        return self.query_one("#gpu-table", VirtualTable)
+
+    @property
+    def proc_table(self) -> VirtualTable:
+        return self.query_one("#proc-table", VirtualTable)
+
+    def current_table(self) -> VirtualTable:
+        return self.proc_table if self.mode == "procs" else self.table
 
     @property
     def thresholds(self) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -93,11 +133,18 @@ class GpusPane(Pane):
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.gpus:
             return ""
+        if self.mode == "procs":
+            column = self.proc_table.sort_column
+            label = None if column is None else self.proc_table.column_label(column)
+            return view_summary(snapshot, self.as_tree, label)
         busy = sum(1 for g in snapshot.gpus if g.busy)
         procs = sum(len(g.processes) for g in snapshot.gpus)
         return f"{len(snapshot.gpus)} GPUs · {busy} busy · {procs} processes"
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        if self.mode == "procs":
+            self.render_processes(snapshot, palette)
+            return
         util_t, mem_t = self.thresholds
         # A fleet can hold 8,192 GPUs: the table builds the cells of the rows on screen only, and
         # a GPU's row is the GPU itself (no object per row and tick); other rows say how to draw.
@@ -132,8 +179,58 @@ class GpusPane(Pane):
 
         self.table.show_rows(list(rows), cells_of)
 
+    def render_processes(self, snapshot: FleetSnapshot, palette: Palette) -> None:
+        """The process view: the tree, or the flat list the table puts in its sort order."""
+        util_t, now = self.thresholds[0], snapshot.taken_at
+        procs = gpu_processes(snapshot, self.matches)
+        self.proc_rows = rows = tree_rows(procs) if self.as_tree else flat_rows(procs)
+        self.proc_table.show_rows(list(rows), lambda key: row_cells(rows[key], now, palette, util_t))
+
+    # ------------------------------------------------------------------ views
+    def action_process_view(self) -> None:
+        """``f5``: the process view as a tree; in it, tree ↔ flat (htop's F5)."""
+        if self.mode != "procs":
+            self.open_view("procs")
+        else:
+            self.set_tree(not self.as_tree)
+
+    def open_view(self, view: str) -> None:
+        """``procs`` (the process view, as a tree), else the GPUs."""
+        if view == "procs":
+            self.set_tree(True)
+        self.show_view("procs" if view == "procs" else "gpus")
+
+    def leave_view(self) -> None:
+        if self.mode == "procs":
+            self.show_view("gpus")
+
+    def show_view(self, view: str) -> None:
+        self.mode = view
+        self.set_class(view == "procs", "-procs")
+        self.focus_body()
+        self.redraw()
+
+    def focus_body(self) -> None:
+        self.current_table().focus()
+
+    def set_tree(self, tree: bool) -> None:
+        """Draw the process view as the tree (no sort column), or flat in the last flat order."""
+        table = self.proc_table
+        self.as_tree = tree
+        table.orders_rows = not tree
+        if tree:
+            table.sort_by(None)
+        else:
+            self.redraw()  # the flat rows first, then their order
+            table.sort_by(*self.flat_order)
+
     # ------------------------------------------------------------------ sorting
     def on_virtual_table_sort_changed(self, event: VirtualTable.SortChanged) -> None:
+        table = event.table
+        if table.id == "proc-table" and not isinstance(event, VirtualTable.TagsChanged) and table.sort_column:
+            self.flat_order = (table.sort_column, table.sort_descending)
+            if self.as_tree:  # a sort key in the tree: the list flat, in that order
+                self.as_tree, table.orders_rows = False, True
         self.redraw()
 
     def action_toggle_processes(self) -> None:
@@ -142,7 +239,8 @@ class GpusPane(Pane):
 
     # ------------------------------------------------------------------ selection
     def selected_process(self) -> tuple[Gpu, GpuProcess] | None:
-        key = self.table.selected_key or ""
+        """The GPU process under the cursor of the view on screen (a parent row is none)."""
+        key = self.current_table().selected_key or ""
         snap = self.snapshot
         if PID not in key or snap is None:
             return None
@@ -153,6 +251,8 @@ class GpusPane(Pane):
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         key = event.row_key or ""
+        if event.data_table.id == "proc-table" and PID not in key:
+            return  # a parent: it holds no GPU
         self.post_message(self.OpenDetail(key.split("/", 1)[0]))
 
     # ------------------------------------------------------------------ signals
@@ -168,7 +268,9 @@ class GpusPane(Pane):
         """Ask y/n, then send ``signal_name`` to the selected process through the core."""
         chosen = self.selected_process()
         if chosen is None:
-            self.app.notify("Select a process (a row under its GPU) to signal it.", severity="warning")
+            which = ("a GPU process (a parent holds no GPU)" if self.mode == "procs"
+                     else "a process (a row under its GPU)")
+            self.app.notify(f"Select {which} to signal it.", severity="warning")
             return
         gpus = self.core.services.gpus
         if not gpus.available:
@@ -192,6 +294,17 @@ class GpusPane(Pane):
 
     # ------------------------------------------------------------------ the line under the table
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
+        if self.mode == "procs" and table_id != "proc-table":  # asked while the filter field has focus
+            table_id, key = "proc-table", self.proc_table.selected_key or ""
+        if table_id == "proc-table":
+            row = self.proc_rows.get(key)
+            if isinstance(row, ParentRow):
+                return parent_detail(row, self.proc_rows, palette)
+            if not isinstance(row, ProcRow):
+                return None
+            gpu, proc = row.gpu, row.proc
+            where = f"{short_node(gpu.node)} GPU {gpu.index}" + (f" {place(gpu, proc)}" if proc.mig_uuid else "")
+            return process_detail(proc, snapshot, palette, where)
         if PID in key:
             chosen = self.selected_process()
             return process_detail(chosen[1], snapshot, palette) if chosen else None
@@ -217,14 +330,21 @@ def _nested_process(proc: GpuProcess, palette: Palette, util_t: tuple[float, flo
     return process_cells(proc, palette, util_t, nested=True)
 
 
-def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette) -> Text:
-    """``pid 123 python · alice · compute · 30.1 GiB · SM 81% · CPU 97% · held by ml/train · cmd``."""
+def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette, where: str = "") -> Text:
+    """``pid 123 python · alice · compute · 30.1 GiB · SM 81% · CPU 97% · held by ml/train · cmd``
+    (``where``: the GPU it runs on, said after its name)."""
     line = Text()
     line.append(f"pid {proc.pid} {proc.name}", palette.strong)
+    if where:
+        line.append(f" on {where}")
     parts = [proc.user or "user unknown", proc.kind, f"{proc.memory_used_mib / 1024:.1f} GiB"]
     parts.append("SM N/A" if proc.sm_utilization is None else f"SM {proc.sm_utilization:.0f}%")
     if proc.cpu_percent is not None:
         parts.append(f"CPU {proc.cpu_percent:.0f}%")
+    if proc.rss_mib is not None:
+        parts.append(f"RSS {proc.rss_mib / 1024:.1f} GiB")
+    if proc.started is not None:
+        parts.append(f"up {age(snapshot.taken_at - proc.started)}")
     line.append(" · " + " · ".join(parts))
     job = next((j for j in snapshot.jobs if proc.pod_uid and j.pod_uid == proc.pod_uid), None)
     if job is not None:
@@ -233,6 +353,9 @@ def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette) 
         line.append(f" · pod {proc.pod_uid}")
     if proc.container_id:
         line.append(f" · container {proc.container_id[:12]}", palette.dim)
+    if proc.parents:
+        lineage = " → ".join(name for _pid, name in reversed(proc.parents))
+        line.append(f" · {lineage} → {proc.name}", palette.dim)
     if proc.command:
         line.append(f" · {proc.command}", palette.dim)
     return line

@@ -17,6 +17,7 @@ from textual.widgets import Checkbox, Input, Label, Select, Static
 from gpuconsole.core.money import budgets as budget_rules
 from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, Threshold
 from gpuconsole.ui import drafts
+from gpuconsole.ui.widgets.marks import TickBox
 
 DRAFT = "budget-form"  # the draft this form keeps on the app when closed with esc
 PERIODS = [("monthly", "monthly"), ("daily", "daily"), ("from now on (cumulative)", "custom")]
@@ -85,7 +86,7 @@ class BudgetForm(ModalScreen[Budget | None]):
                 yield Input(value=defaults, id="budget-thresholds", compact=True)
             with Horizontal(classes="form-row"):
                 yield Label("", classes="form-label")
-                yield Checkbox("run actions automatically (else each waits for a yes)", id="budget-automatic",
+                yield TickBox("run actions automatically (else each waits for a yes)", id="budget-automatic",
                                compact=True)
             yield Static(
                 "Thresholds: PCT:ACTION[+ACTION], actions notify, stop-spot, stop-all, terminate-spot, suspend-cronjobs; "

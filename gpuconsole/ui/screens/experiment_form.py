@@ -57,13 +57,13 @@ class ExperimentFormScreen(ModalScreen[str | None]):
         with Vertical(id="exp-form-box") as box:
             box.border_title = "New experiment"
             box.border_subtitle = "ctrl+s to check and start · esc to cancel"
-            yield TextArea(self.text, id="exp-form-text", soft_wrap=False, show_line_numbers=True)
+            yield TextArea(self.text, id="exp-form-text", soft_wrap=True, show_line_numbers=True)
             yield Static("", id="exp-form-error", markup=False)
 
     def on_mount(self) -> None:
         self._defaults = drafts.values(self)
         if drafts.restore(self, "experiment-form"):
-            self.query_one("#exp-form-error", Static).update("Your draft is back: ctrl+s starts it, esc keeps it for later.")
+            self._say("Your draft is back: ctrl+s starts it, esc keeps it for later.")
         self.query_one(TextArea).focus()
 
     def action_submit(self) -> None:
@@ -73,10 +73,16 @@ class ExperimentFormScreen(ModalScreen[str | None]):
         try:
             parse_text(text)
         except SpecError as exc:
-            self.query_one("#exp-form-error", Static).update(str(exc))
+            self._say(str(exc))
             return
         drafts.forget(self, "experiment-form")
         self.dismiss(text)
+
+    def _say(self, words: str) -> None:
+        """One line under the text; the line takes a row only while it says something."""
+        line = self.query_one("#exp-form-error", Static)
+        line.update(words)
+        line.set_class(bool(words), "-shown")
 
     def action_cancel(self) -> None:
         """esc: close; the text is kept as a draft for the next time the form opens."""

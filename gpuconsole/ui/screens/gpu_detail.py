@@ -15,6 +15,7 @@ never waits on SQLite.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.table import Table
@@ -27,8 +28,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
 from gpuconsole.core.money.costs import gpu_price_per_hour
-from gpuconsole.model import Gpu, GpuSample, MigMode
+from gpuconsole.model import Gpu, GpuProcess, GpuSample, Job, MigMode
 from gpuconsole.ui.format import money, short_node
+from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
+from gpuconsole.ui.widgets.cells import right, text
+from gpuconsole.ui.widgets.process_cells import PROCESS_COLUMNS, gib, percent, process_fields
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 
 if TYPE_CHECKING:
@@ -43,8 +47,6 @@ SERIES = [
     ("power", "power W", lambda s: s.power_w),
 ]
 BARS = "▁▂▃▄▅▆▇█"
-
-
 def chart_range(key: str, gpu: Gpu | None) -> tuple[float, float]:
     """The floor and ceiling a series is drawn against: 0–100 % for utilization, 0 to the
     board's total for memory and to its power limit for power, 20–100 °C for temperature. A
@@ -70,6 +72,11 @@ def bars(values: list[float], width: int, floor: float, ceiling: float) -> str:
     top = ceiling if ceiling > floor else max(max(values), floor + 1.0)
     last = len(BARS) - 1
     return "".join(BARS[round(min(1.0, max(0.0, (v - floor) / (top - floor))) * last)] for v in values)
+
+
+def job_names(jobs: Iterable[Job]) -> dict[str, str]:
+    """Pod UID → ``namespace/name`` of the job that runs it."""
+    return {j.pod_uid: f"{j.namespace}/{j.name}" for j in jobs if j.pod_uid}
 
 
 class ScaledSparkline(Sparkline):
@@ -194,40 +201,50 @@ class GpuDetailScreen(ReportsWorkerErrors, ModalScreen[None]):
         versions = self.console_app.core.services.gpus.versions
         if versions:
             facts.add_row("driver", " · ".join(f"{k} {v}" for k, v in versions))
+        jobs = job_names(self.console_app.snapshot.jobs)
+        held = dict.fromkeys(jobs.get(p.pod_uid, f"pod {p.pod_uid}")
+                             for p in gpu.processes if p.pod_uid and not p.mig_uuid)  # a slice's job is in its row
+        if held:
+            facts.add_row("held by", ", ".join(held))
         if price is not None:
             state = "busy" if gpu.busy else "IDLE"
             facts.add_row("cost", f"{money(price)}/h for this GPU ({state})")
         return facts
 
     def _children(self, gpu: Gpu) -> Table:
-        table = Table(box=None, padding=(0, 1), expand=False, show_edge=False)
-        for name, justify in (("PID / SLICE", "left"), ("USER", "left"), ("NAME", "left"), ("GPU MEM", "right"),
-                              ("SM", "right"), ("CPU", "right"), ("WHERE", "left"), ("JOB (POD)", "left"),
-                              ("COMMAND", "left")):
-            table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis", max_width=60 if name == "COMMAND" else None)  # type: ignore[arg-type]
-        jobs = {j.pod_uid: f"{j.namespace}/{j.name}" for j in self.console_app.snapshot.jobs if j.pod_uid}
+        """Slices, vGPUs and processes in the process view's cells, one space apart, so PID,
+        user, GPU memory, SM % and the command still fit at 80 columns (as nvitop fits them)."""
+        app = self.console_app
+        snap, palette = app.snapshot, app.palette
+        util_t = getattr(app, "gpu_thresholds", (UTIL_THRESHOLDS, MEMORY_THRESHOLDS))[0]
+        table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, expand=True, show_edge=False)
+        for label, key, _width in PROCESS_COLUMNS:
+            table.add_column(label, justify="left" if key in ("user", "command") else "right", no_wrap=True,
+                             overflow="ellipsis", ratio=1 if key == "command" else None)
+        jobs = job_names(snap.jobs)
 
-        def owner(pod_uid: str | None) -> str:
-            if not pod_uid:
-                return ""
-            return jobs.get(pod_uid, f"pod {pod_uid}")
+        def add(proc: GpuProcess, prefix: str = "") -> None:
+            cells = process_fields(proc, snap.taken_at, palette, util_t)
+            command = Text(prefix, no_wrap=True) + cells["command"] if prefix else cells["command"]
+            table.add_row(*(cells[key] for _label, key, _width in PROCESS_COLUMNS[:-1]), command)
 
-        profiles = {s.uuid: s.profile for s in gpu.mig_slices}
+        def device(kind: str, used: float | None, util: float | None, words: str) -> None:
+            table.add_row(kind, "", gib(used), percent(util), "", "", "", Text(words, palette.accent))
+
         for s in gpu.mig_slices:
-            util = "N/A" if s.utilization is None else f"{s.utilization:.0f}%"
-            table.add_row(f"MIG {s.profile}", "", s.uuid, f"{s.memory_used_mib}/{s.memory_total_mib} MiB", util, "",
-                          f"gi {s.gi_id} ci {s.ci_id}", owner(s.pod_uid), "")
+            device("MIG", s.memory_used_mib, s.utilization, f"{s.profile} · gi {s.gi_id} ci {s.ci_id}"
+                   + (f" · {jobs.get(s.pod_uid, 'pod ' + s.pod_uid)}" if s.pod_uid else ""))
+            inside = [p for p in gpu.processes if p.mig_uuid == s.uuid]
+            for i, p in enumerate(inside):
+                add(p, "└ " if i == len(inside) - 1 else "├ ")
         for v in gpu.vgpu_instances:
-            used = "N/A" if v.memory_used_mib is None else f"{v.memory_used_mib} MiB"
-            table.add_row(f"vGPU {v.vgpu_id}", "", v.type_name, used, "", "", f"VM {v.vm_id or '?'}", "", "")
+            device("vGPU", v.memory_used_mib, v.utilization, f"{v.vgpu_id} {v.type_name} · VM {v.vm_id or '?'}")
+        slices = {s.uuid for s in gpu.mig_slices}
         for p in gpu.processes:
-            sm = "N/A" if p.sm_utilization is None else f"{p.sm_utilization:.0f}%"
-            cpu = "N/A" if p.cpu_percent is None else f"{p.cpu_percent:.0f}%"
-            where = f"MIG {profiles.get(p.mig_uuid, p.mig_uuid[:12])}" if p.mig_uuid else p.kind
-            table.add_row(str(p.pid), p.user or "?", p.name, f"{p.memory_used_mib} MiB", sm, cpu, where,
-                          owner(p.pod_uid), p.command)
+            if p.mig_uuid not in slices:
+                add(p)
         if not gpu.mig_slices and not gpu.processes and not gpu.vgpu_instances:
-            table.add_row("no processes", "", "", "", "", "", "", "", "")
+            table.add_row("", "", "", "", "", "", "", "no processes")
         return table
 
     @work(thread=True, exclusive=True, group="gpu-history", exit_on_error=False, description="GPU history")

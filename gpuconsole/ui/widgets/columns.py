@@ -23,13 +23,14 @@ def column_widths(spec: Sequence[tuple[str, str, int | None]], room: int, fitted
     """Widths for ``room`` cells (padding already taken off). ``fitted``: the widest cell of
     each column without a width (tables that fit their cells; the others give the flexible
     column the spare room); ``fit``: the widest name of the identity column, where known;
-    ``gives``: key → the narrowest a column may become."""
+    ``gives``: key → the narrowest a column may become (for the flexible column: how far it
+    narrows before the others give; else to its label)."""
     widths, floors = [], []
     for i, (label, key, width) in enumerate(spec):
         if width is None:
             want = fitted.get(i, FLEX_MIN)
             widths.append(want)
-            floors.append(min(want, len(label) + 1))
+            floors.append(min(want, gives.get(key, len(label) + 1)))  # a floor of its own, if given
         else:
             if key == identity:
                 width = max(width, fit, fitted.get(i, 0))

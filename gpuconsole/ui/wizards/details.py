@@ -25,6 +25,7 @@ from gpuconsole.model import (
     Workload,
 )
 from gpuconsole.ui.wizards.fields import BadNumber, Field, Step, failure, parse_number
+from gpuconsole.ui.widgets.marks import TickBox
 
 NO_KEY = ""  # the Select value of "no key pair"
 DEFAULT_SUBNET = ""  # the Select value of "the zone's default subnet"
@@ -66,11 +67,11 @@ class DetailsStep(Step):
                 yield Field("Subnet", Select([("the zone's default", DEFAULT_SUBNET)], value=DEFAULT_SUBNET,
                                              allow_blank=False, compact=True, id="subnet"), "subnet_id")
                 yield Field("Root GiB", Input("200", compact=True, id="root"), "root_volume_gib")
-                yield Field("Encryption", Checkbox("encrypted EBS", value=True, compact=True, id="encrypted"),
+                yield Field("Encryption", TickBox("encrypted EBS", value=True, compact=True, id="encrypted"),
                             "encrypted")
                 yield Field("KMS key", Input(placeholder="account default key", compact=True, id="kms"),
                             "kms_key_id")
-                yield Field("Metadata", Checkbox("IMDSv2 required", value=True, compact=True, id="imdsv2"),
+                yield Field("Metadata", TickBox("IMDSv2 required", value=True, compact=True, id="imdsv2"),
                             "imdsv2_required")
             with Vertical(id="details-right", classes="column"):
                 for tag in TAGS:

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Input, Label, RadioSet, Static
 
 from gpuconsole.core.ops.provision import PriceRow, price_rows
 from gpuconsole.model import Market, SpotPrice
@@ -19,6 +19,7 @@ from gpuconsole.ui.widgets.cells import right, text
 from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.wizards.fields import BadNumber, Field, Step, failure, parse_number
 from gpuconsole.ui.wizards.workload import dollars
+from gpuconsole.ui.widgets.marks import Choice
 
 PRICE_COLUMNS = [
     ("ZONE", "zone", 11),
@@ -56,8 +57,8 @@ class PriceStep(Step):
         with Horizontal(id="market-row", classes="row"):
             yield Label("Market", classes="row-label")
             with RadioSet(id="market", compact=True):
-                yield RadioButton("on-demand", value=True)
-                yield RadioButton("spot")
+                yield Choice("on-demand", value=True)
+                yield Choice("spot")
             yield Field("max spot $/h", Input(placeholder="none", compact=True, disabled=True, id="max-spot"),
                         "max_spot_price")
 

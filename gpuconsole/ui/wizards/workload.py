@@ -14,7 +14,6 @@ from textual.containers import Horizontal
 from textual.widgets import (
     Input,
     Label,
-    RadioButton,
     RadioSet,
     Select,
     Static,
@@ -26,6 +25,7 @@ from gpuconsole.model import InstanceType, Workload
 from gpuconsole.ui.format import money
 from gpuconsole.ui.widgets.cells import Row, right, text
 from gpuconsole.ui.widgets.live_table import LiveTable
+from gpuconsole.ui.widgets.marks import Choice
 from gpuconsole.ui.wizards.fields import (
     BadNumber,
     Field,
@@ -86,8 +86,8 @@ class WorkloadStep(Step):
         with Horizontal(id="workload-row", classes="row"):
             yield Label("Workload", classes="row-label")
             with RadioSet(id="workload", compact=True):
-                yield RadioButton("training", value=True)
-                yield RadioButton("inference")
+                yield Choice("training", value=True)
+                yield Choice("inference")
             yield Label("Region", classes="row-label")
             regions = self.wizard.cloud.regions
             yield Select([(r, r) for r in regions], value=self.wizard.choice.region or Select.NULL,
