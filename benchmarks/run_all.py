@@ -151,6 +151,28 @@ def autopilot_rows(doc: dict[str, Any]) -> list[Row]:
                     doc["cpu median ms"], "ms", 5.0, "{:.2f}")]
 
 
+def big_fleet_rows(doc: list[dict[str, Any]]) -> list[Row]:
+    rows = []
+    for r in doc:
+        big = r["fleet"] == "big"
+        name = f"{r['fleet']} demo, {r['gpus']:,} GPUs, {r['jobs']:,} jobs"
+        rows.append(at_most(f"{name}: complete overview", r["overview_s"], "s", 3.0 if big else None, "{:.2f}"))
+        rows.append(at_most(f"{name}: peak RSS", r["rss_mb"], "MB", 300.0 if big else None))
+        rows.append(at_most(f"{name}: pane switch (p95)", r["pane_p95_ms"], "ms", 150.0 if big else None))
+        rows.append(at_most(f"{name}: filter keystroke (p95)", r["filter_p95_ms"], "ms", 150.0 if big else None))
+    return rows
+
+
+def paste_rows(doc: dict[str, Any]) -> list[Row]:
+    cases = doc["cases"]
+    length = f"{doc['length']:,} characters"
+    return [
+        at_most(f"paste: key after a plain paste of {length}", cases["plain"]["median_ms"], "ms", 200.0),
+        at_most(f"paste: key after a bracketed paste of {length}", cases["bracketed"]["median_ms"], "ms", None),
+        at_most("paste: one key, no paste (peer)", cases["key"]["median_ms"], "ms", None),
+    ]
+
+
 @dataclass(frozen=True)
 class Bench:
     script: str
@@ -172,6 +194,8 @@ BENCHES = (
     Bench("nvml_poll.py", ("--runs", "300", "--real-runs", "30"), (), nvml_rows, 300),
     Bench("costs.py", ("--runs", "5"), (), costs_rows, 300),
     Bench("autopilot_rules.py", ("--runs", "100"), (), autopilot_rows, 300),
+    Bench("big_fleet.py", ("--runs", "1", "--rounds", "2"), (), big_fleet_rows, 900),
+    Bench("paste.py", ("--runs", "2"), (), paste_rows, 600),
 )
 
 

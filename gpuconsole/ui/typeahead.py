@@ -8,6 +8,14 @@ is handed out only once the one before has been through every widget on its way 
 posted to them, such as ``Input.Submitted``, too), and a screen being pushed has mounted and
 focused its first field: it then goes where the key before sent the focus.
 
+Text typed into a field goes in whole: the printable keys held behind one for a text field
+(a paste without bracketed paste, 2,000 characters at once) are handed to it as one paste, so
+the field changes once, not once a character, each a filter pass and a frame (a 2,000-character
+paste into the Jobs filter held the next key back for seconds). Only keys that would have gone
+to that field anyway are joined: plain characters (no modifier, no binding that outranks the
+field) while an ``Input`` that takes any text has the focus; a field with a length limit or a
+character restriction gets them one by one, as typed, so it keeps each allowed one.
+
 Esc is Esc: over SSH a bare Esc and the key typed right after it arrive together and read as
 Alt and that key (``/bert`` then ``Esc 4`` left ``filter: bert¢``). An Alt key that nothing
 on screen binds is handed out as Esc, then the key.
@@ -30,6 +38,7 @@ from textual.app import App, ScreenStackError
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widgets import Input
 
 CHECKED_WITH_TEXTUAL = "8.2.8"  # the version whose private names below (see the docstring) were read
 # A typed key waits for the one before it; one whose handling never ends (its widget went away with
@@ -54,6 +63,21 @@ def esc_then_key(event: events.Key, bound: frozenset[str] | set[str]) -> list[ev
     for key in out:
         key.time = event.time
     return out
+
+
+def plain_character(event: object) -> bool:
+    """Whether ``event`` is one printable character typed without a modifier (``a``, ``Q``,
+    ``space``, ``plus``), which a focused text field inserts."""
+    if not isinstance(event, events.Key) or "+" in event.key:
+        return False
+    character = event.character
+    return character is not None and len(character) == 1 and character.isprintable()
+
+
+def takes_any_text(field: Input) -> bool:
+    """Whether ``field`` inserts a run of characters as it would insert them one by one: no
+    length limit and no restriction that could refuse a whole run but keep some of it."""
+    return not field.max_length and not field.restrict and field.type == "text"
 
 
 def now() -> float:
@@ -149,6 +173,8 @@ class TypeAhead:
                 self._typing = None
                 continue
             event = self._typed.popleft()
+            if isinstance(event, events.Key) and self._typed:
+                event = self._typed_text(event)
             self._begin(event)
             await self._dispatch(event)  # priority bindings, else to the focused widget
             if self._typing is not event:
@@ -159,6 +185,30 @@ class TypeAhead:
                 path = tuple(target.ancestors_with_self)
             self._follow(event, path, 0, PASSES)
             return
+
+    def _typed_text(self, first: events.Key) -> events.Key | events.Paste:
+        """``first`` and the plain characters held behind it as one paste into the focused text
+        field, when they would all have been typed into it; else ``first`` alone."""
+        held = self._typed
+        if not (plain_character(first) and plain_character(held[0])):
+            return first
+        field = self.app.focused
+        if not isinstance(field, Input) or not takes_any_text(field):
+            return first
+        try:
+            outranking = {key for key, active in self.app.screen.active_bindings.items() if active.binding.priority}
+        except ScreenStackError:
+            return first
+        if first.key in outranking:
+            return first
+        characters = [first.character or ""]
+        while held and plain_character(held[0]) and held[0].key not in outranking:
+            characters.append(held.popleft().character or "")  # type: ignore[union-attr]
+        if len(characters) == 1:
+            return first
+        text = events.Paste("".join(characters))
+        text.time = first.time  # the first key's: a confirmation asks when the typing began
+        return text
 
     def _begin(self, what: object) -> None:
         self._typing = what

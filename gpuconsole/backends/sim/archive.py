@@ -6,12 +6,18 @@ from a generator of its own (the live world is the same with or without it): job
 over the past weeks on the world's nodes, and a share still queued behind their team's quota.
 They never change, so a step of the world costs the same with 100,000 of them as with none,
 and every reading shares the same frozen :class:`~gpuconsole.model.Job` objects.
+
+Only those frozen jobs are kept (and the run length of each job still queued): the world's own
+mutable record of a historical job is made again from its frozen one when it is needed (a
+describe, a log, a suspend that brings it back to life, a delete). Keeping both for 100,000
+jobs cost about 36 MB.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import Lifecycle
@@ -23,13 +29,16 @@ HISTORY_DAYS = 30  # finished jobs reach this far back
 QUEUED_SHARE = 0.05  # of the history, jobs still waiting for quota
 FAILED_SHARE = 0.1  # of the finished ones, jobs that failed
 QUEUED_REASON = "queued: the namespace's nvidia.com/gpu quota is in use"
+# A historical job's name is its template's base and a suffix without dashes.
+TEMPLATE_OF = {(t.namespace, t.base): t for t in TEMPLATES}
 
 
 class JobArchive(Lifecycle):
     """The static part of :class:`~gpuconsole.backends.sim.world.SimWorld`'s job list."""
 
     seed: int
-    _archive: dict[str, SimJob]
+    _archive: dict[str, Job]  # uid -> the frozen job every reading lists
+    _archive_queued: dict[str, float]  # uid -> run length (s) of a job still queued, for when it runs
     _archive_view: tuple[Job, ...]
 
     def _seed_archive(self, total: int) -> None:
@@ -44,7 +53,11 @@ class JobArchive(Lifecycle):
             by_product.setdefault(node.model.label, []).append(node)
         mig_nodes = [n for n in nodes if n.slices]
         taken = {(j.namespace, j.name) for j in self._jobs.values()}
-        archive: dict[str, SimJob] = {}
+        # Nodes that could have run a job of (product, GPUs): the same few lists for every job
+        # (at 1,024 nodes, scanning them per job was more than half of the 3 s of building 100,000).
+        fitting_by: dict[tuple[str | None, int], list[SimInstance]] = {}
+        archive: dict[str, Job] = {}
+        queued: dict[str, float] = {}
         for _ in range(count):
             t = rng.choices(TEMPLATES, cum_weights=self._cum_weights)[0]
             name = f"{t.base}-{ids.suffix()}"
@@ -59,8 +72,15 @@ class JobArchive(Lifecycle):
             if rng.random() < QUEUED_SHARE:
                 job.created = float(math.floor(now - rng.uniform(600.0, 2 * 86400.0)))
                 job.pending_reason = QUEUED_REASON
+                queued[job.uid] = job.duration
             else:
-                fitting = mig_nodes if t.mig_profile else [n for n in by_product.get(product, ()) if len(n.whole) >= gpus]
+                if t.mig_profile:
+                    fitting = mig_nodes
+                else:
+                    fitting = fitting_by.get((product, gpus))
+                    if fitting is None:
+                        fitting = [n for n in by_product.get(product, ()) if len(n.whole) >= gpus]
+                        fitting_by[product, gpus] = fitting
                 fails = rng.random() < FAILED_SHARE
                 length = max(60.0, job.duration * (rng.uniform(0.05, 0.8) if fails else 1.0))
                 job.finished = float(math.floor(now - rng.uniform(3600.0, HISTORY_DAYS * 86400.0)))
@@ -69,24 +89,60 @@ class JobArchive(Lifecycle):
                 job.state = JobState.FAILED if fails else JobState.SUCCEEDED
                 job.node = rng.choice(fitting) if fitting else None
                 job.run = 1
-            archive[job.uid] = job
-        self._archive = archive
-        self._archive_view = tuple([j.to_model() for j in archive.values()])
+            archive[job.uid] = job.to_model()
+        self._archive, self._archive_queued = archive, queued
+        self._archive_view = tuple(archive.values())
 
     def _archived(self, namespace: str, name: str) -> SimJob | None:
-        for job in self._archive.values():
-            if job.name == name and job.namespace == namespace:
-                return job
+        for view in self._archive.values():
+            if view.name == name and view.namespace == namespace:
+                return self._unarchived(view)
         return None
+
+    def _archived_pods(self, namespace: str, pod: str) -> Iterator[SimJob]:
+        """The historical jobs of ``namespace`` whose pods' names could be ``pod``."""
+        for view in list(self._archive.values()):
+            if view.namespace == namespace and pod.startswith(view.name):
+                yield self._unarchived(view)
+
+    def _unarchived(self, view: Job) -> SimJob:
+        """The world's record of a historical job, made again from its frozen ``view`` as
+        :meth:`_seed_archive` made it (a finished job's run length is what it ran: it never
+        runs again)."""
+        t = TEMPLATE_OF[(view.namespace, view.name.rsplit("-", 1)[0])]
+        product = t.product if t.product in self._products else None
+        duration = self._archive_queued.get(view.uid)
+        if duration is None:
+            duration = (view.finished or 0.0) - (view.started or 0.0)
+        job = SimJob(view.uid, view.name, view.namespace, 0.0, view.gpus, view.mig_profile, product,
+                     duration, view.image, view.owner or "", view.pod_uid or "")
+        job.created = view.created  # after: its give-up time is the one its first making gave it
+        job.state = view.state
+        job.pending_reason = view.pending_reason
+        if view.finished is not None:
+            job.started, job.finished, job.run = view.started, view.finished, 1
+            job.node = next((n for n in self._scheduler.nodes if n.node_name == view.node), None)
+        job.view = view
+        return job
 
     def _revive(self, job: SimJob) -> None:
         """Move a historical job into the live world before a change (a suspend) steps it."""
-        if self._drop_archived(job.uid) is not None:
+        if self._forget_archived(job.uid) is not None:
             self._jobs[job.uid] = job
 
     def _drop_archived(self, uid: str) -> SimJob | None:
-        """Remove a historical job (deleted by the user); the shared view is rebuilt once."""
-        job = self._archive.pop(uid, None)
-        if job is not None:
-            self._archive_view = tuple([j.to_model() for j in self._archive.values()])
+        """Remove a historical job (deleted by the user); its record as it was, or None."""
+        view = self._archive.get(uid)
+        if view is None:
+            return None
+        job = self._unarchived(view)
+        self._forget_archived(uid)
         return job
+
+    def _forget_archived(self, uid: str) -> Job | None:
+        """Take a job out of the history; the shared view is rebuilt once."""
+        view = self._archive.pop(uid, None)
+        if view is not None:
+            self._archive_queued.pop(uid, None)
+            self._archive_view = tuple(self._archive.values())
+        return view

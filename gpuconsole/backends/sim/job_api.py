@@ -289,7 +289,7 @@ class JobApi(Actions):
         Raises:
             KeyError: no such pod. ValueError: its container has not started.
         """
-        for job in itertools.chain(self._jobs.values(), self._archive.values()):
+        for job in itertools.chain(self._jobs.values(), self._archived_pods(namespace, pod)):
             if job.namespace != namespace or not pod.startswith(job.name):
                 continue
             names = job.pod_names()

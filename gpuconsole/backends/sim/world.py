@@ -102,7 +102,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._arrival_rate = 0.9 * capacity / (MEAN_GPUS_PER_JOB * MEAN_JOB_SECONDS)
         self._pending_target = 5 if nodes is None else max(5, capacity // 60)
         self._seed_workload(demo=nodes is None)
-        self._archive, self._archive_view = {}, ()
+        self._archive, self._archive_queued, self._archive_view = {}, {}, ()
         if jobs:
             self._seed_archive(jobs)
         telemetry.warm_up(self._gpus, self._noise.random)

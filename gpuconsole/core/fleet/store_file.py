@@ -25,10 +25,11 @@ _SQLITE_NOTADB = 26
 TABLES = frozenset({"readings", "gpus", "settings", "store_meta", "budgets", "budget_fired"}) | history.TABLES
 V1_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
 
-# readings: the last reading per source (JSON). gpus: a small id per GPU UUID, never deleted, so
-# history rows do not repeat the UUID. settings: small JSON values. budgets: budgets added in the
-# console or with `budget add`. budget_fired: which threshold action ran in which period, so it
-# runs once per period. store_meta: how far rollups have got. GPU history: see history.py.
+# readings: the last reading per source (JSON, as UTF-8 bytes). gpus: a small id per GPU UUID,
+# never deleted, so history rows do not repeat the UUID. settings: small JSON values. budgets:
+# budgets added in the console or with `budget add`. budget_fired: which threshold action ran in
+# which period, so it runs once per period. store_meta: how far rollups have got. GPU history:
+# see history.py.
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS readings (
     source TEXT PRIMARY KEY,
