@@ -34,6 +34,20 @@ def test_pane(snap_compare, frozen_app, pane, size):
     assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle(PANES[pane]))
 
 
+@pytest.mark.parametrize("size", SIZES)
+def test_process_view(snap_compare, frozen_app, size):
+    """The GPUs pane's process tree: PID, user, GPU memory, SM % and CPU % readable at 80 columns."""
+    assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle("2", "f5"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_jobs_tagged_and_sorted(snap_compare, frozen_app, size):
+    """Two jobs tagged (•) and the queue sorted by age (AGE▼): names whole, the reason gives room."""
+    keys = ("3", "space", "space", "greater_than_sign", "greater_than_sign", "greater_than_sign",
+            "greater_than_sign", "greater_than_sign")
+    assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle(*keys))
+
+
 def test_gpu_detail(snap_compare, frozen_app, tmp_path):
     clock = FrozenClock()
     app = frozen_app(db=tmp_path / "c.db", clock=clock)

@@ -141,8 +141,7 @@ class Pane(ReportsWorkerErrors, Vertical):
         """``>`` / ``<``: sort by the next / previous column (numbers highest first, words from A)."""
         table = self.sort_table()
         if table is not None:
-            table.sort_step(step)
-            self._said_sort(table)
+            table.sort_step(step)  # the header marks the column, scrolled into view
 
     def action_sort_menu(self) -> None:
         """F6: pick the sort column from a menu (or reverse it), as in htop."""
@@ -156,16 +155,10 @@ class Pane(ReportsWorkerErrors, Vertical):
                 table.sort_reverse()
             elif key is not None:
                 table.sort_by(key)
-            if key is not None:
-                self._said_sort(table)
 
         columns = {key: label for key, label in table.columns.items() if key in table.sortable}
         self.app.push_screen(SortMenu(columns, table.sort_column or "", table.sort_descending), chosen)
 
-    def _said_sort(self, table: VirtualTable) -> None:
-        if table.sort_column is not None:
-            label = table.columns[table.sort_column]
-            self.app.notify(f"sorted by {label} {'▼' if table.sort_descending else '▲'}", timeout=2)
 
     def on_virtual_table_tags_changed(self, event: VirtualTable.TagsChanged) -> None:
         self.redraw()

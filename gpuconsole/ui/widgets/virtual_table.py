@@ -211,7 +211,23 @@ class VirtualTable(ScrollView, can_focus=True):
         self.set_labels({key: f"{label}{arrow}" if key == column else label for key, label in self._labels.items()})
         if self.orders_rows:
             self.show_rows(self._given, self._cells_of)
+        if column is not None:
+            self.call_after_refresh(self.show_column, column)
         self.post_message(self.SortChanged(self))
+
+    def show_column(self, column: str) -> None:
+        """Scroll sideways, where needed, so column ``column`` (e.g. the one just sorted by) is on screen."""
+        if not self._widths:
+            return
+        index = self._column_index[column]
+        left = sum(self._widths[:index]) + 2 * PADDING * index
+        right = left + self._widths[index] + 2 * PADDING
+        view = self.scrollable_content_region.width
+        x = round(self.scroll_x)
+        if left < x:
+            self.scroll_to(x=left, animate=False, immediate=True)
+        elif right > x + view:
+            self.scroll_to(x=right - view, animate=False, immediate=True)
 
     def sort_step(self, step: int) -> None:
         """``>`` / ``<``: the next / previous column."""
