@@ -74,6 +74,7 @@ class JobsPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.mode = "jobs"
+        self._counted: tuple[object, dict[JobState, int]] = (None, {})  # the jobs counted, and their counts
         self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
         # The queue can hold 100,000 jobs: the tables draw only the rows on screen, from these.
         self.jobs = RowIndex(lambda j: j.uid, queue_order, lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
@@ -143,9 +144,12 @@ class JobsPane(Pane):
             return f"{len(snapshot.nodes)} nodes · {used}/{total} GPUs allocated · {total - used} free{mig}"
         if not snapshot.jobs and not snapshot.cronjobs:
             return ""
-        counts = {state: 0 for state in JobState}
-        for job in snapshot.jobs:
-            counts[job.state] += 1
+        if self._counted[0] is not snapshot.jobs:  # counted once per reading, not per keystroke
+            counts = {state: 0 for state in JobState}
+            for job in snapshot.jobs:
+                counts[job.state] += 1
+            self._counted = (snapshot.jobs, counts)
+        counts = self._counted[1]
         return f"{counts[JobState.RUNNING]} running · {counts[JobState.PENDING]} pending · {len(snapshot.cronjobs)} cronjobs"
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
