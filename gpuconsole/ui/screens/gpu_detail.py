@@ -130,13 +130,14 @@ class GpuDetailScreen(ReportsWorkerErrors, ModalScreen[None]):
             box.border_title = "GPU"
             box.border_subtitle = "w window · esc back"
             yield Static(id="gpu-facts")
+            # slices and processes before the charts: at 80x24 they are what is on screen, as in nvitop
+            yield Static(id="gpu-children")
             yield Static(id="gpu-window", classes="window-line")
             for key, label, _ in SERIES:
                 with Horizontal(classes="spark-row"):
                     yield Static(label, classes="spark-label")
                     yield ScaledSparkline([], id=f"spark-{key}", classes="spark")
                     yield Static("", id=f"spark-{key}-now", classes="spark-now")
-            yield Static(id="gpu-children")
 
     def on_mount(self) -> None:
         self.refresh_view()
