@@ -156,6 +156,9 @@ def test_gpus_once_json_from_nvml(monkeypatch, capsys):
     assert a100["mig_mode"] == "enabled" and a100["mig_slices"][0]["profile"] == "3g.40gb"
     assert {p["name"] for p in a100["processes"]} == {"infer", "notebook"}
     assert doc["gpus"][2]["not_reported"] == ["power_w"] and doc["gpus"][2]["fan_percent"] is None
+    assert doc["gpus"][2]["power_w"] is None, "a figure the board cannot report is null, never 0"
+    assert doc["gpus"][0]["power_w"] is not None
+    assert a100["utilization"] is None  # a MIG-enabled GPU reports no whole-GPU utilization
 
 
 def test_gpus_once_text_lists_slices_and_processes(monkeypatch, capsys):

@@ -130,8 +130,27 @@ def document(reading: GpuReading | None, status: SourceStatus) -> dict[str, Any]
         "taken_at": reading.taken_at if reading is not None else None,
         "versions": dict(reading.versions) if reading is not None else {},
         "source": {"name": status.name, "state": status.state.value, "error": status.error, "hint": status.hint},
-        "gpus": [{**to_jsonable(g), "memory_percent": round(g.memory_percent, 1)} for g in gpus],
+        "gpus": [gpu_document(g) for g in gpus],
     }
+
+
+# What a name in ``Gpu.not_reported`` stands for in the JSON: those fields are null, never 0.
+NOT_REPORTED_FIELDS = {"memory": ("memory_used_mib", "memory_total_mib", "memory_percent")}
+
+
+def gpu_document(gpu: Gpu, *, percent: bool = True) -> dict[str, Any]:
+    """One GPU as JSON: every field of the model (and ``memory_percent`` when ``percent``), a
+    figure the driver could not report as null."""
+    from gpuconsole.model import to_jsonable
+
+    doc = to_jsonable(gpu)
+    if percent:
+        doc["memory_percent"] = round(gpu.memory_percent, 1)
+    for name in gpu.not_reported:
+        for field in NOT_REPORTED_FIELDS.get(name, (name,)):
+            if field in doc:
+                doc[field] = None
+    return doc
 
 
 def _na(gpu: Gpu, name: str, text: str) -> str:

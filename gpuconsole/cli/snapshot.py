@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from gpuconsole.cli.table import WIDTH, Column, cut, render_table, wrap
 from gpuconsole.core.fleet.console import Console
+from gpuconsole.cli.gpus import gpu_document
 from gpuconsole.model import FleetSnapshot, to_jsonable
 
 SCHEMA = "gpuconsole.snapshot/1"
@@ -34,7 +35,7 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         "schema": SCHEMA,
         "taken_at": snap.taken_at,
         "demo": snap.demo,
-        "gpus": to_jsonable(snap.gpus),
+        "gpus": [gpu_document(g, percent=False) for g in snap.gpus],
         "jobs": to_jsonable(snap.jobs),
         "cronjobs": to_jsonable(snap.cronjobs),
         "nodes": to_jsonable(snap.nodes),
