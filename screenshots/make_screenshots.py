@@ -32,6 +32,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "instances": ("4",),
     "budgets": ("5",),
     "gpu-detail": ("2", "down", "enter"),
+    "processes": ("2", "f5"),
     "help": ("question_mark",),
     "launch-wizard": ("4", "n", WAIT),
     "launch-prices": ("4", "n", WAIT, "enter", WAIT),
