@@ -78,7 +78,8 @@ if (( ! CHECK_ONLY )); then
   echo "kept $kept wheels in .whl/ (the host lacks them, or they are in ALSO); left out $left the host has"
 fi
 
-wheels=$(find "$DEST" -maxdepth 1 -type f -name '*.whl' -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}')
+wheels=$( { find "$DEST" -maxdepth 1 -type f -name '*.whl' -printf '%s\n' 2>/dev/null || true; } \
+  | awk '{s += $1} END {print s + 0}')  # no .whl/ yet: no wheels
 tree=$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard \
   | { xargs -0 -r stat -c '%s' -- 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
 mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }

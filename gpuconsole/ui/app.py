@@ -276,6 +276,9 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         pane = self.current_pane
         if pane is not None:
             pane.show(snapshot, self.palette)
+        for other in self._tabs.query(_pane_base()):
+            if other is not pane:
+                other.prepare(snapshot)  # e.g. the Jobs pane orders a big queue in a worker
         if self.core.services.budget_ops.take_bell():
             # A budget crossed a notify threshold: ring once, and say which where the user looks.
             self.bell()

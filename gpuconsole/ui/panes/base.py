@@ -329,6 +329,10 @@ class Pane(ReportsWorkerErrors, Vertical):
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         raise NotImplementedError
 
+    def prepare(self, snapshot: FleetSnapshot) -> None:
+        """While the pane is not on screen: get ready to show ``snapshot`` (off the UI thread),
+        so its first showing is quick. Nothing to do here."""
+
 
 def missing_text(status: SourceStatus, palette: Palette) -> Text:
     out = Text()

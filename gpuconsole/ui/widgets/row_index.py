@@ -32,6 +32,17 @@ class RowIndex:
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
 
+    def blank(self) -> RowIndex:
+        """A new, empty index that keys, orders and words items as this one does."""
+        fresh = RowIndex(self._key, self._order, self._words_of)
+        fresh._descending = self._descending
+        return fresh
+
+    @property
+    def empty(self) -> bool:
+        """No reading was given yet."""
+        return self._items is None
+
     def set_order(self, order: Callable[[Any], Any], descending: bool = False) -> None:
         """Order the items by ``order`` from now on (a sort column chosen): a key of ``(1, …)``
         marks an unknown value, which sorts last in either direction."""
