@@ -351,3 +351,17 @@ async def test_without_a_cluster_the_keys_say_why():
         await pilot.pause()
         assert not isinstance(app.screen, SubmitWizard)
         assert any("--demo" in m and "KUBECONFIG" in m for m in notes(app))
+
+
+async def test_the_job_queue_is_ordered_before_the_pane_is_first_shown():
+    """A big queue is sorted and worded in a worker while another pane is on screen, so the
+    first showing of the Jobs pane does not do it on the UI thread."""
+    from tests.driving import running
+    from tests.helpers import wait_until
+
+    async with running() as (app, pilot):
+        assert app.active_pane == "overview"
+        pane = app.query_one("#jobs-pane")
+        await wait_until(lambda: not pane.jobs.empty)
+        assert app.active_pane == "overview"
+        assert len(pane.jobs.keys()) == len(app.snapshot.jobs)
