@@ -109,7 +109,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         kubeconfig=args.kubeconfig,
         context=args.context,
         namespaces=tuple(dict.fromkeys(args.namespaces)),
-        watch_jobs=args.command is None,  # commands read once: a list, no watch threads
+        watch_jobs=args.command in (None, "metrics"),  # other commands read once: a list, no watch threads
         prometheus=prometheus,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
@@ -185,6 +185,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             _setup_logging(tui=False)
             return run_experiment(args, make_console)
+        if args.command == "notify":
+            from gpuconsole.cli.notify import run_notify
+
+            _setup_logging(tui=False)
+            return run_notify(args, lambda a: make_console(a, act_on_budgets=False))
+        if args.command == "metrics":
+            from gpuconsole.cli.metrics import run_metrics
+
+            _setup_logging(tui=False)
+            return run_metrics(args, make_console)
         if args.command == "sim-exporter":
             from gpuconsole.cli.exporter import run_exporter
 

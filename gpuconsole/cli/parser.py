@@ -280,8 +280,8 @@ DEFAULTS = {
 
 
 # The commands, in the order ``gpuconsole --help`` lists them (a test holds this to the parser).
-COMMANDS = ("snapshot", "budget", "cost", "gpus", "sim-exporter", "users", "audit", "instance", "job", "process",
-            "access", "keys", "autopilot", "rule", "experiment")
+COMMANDS = ("snapshot", "budget", "cost", "gpus", "sim-exporter", "metrics", "users", "audit", "instance", "job",
+            "process", "access", "keys", "autopilot", "rule", "experiment", "notify")
 
 
 def _names_no_command(argv: Sequence[str]) -> bool:
@@ -335,6 +335,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from gpuconsole.cli.exporter import add_exporter_parser
 
     add_exporter_parser(sub, _port, _non_negative_int, _demo_nodes)
+    from gpuconsole.cli.metrics import add_metrics_parser
+
+    add_metrics_parser(sub, common, _port)
 
     from gpuconsole.cli.access_parsers import add_access_parsers
 
@@ -345,6 +348,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from gpuconsole.cli.experiment import add_experiment_parser
 
     add_experiment_parser(sub, common)
+    from gpuconsole.cli.notify import add_notify_parser
+
+    add_notify_parser(sub, common)
     return parser
 
 
