@@ -75,6 +75,8 @@ class Pane(ReportsWorkerErrors, Vertical):
 
     kind: ClassVar[SourceKind | None] = None
     filterable: ClassVar[bool] = True
+    main_view: ClassVar[str] = ""  # a pane with a sub-view (the Jobs pane's Nodes): its two views' names
+    sub_view: ClassVar[str] = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", show=False,
                 tooltip="clear a kept filter, then the tags; then leave a sub-view (the Jobs pane's Nodes)"),
@@ -90,6 +92,7 @@ class Pane(ReportsWorkerErrors, Vertical):
         self.snapshot: FleetSnapshot | None = None
         self.palette: Palette | None = None
         self.filter_text = ""
+        self.mode = self.main_view
 
     @property
     def core(self) -> Console:
@@ -167,7 +170,17 @@ class Pane(ReportsWorkerErrors, Vertical):
         return sum(len(t.tagged) for t in self.query(TABLES) if isinstance(t, VirtualTable))
 
     def leave_view(self) -> None:
-        """Go back from a sub-view of the pane (none here: it shows its main view)."""
+        """Go back from the pane's sub-view (:attr:`sub_view`) to its main view."""
+        if self.sub_view and self.mode == self.sub_view:
+            self.show_view(self.main_view)
+
+    def show_view(self, view: str) -> None:
+        """Show the main view or the sub-view: the pane's class ``-SUBVIEW`` says which tables
+        show (in its CSS), the view's table takes the focus and the pane draws again."""
+        self.mode = view
+        self.set_class(view == self.sub_view, f"-{self.sub_view}")
+        self.focus_body()
+        self.redraw()
 
     def open_view(self, view: str) -> None:
         """Show one of the views the pane declares (:attr:`PaneSpec.views`); here: its body."""

@@ -71,6 +71,7 @@ class GpusPane(Pane):
     """All GPUs of the fleet, live, with their MIG slices and processes."""
 
     kind = SourceKind.GPUS
+    main_view, sub_view = "gpus", "procs"  # the GPUs, or the process view
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("greater_than_sign", "sort_step(1)", "Sort", key_display=">",
@@ -96,7 +97,6 @@ class GpusPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.show_processes = True
-        self.mode = "gpus"  # or "procs": the process view
         self.as_tree = True  # the process view draws the tree (else a flat list the table sorts)
         self.flat_order = FLAT_ORDER
         self.proc_rows: dict[str, Row] = {}
@@ -199,16 +199,6 @@ class GpusPane(Pane):
         if view == "procs":
             self.set_tree(True)
         self.show_view("procs" if view == "procs" else "gpus")
-
-    def leave_view(self) -> None:
-        if self.mode == "procs":
-            self.show_view("gpus")
-
-    def show_view(self, view: str) -> None:
-        self.mode = view
-        self.set_class(view == "procs", "-procs")
-        self.focus_body()
-        self.redraw()
 
     def focus_body(self) -> None:
         self.current_table().focus()

@@ -60,6 +60,7 @@ class JobsPane(Pane):
     """
 
     kind = SourceKind.JOBS
+    main_view, sub_view = "jobs", "nodes"  # the queue and the CronJobs, or GPU capacity per node
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "toggle_table", "CronJobs"),
         Binding("n", "toggle_nodes", "Nodes"),
@@ -72,7 +73,6 @@ class JobsPane(Pane):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self.mode = "jobs"
         self._counted: tuple[object, dict[JobState, int]] = (None, {})  # the jobs counted, and their counts
         self._warming = False  # the queue is being ordered in a worker (see prepare)
         self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
@@ -127,17 +127,6 @@ class JobsPane(Pane):
         self.show_view("nodes" if view == "nodes" else "jobs")
         if view == "cron":
             self.query_one("#cron-table", VirtualTable).focus()
-
-    def leave_view(self) -> None:
-        if self.mode == "nodes":
-            self.show_view("jobs")
-
-    def show_view(self, view: str) -> None:
-        """``jobs`` (the queue and the CronJobs) or ``nodes`` (GPU capacity per node)."""
-        self.mode = view
-        self.set_class(view == "nodes", "-nodes")
-        self.focus_body()
-        self.redraw()
 
     def focus_body(self) -> None:
         self.query_one("#node-table" if self.mode == "nodes" else "#job-table", VirtualTable).focus()
