@@ -72,8 +72,9 @@ kinds = {kinds}
     return path
 
 
-def _start(tmp: Path, config: Path) -> tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]]:
-    argv = [sys.executable, "-m", "gpuconsole", "notify", "run", "--json", "--interval", "0.3",
+def _start(tmp: Path, config: Path, command: str = "notify") -> tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]]:
+    """``COMMAND run`` (``notify``, or ``autopilot``: the other sender) on the demo, one JSON line an event."""
+    argv = [sys.executable, "-m", "gpuconsole", command, "run", "--json", "--interval", "0.3",
             "--config", str(config), "--lock", str(tmp / "sender.lock"), *DEMO]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp))
     lines: queue.Queue[dict[str, Any]] = queue.Queue()

@@ -1,7 +1,9 @@
 """``gpuconsole autopilot`` and ``gpuconsole rule``: the autopilot as a service, and its rules.
 
 ``autopilot run`` is the headless engine: one JSON line per decision (``--json``), one replica
-acting at a time (a file lock on this host), a clean stop on SIGTERM. ``autopilot plan`` shows
+acting at a time (a file lock on this host), a clean stop on SIGTERM; while it leads it is also
+the sender of alerts to the ``[[notify]]`` channels (the same Lease or lock as ``notify run``,
+so one process sends). ``autopilot plan`` shows
 what every rule would do now and why, changing nothing; so does ``run`` with ``--read-only``.
 ``autopilot manifest`` prints the Kubernetes objects or the systemd unit that run it.
 """
@@ -39,6 +41,8 @@ def add_autopilot_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                      help="without a cluster: the leader lock file (default: beside the autopilot database)")
     run.add_argument("--lease-seconds", type=int, default=15, metavar="S",
                      help="on a cluster: how long the Lease outlives a leader that stopped renewing it (default 15)")
+    run.add_argument("--notify-demo", action="store_true",
+                     help="with --demo: send the demo's alerts to the [[notify]] channels, each marked demo")
     plan = verbs.add_parser("plan", parents=[common], help="what every rule would do now, and why (changes nothing)")
     plan.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON lines")
     add_wide_option(plan)
@@ -161,30 +165,17 @@ def _rule(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _manifest(args: argparse.Namespace, out: TextIO) -> int:
-    import getpass
-    import shutil
+    from gpuconsole.cli.notify import print_manifest
+    from gpuconsole.core.ops.autopilot.deploy import AUTOPILOT
 
-    from gpuconsole.core.ops.autopilot.deploy import EXAMPLE_RULES, kubernetes_manifest, systemd_unit
-
-    if args.kubernetes:
-        namespace = args.namespaces[0] if args.namespaces else "gpuconsole"
-        config_text = EXAMPLE_RULES
-        if args.config is not None:
-            try:
-                config_text = args.config.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise BadInput(f"{args.config}: cannot read it: {exc.strerror or exc}") from None
-        out.write(kubernetes_manifest(namespace, args.image, config_text))
-        return 0
-    executable = shutil.which("gpuconsole") or f"{sys.executable} -m gpuconsole"
-    config = str(args.config) if args.config is not None else "/etc/gpuconsole/config.toml"
-    out.write(systemd_unit(executable, config, getpass.getuser()))
-    return 0
+    return print_manifest(AUTOPILOT, args, out)
 
 
 def _engine(args: argparse.Namespace, make_console: Any, out: TextIO, *, plan_only: bool) -> int:
     if not plan_only and args.lease_seconds < 2:
         raise BadInput(f"--lease-seconds must be 2 or more, not {args.lease_seconds}")
+    if not plan_only and args.notify_demo and not args.demo:
+        raise BadInput("--notify-demo goes with --demo")
     state = _open_state(args)  # a plan reads cooldowns and pauses; an engine without hands writes nothing
     try:
         rules = _rules(args, state)
@@ -201,6 +192,8 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
     import tempfile
 
     from gpuconsole.backends.base import BackendError
+    from gpuconsole.cli.notify import leader_sender, write_report
+    from gpuconsole.core.notify.alerts import recorded_actions
     from gpuconsole.core.ops.autopilot.actuator import CloudActuator
     from gpuconsole.core.ops.autopilot.engine import Engine
     from gpuconsole.core.ops.autopilot.leader import leadership_for
@@ -213,11 +206,13 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
     stop = threading.Event()
     console = make_console(args)
     leader = None
+    sender = None
     previous = None
     if not plan_only and threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         if not plan_only:
+            sender = leader_sender(args)  # None without [[notify]] channels: no queue is made
             namespace = args.namespaces[0] if args.namespaces else "default"
             default_lock = (Path(tempfile.gettempdir()) / f"gpuconsole-demo-{os.getpid()}.lock" if args.demo
                             else state_path().with_suffix(".lock"))
@@ -251,6 +246,9 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
                 for line in alerts:
                     print(f"gpuconsole: alert: {line}", file=sys.stderr)
                 alerts.clear()
+                if sender is not None:  # the sender of alerts is whoever leads
+                    report = sender.cycle(console.snapshot, () if args.demo else recorded_actions(args.config))
+                    write_report(report, out, width, as_json)
             if once:
                 break
             stop.wait(args.interval)
@@ -258,6 +256,8 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
         if leader is not None:
             leader.release()
         console.close()
+        if sender is not None:
+            sender.outbox.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0

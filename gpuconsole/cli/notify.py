@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -94,21 +93,32 @@ def _outbox(args: argparse.Namespace, *, keep: bool = True) -> Any:
     """The episodes and queues; a demo's are its own (``$GPUCONSOLE_DEMO_DIR``, else in memory)."""
     import sqlite3
 
-    from gpuconsole.core import paths
-    from gpuconsole.core.notify import outbox_path
     from gpuconsole.core.notify.outbox import Outbox
+    from gpuconsole.core.notify.status import queue_path
 
-    if not keep:
-        return Outbox(":memory:")
-    if args.demo:
-        kept = paths.demo_dir()
-        path: Path | str = paths.private_dir(kept) / "notify.db" if kept is not None else ":memory:"
-    else:
-        path = outbox_path()
+    path: Path | str | None = queue_path(args.demo) if keep else None
+    path = ":memory:" if path is None else path
     try:
         return Outbox(path)
     except (OSError, sqlite3.Error) as exc:
         raise BadInput(f"the notification queue {path} cannot be opened: {exc}") from None
+
+
+def leader_sender(args: argparse.Namespace) -> Any:
+    """The sender ``autopilot run`` calls while it leads (it holds the same Lease or lock), or
+    None: no ``[[notify]]`` channels (nothing is opened), or a demo without ``--notify-demo``."""
+    from gpuconsole.core.notify.sender import NotifySender
+
+    if args.demo and not args.notify_demo:
+        return None
+    channels = _channels(args)
+    return NotifySender(channels, _outbox(args)) if channels else None
+
+
+def write_report(report: Any, out: TextIO, width: int, as_json: bool) -> None:
+    """One line per event of a sender's cycle (fired, resolved, delivered, failed)."""
+    for line in report.lines():
+        _write(out, line, wrap(_text(line), width), as_json)
 
 
 def _leadership(args: argparse.Namespace, job_backend: object) -> Any:
@@ -175,8 +185,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
                            wrap(f"sending as {leader.identity}", width), as_json)
                     said = "leading"
                 report = sender.cycle(console.snapshot, () if args.demo else recorded_actions(args.config))
-                for line in report.lines():
-                    _write(out, line, wrap(_text(line), width), as_json)
+                write_report(report, out, width, as_json)
             if args.once:
                 break
             stop.wait(args.interval)
@@ -280,24 +289,21 @@ def _test(args: argparse.Namespace, channels: Any, out: TextIO) -> int:
 
 
 def _manifest(args: argparse.Namespace, out: TextIO) -> int:
-    import getpass
-    import shutil
+    from gpuconsole.core.notify.deploy import SENDER
 
-    from gpuconsole.core.notify.deploy import EXAMPLE_CHANNELS, kubernetes_manifest, systemd_unit
+    return print_manifest(SENDER, args, out)
 
-    if args.kubernetes:
-        namespace = args.namespaces[0] if args.namespaces else "gpuconsole"
-        text = EXAMPLE_CHANNELS
-        if args.config is not None:
-            try:
-                text = args.config.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise BadInput(f"{args.config}: cannot read it: {exc.strerror or exc}") from None
-        out.write(kubernetes_manifest(namespace, args.image, text))
-        return 0
-    executable = shutil.which("gpuconsole") or f"{sys.executable} -m gpuconsole"
-    config = str(args.config) if args.config is not None else "/etc/gpuconsole/config.toml"
-    out.write(systemd_unit(executable, config, getpass.getuser()))
+
+def print_manifest(service: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """``COMMAND manifest --kubernetes | --systemd`` for ``service`` (``autopilot manifest`` too)."""
+    from gpuconsole.core.config import ConfigError
+    from gpuconsole.core.ops.deploy import manifest
+
+    try:
+        out.write(manifest(service, kubernetes=args.kubernetes, namespace=args.namespaces[0] if args.namespaces else None,
+                           image=args.image, config=args.config))
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
     return 0
 
 

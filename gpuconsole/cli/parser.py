@@ -57,12 +57,14 @@ EXAMPLES = (
 
 ENVIRONMENT = (
     ("GPUCONSOLE_DB", "cache database path (default: the user cache directory)"),
-    ("GPUCONSOLE_CONFIG", "configuration file: [[budgets]], [[rules]], [aws.roles], [audit], [tls] (default: "
+    ("GPUCONSOLE_CONFIG", "configuration file: [[budgets]], [[rules]], [[notify]], [aws.roles], [audit], [tls] "
+                          "(default: "
                           "the user config directory; the [access], [audit] and [aws.roles] of "
                           "/etc/gpuconsole/config.toml bind every login)"),
     ("GPUCONSOLE_USERS, GPUCONSOLE_MFA, GPUCONSOLE_AUDIT_DB", "users table, MFA secrets, audit log (refused "
                                                               "for a non-root login where /etc/gpuconsole sets them)"),
     ("GPUCONSOLE_AUTOPILOT_DB", "the autopilot's state: cooldowns, pauses, rules added with rule add"),
+    ("GPUCONSOLE_NOTIFY_DB", "the alerts sent and each channel's queue (notify run, autopilot run)"),
     ("GPUCONSOLE_MFA_CODE", "the MFA code for a command that needs one"),
     ("AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL ...", "the standard AWS settings are honoured"),
     ("KUBECONFIG", "kubeconfig file(s), ':'-separated (default ~/.kube/config)"),
@@ -241,7 +243,7 @@ def _common_options() -> _Parser:
     group.add_argument("--interval", type=_positive_float, default=argparse.SUPPRESS, metavar="S", help="seconds between polls (default 1)")
     group.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="cache database (default $GPUCONSOLE_DB or the user cache dir)")
     group.add_argument("--no-db", action="store_true", default=argparse.SUPPRESS, help="keep no cache and no history on disk")
-    group.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="configuration file with [[budgets]] (default $GPUCONSOLE_CONFIG or config.toml in the user config dir)")
+    group.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="configuration file with [[budgets]], [[rules]], [[notify]] (default $GPUCONSOLE_CONFIG or config.toml in the user config dir)")
     group.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="change nothing: every action is denied, to everyone")
     return common
 

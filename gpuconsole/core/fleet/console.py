@@ -61,6 +61,7 @@ class Console:
         if tls_problem:
             self.cache.alerts.append(Alert(Severity.WARNING, "config", tls_problem, options.clock()))
         self._hygiene_alerts: tuple[Alert, ...] = ()
+        self._channel_alerts: tuple[Alert, ...] = ()  # the [[notify]] channels that fail
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
         self._composed_states: tuple[SourceState, ...] | None = None  # the sources' states in the last snapshot
@@ -101,7 +102,8 @@ class Console:
 
     def readings(self) -> Readings:
         """The sources' latest readings and statuses, with the console's own alerts."""
-        return Readings.of(self.hub.reading, self.hub.statuses(), (*self.cache.alerts, *self._hygiene_alerts))
+        return Readings.of(self.hub.reading, self.hub.statuses(),
+                           (*self.cache.alerts, *self._hygiene_alerts, *self._channel_alerts))
 
     def compose(self) -> FleetSnapshot:
         """A snapshot of the readings of now (composed, not handed on)."""
@@ -126,6 +128,10 @@ class Console:
         hygiene = KeyHygiene(None, None, self._services.guard.audit)
         self.periodic.start(PeriodicJob("key-hygiene", LAUNCH_CHECK_S, lambda: self._check_keys(hygiene),
                                             wakeable=True))
+        from gpuconsole.core.notify.status import HEALTH_CHECK_S, ChannelWatch
+
+        watch = ChannelWatch(self.options.config_path)
+        self.periodic.start(PeriodicJob("notify-health", HEALTH_CHECK_S, lambda: self._check_channels(watch)))
         self.subscribe(lambda snapshot: self._services.autopilot.observe(snapshot))  # the autopilot of the moment
 
     def stop(self) -> None:
@@ -268,4 +274,11 @@ class Console:
             alerts = self._hygiene_alerts
         if [a.message for a in alerts] != [a.message for a in self._hygiene_alerts]:
             self._hygiene_alerts = alerts
+            self._publish()
+
+    def _check_channels(self, watch: Any) -> None:
+        """The notification channels that fail, from the sender's queue (every few seconds)."""
+        alerts = watch.alerts(self.clock(), demo=self.demo)
+        if [a.message for a in alerts] != [a.message for a in self._channel_alerts]:
+            self._channel_alerts = alerts
             self._publish()

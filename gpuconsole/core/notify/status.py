@@ -2,7 +2,8 @@
 
 :func:`sender_status` reads the sender's lock (or Lease) holder and the queue's per-channel
 failures; :func:`channel_alerts` turns a failing channel into the Overview / Sources alert
-``notify channel NAME failing for 2 min: …`` (its host only, never a secret).
+``notify channel NAME failing for 2 min: …`` (its host only, never a secret);
+:class:`ChannelWatch` is how a console reads them, now and then, off its UI thread.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuconsole.core.notify import outbox_path, sender_lock_path
 from gpuconsole.core.notify.config import Channel
 from gpuconsole.core.notify.outbox import ChannelHealth, Outbox
 from gpuconsole.model import Alert, Severity
+
+HEALTH_CHECK_S = 5.0  # how often a console reads the channels' health
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +49,43 @@ def channel_alerts(status: SenderStatus, now: float) -> list[Alert]:
                              f"notify channel {channel.name} failing for {minutes} min, {health.waiting} waiting: "
                              f"{health.last_error}", now))
     return out
+
+
+def queue_path(demo: bool) -> Path | None:
+    """Where the sender keeps its episodes and queues: :func:`outbox_path`, or a demo's own
+    (``notify.db`` in ``$GPUCONSOLE_DEMO_DIR``; None when unset: a demo's is in memory)."""
+    from gpuconsole.core import paths
+
+    if not demo:
+        return outbox_path()
+    kept = paths.demo_dir()
+    return paths.private_dir(kept) / "notify.db" if kept is not None else None
+
+
+class ChannelWatch:
+    """The channels' failures as a console shows them, read from the sender's queue.
+
+    Called from the console's poll thread every :data:`HEALTH_CHECK_S`: the config file's
+    channels are read once, and without ``[[notify]]`` tables (or before any sender made its
+    queue) nothing is opened and no file is made.
+    """
+
+    def __init__(self, config: Path | None) -> None:
+        self.config = config
+        self._channels: tuple[Channel, ...] | None = None
+
+    def alerts(self, now: float, *, demo: bool) -> tuple[Alert, ...]:
+        if self._channels is None:
+            from gpuconsole.core.config import ConfigError
+            from gpuconsole.core.notify.config import load_channels
+
+            try:
+                self._channels = load_channels(self.config)
+            except ConfigError:
+                self._channels = ()  # the notify commands say what is wrong with the tables
+        if not self._channels:
+            return ()
+        path = queue_path(demo)
+        if path is None or not path.exists():
+            return ()
+        return tuple(channel_alerts(sender_status(self._channels, path, sender_lock_path()), now))
