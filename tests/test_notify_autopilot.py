@@ -113,3 +113,27 @@ def test_help_names_the_queue_and_the_notify_tables(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         main(["autopilot", "run", "--help"])
     assert "--notify-demo" in capsys.readouterr().out
+
+
+async def test_the_overview_says_who_sends_the_alerts(tmp_path, monkeypatch):
+    """With [[notify]] channels, the Sources card names the sender, or says that none runs."""
+    from gpuconsole.core.notify.status import ChannelWatch
+    from gpuconsole.core.ops.autopilot.leader import FileLeadership
+    from tests.driving import running, shown
+    from tests.helpers import wait_until
+
+    config = tmp_path / "config.toml"
+    config.write_text('[[notify]]\nkind = "webhook"\nurl = "http://127.0.0.1:9/hook"\n')
+    lock = tmp_path / "sender.lock"
+    monkeypatch.setattr("gpuconsole.core.notify.status.sender_lock_path", lambda: lock)
+    async with running() as (app, pilot):
+        watch = ChannelWatch(config)
+        app.core._check_channels(watch)
+        await wait_until(lambda: "no sender runs" in shown(app.query_one("#card-sources")))
+        leader = FileLeadership(lock, "bastion:4242 (notify run)")
+        assert leader.acquire()
+        try:
+            app.core._check_channels(watch)
+            await wait_until(lambda: "alerts sent by bastion:4242 (notify run)" in shown(app.query_one("#card-sources")))
+        finally:
+            leader.release()

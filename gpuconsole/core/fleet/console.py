@@ -62,6 +62,8 @@ class Console:
             self.cache.alerts.append(Alert(Severity.WARNING, "config", tls_problem, options.clock()))
         self._hygiene_alerts: tuple[Alert, ...] = ()
         self._channel_alerts: tuple[Alert, ...] = ()  # the [[notify]] channels that fail
+        # who sends this host's alerts to the [[notify]] channels ("": nobody); None: none configured
+        self.alert_sender: str | None = None
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
         self._composed_states: tuple[SourceState, ...] | None = None  # the sources' states in the last snapshot
@@ -279,6 +281,8 @@ class Console:
     def _check_channels(self, watch: Any) -> None:
         """The notification channels that fail, from the sender's queue (every few seconds)."""
         alerts = watch.alerts(self.clock(), demo=self.demo)
-        if [a.message for a in alerts] != [a.message for a in self._channel_alerts]:
+        sender_changed = watch.sender != self.alert_sender
+        self.alert_sender = watch.sender
+        if sender_changed or [a.message for a in alerts] != [a.message for a in self._channel_alerts]:
             self._channel_alerts = alerts
             self._publish()

@@ -73,6 +73,7 @@ class ChannelWatch:
     def __init__(self, config: Path | None) -> None:
         self.config = config
         self._channels: tuple[Channel, ...] | None = None
+        self.sender: str | None = None  # who sends this host's alerts ("" none); None: no channel configured
 
     def alerts(self, now: float, *, demo: bool) -> tuple[Alert, ...]:
         if self._channels is None:
@@ -85,6 +86,9 @@ class ChannelWatch:
                 self._channels = ()  # the notify commands say what is wrong with the tables
         if not self._channels:
             return ()
+        from gpuconsole.core.ops.autopilot.leader import FileLeadership
+
+        self.sender = FileLeadership(sender_lock_path()).holder()
         path = queue_path(demo)
         if path is None or not path.exists():
             return ()

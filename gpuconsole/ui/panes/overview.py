@@ -120,8 +120,14 @@ def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
     return _lines(lines)
 
 
-def sources_card(snap: FleetSnapshot, palette: Palette) -> Text:
-    return _lines([status_text(s, snap.taken_at, palette, short=True) for s in snap.sources])
+def sources_card(snap: FleetSnapshot, palette: Palette, sender: str | None = None) -> Text:
+    """Each source's state, and who sends the alerts to the ``[[notify]]`` channels (when any)."""
+    lines = [status_text(s, snap.taken_at, palette, short=True) for s in snap.sources]
+    if sender is not None:
+        lines.append(_line(("● ", palette.ok), f"alerts sent by {sender}") if sender else
+                     _line(("● ", palette.warn), "alerts: ", ("no sender runs", palette.warn),
+                           " (gpuconsole notify run)"))
+    return _lines(lines)
 
 
 def alerts_card(snap: FleetSnapshot, palette: Palette) -> Text:
@@ -217,6 +223,8 @@ class OverviewPane(Pane):
                 content = not_set_up(kind, palette)
             elif kind in waiting:
                 content = waiting_card(waiting[kind].describe(snapshot.taken_at), palette)
+            elif key == "sources":
+                content = sources_card(snapshot, palette, getattr(self.core, "alert_sender", None))
             else:
                 content = render(snapshot, palette)
             self.query_one(f"#card-{key}", TextView).show(content)
