@@ -3,8 +3,9 @@
 :data:`SOURCES` holds one :class:`SourceEntry` per kind (gpus, jobs, cloud) and name (``sim``,
 ``nvml``, ``prometheus``, ``kube``, ``aws``, ``off``, ``none``); the core chooses a name and asks
 here for the source. The few other adapter objects the core needs (STS and IAM calls, the
-CloudWatch audit copy, a Lease, kubeconfig contexts, …) are built here too. Adapters are loaded
-through their faces, on first use only: importing this module imports no driver.
+CloudWatch audit copy, SNS publishing, a Lease, kubeconfig contexts, …) are built here too.
+Adapters are loaded through their faces, on first use only: importing this module imports no
+driver.
 """
 
 from __future__ import annotations
@@ -303,6 +304,16 @@ def cloudwatch_audit_store(log_group: str, region: str, *, profile: str | None) 
     from gpuconsole.backends.aws import CloudWatchAuditStore
 
     return CloudWatchAuditStore(log_group, region, profile=profile)
+
+
+def sns_publisher(region: str, profile: str | None = None, *,
+                  credentials: Callable[[], dict[str, str]] | None = None, timeout: float = 10.0) -> Any:
+    """Publishing to the SNS topics of ``region`` (``SnsPublisher``), as ``profile``'s chain, or
+    as ``credentials`` (a role session's botocore refresh) when given."""
+    from gpuconsole.backends.aws import SnsPublisher
+
+    return SnsPublisher(region, profile, credentials=credentials, connect_timeout=min(5.0, timeout),
+                        read_timeout=timeout)
 
 
 def managed_tag() -> tuple[str, str]:

@@ -192,7 +192,7 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
     import tempfile
 
     from gpuconsole.backends.base import BackendError
-    from gpuconsole.cli.notify import leader_sender, write_report
+    from gpuconsole.cli.notify import leader_sender, sign_as_console, write_report
     from gpuconsole.core.notify.alerts import recorded_actions
     from gpuconsole.core.ops.autopilot.actuator import CloudActuator
     from gpuconsole.core.ops.autopilot.engine import Engine
@@ -213,6 +213,8 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
     try:
         if not plan_only:
             sender = leader_sender(args)  # None without [[notify]] channels: no queue is made
+            if sender is not None:
+                sign_as_console(args, console)
             namespace = args.namespaces[0] if args.namespaces else "default"
             default_lock = (Path(tempfile.gettempdir()) / f"gpuconsole-demo-{os.getpid()}.lock" if args.demo
                             else state_path().with_suffix(".lock"))

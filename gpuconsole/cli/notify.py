@@ -30,7 +30,7 @@ STATUS_COLUMNS = (Column("CHANNEL", key=True), Column("KIND"), Column("TARGET"),
 
 
 def add_notify_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("notify", parents=[common], help="send alerts to Alertmanager, Slack, PagerDuty, webhooks",
+    p = sub.add_parser("notify", parents=[common], help="send alerts to Alertmanager, Slack, PagerDuty, SNS, e-mail, webhooks",
                        description="The one sender of alerts: run it, see what it sent, test a channel.")
     verbs = p.add_subparsers(dest="notify_command", metavar="ACTION", parser_class=type(p), required=True)
     run = verbs.add_parser("run", parents=[common], help="send alerts every --interval seconds (stop: SIGTERM)")
@@ -115,6 +115,14 @@ def leader_sender(args: argparse.Namespace) -> Any:
     return NotifySender(channels, _outbox(args)) if channels else None
 
 
+def sign_as_console(args: argparse.Namespace, console: Any) -> None:
+    """An sns channel signs as every other AWS call of this run: its profile, its role session."""
+    from gpuconsole.core.notify.channels import use_console_aws
+
+    roles = console.services.aws_roles
+    use_console_aws(getattr(args, "profile", None), roles.refresh if roles is not None else None)
+
+
 def write_report(report: Any, out: TextIO, width: int, as_json: bool) -> None:
     """One line per event of a sender's cycle (fired, resolved, delivered, failed)."""
     for line in report.lines():
@@ -158,6 +166,7 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     outbox = _outbox(args) if channels else _outbox(args, keep=False)  # a demo sending nowhere keeps nothing
     console = make_console(args)
+    sign_as_console(args, console)
     leader = _leadership(args, console.services.jobs.backend)
     sender = NotifySender(channels, outbox)
     said = ""

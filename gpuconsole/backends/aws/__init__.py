@@ -8,6 +8,7 @@ Modules (private to this folder unless named below):
     audit_logs: :class:`CloudWatchAuditStore`, the audit log's remote copy in CloudWatch Logs.
     sts: STS and IAM calls as the login (assume a role, caller identity, MFA devices, TLS).
     keys: the IAM access keys of a user, for key rotation.
+    sns: :class:`SnsPublisher`, the ``sns`` channel of ``notify`` (one Publish per message).
 
 Other layers use only the names below, imported from this package; each is loaded on first use, so
 importing the package costs nothing until an AWS account is actually configured.
@@ -27,4 +28,5 @@ __all__, __getattr__ = lazy_face(__name__, {
     "RoleCredentials": "sts",
     "IamKeys": "keys",
     "NewKey": "keys",
+    "SnsPublisher": "sns",
 })

@@ -3,7 +3,7 @@
 * :mod:`.alerts`: the alerts of a snapshot, each with a stable identity (``kind:subject``).
 * :mod:`.config`: the ``[[notify]]`` channels of the configuration file, and their secrets.
 * :mod:`.outbox`: episodes and queues, in one 0600 SQLite file under the state directory.
-* :mod:`.channels`: each channel's wire shape (Alertmanager, webhook, Slack, PagerDuty, command).
+* :mod:`.channels`: each channel's wire shape (Alertmanager, webhook, Slack, PagerDuty, SNS, e-mail, command).
 * :mod:`.sender`: episodes fire, repeat and resolve; queues drain with backoff.
 * :mod:`.deploy`: ``notify manifest`` (Kubernetes or systemd).
 """

@@ -3,26 +3,35 @@
 A queued message's body is ``{"status", "alert", "starts_at", "ends_at"}``; each ``*_body``
 function turns it into what its channel expects, and :func:`deliver` sends a batch. Alertmanager
 gets every active alert at each post (its API is level-triggered and it de-duplicates), the
-others one request per message. Every failure is a :class:`BackendError` whose line names the
-channel and its host, never a URL path, a key or a token.
+others one request per message. SNS is reached only through the AWS backend, with the console's
+own AWS access (:func:`use_console_aws`) unless the channel names a profile. Every failure is a
+:class:`BackendError` whose line names the channel and its host, never a URL path, a key or a
+token.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import hashlib
+import re
 import socket
+import threading
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, one_line
+from gpuconsole.backends.base import BackendError, BackendPermissionDenied, one_line
 from gpuconsole.core.config import ConfigError
 from gpuconsole.core.notify.alerts import KINDS
 from gpuconsole.core.notify.config import Channel, read_secret
 
 ALERTMANAGER_HOLD_S = 300.0  # endsAt of a firing alert: resolved by Alertmanager itself when we stop posting
 PAGERDUTY_SEVERITY = {"info": "info", "warning": "warning", "critical": "critical"}
+SNS_SUBJECT_MAX = 100
+SNS_ID = re.compile(r"^[!-~]{1,128}$")  # a FIFO group or de-duplication id: printable ASCII, 128 at most
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def iso(ts: float | None) -> str | None:
@@ -134,6 +143,8 @@ def _deliver_one(channel: Channel, body: dict[str, Any]) -> None:
         post_json(channel, channel.target_url(), pagerduty_body(body, read_secret(channel, "routing_key")))
     elif channel.kind == "email":
         send_email(channel, body)
+    elif channel.kind == "sns":
+        publish_sns(channel, body)
     elif channel.kind == "command":
         from gpuconsole.core.ops.budget_notify import run_notify_command
 
@@ -210,3 +221,91 @@ def send_email(channel: Channel, body: dict[str, Any]) -> None:
         raise BackendError(f"{where} answered {exc.smtp_code}") from None
     except (smtplib.SMTPException, OSError) as exc:
         raise BackendError(f"{where} failed: {type(exc).__name__}: {one_line(exc)}"[:300]) from None
+
+
+# ---------------------------------------------------------------------- SNS
+@dataclass(frozen=True, slots=True)
+class ConsoleAws:
+    """The AWS access of the console the sender runs in, used by sns channels without a profile.
+
+    Attributes:
+        profile: the console's named profile (None: the default chain, ``AWS_PROFILE``).
+        credentials: its ``[aws.roles]`` role session in botocore's refresh shape
+            (``AwsRoleSessions.refresh``); None: the profile's own chain.
+    """
+
+    profile: str | None = None
+    credentials: Callable[[], dict[str, str]] | None = None
+
+
+_aws_lock = threading.Lock()
+_console_aws = ConsoleAws()
+_publishers: dict[tuple[str, str | None, bool, float], Any] = {}
+
+
+def use_console_aws(profile: str | None, credentials: Callable[[], dict[str, str]] | None = None) -> None:
+    """Publish as the console does: call it once the console is built (``notify run``), with its
+    profile and, where ``[aws.roles]`` is set, its role session's ``refresh``."""
+    global _console_aws
+    with _aws_lock:
+        _console_aws = ConsoleAws(profile, credentials)
+        old = list(_publishers.values())
+        _publishers.clear()
+    for publisher in old:
+        publisher.close()
+
+
+def sns_subject(body: dict[str, Any]) -> str:
+    """The summary on one line (``[resolved] `` first on a resolve), 100 characters at most."""
+    alert = body["alert"]
+    text = ("[resolved] " if body["status"] == "resolved" else "") + str(alert["summary"])
+    text = " ".join(_CONTROL.sub(" ", text).split()) or alert["kind"]
+    return text if len(text) <= SNS_SUBJECT_MAX else text[:SNS_SUBJECT_MAX - 3].rstrip() + "..."
+
+
+def sns_attributes(body: dict[str, Any]) -> dict[str, str]:
+    """What a subscription's filter policy can select on."""
+    alert = body["alert"]
+    return {"severity": str(alert["severity"]), "kind": str(alert["kind"]), "status": str(body["status"])}
+
+
+def sns_message_id(body: dict[str, Any]) -> str:
+    """The queued message's id (the sender's ``message_id``): a FIFO topic's de-duplication id."""
+    given = body.get("id")
+    if given:
+        return str(given)
+    return f"{body['alert']['identity']}@{float(body['starts_at']):.0f}:{body['status']}:0"
+
+
+def _fifo_id(text: str) -> str:
+    """``text`` when SNS takes it as a FIFO id, else its SHA-256 (64 hex digits)."""
+    return text if SNS_ID.match(text) else hashlib.sha256(text.encode()).hexdigest()
+
+
+def _publisher(channel: Channel, where: str) -> Any:
+    from gpuconsole.backends.registry import sns_publisher
+
+    with _aws_lock:
+        access = _console_aws
+        role = not channel.profile and access.credentials is not None
+        if not channel.profile and channel.aws_roles and not role:
+            raise BackendPermissionDenied(f"{where}: [aws.roles] is set and no role session was opened: "
+                                          "give the channel a profile, or send from notify run")
+        profile = channel.profile or access.profile
+        key = (channel.region, profile, role, channel.timeout_s)
+        if key not in _publishers:
+            _publishers[key] = sns_publisher(channel.region, profile, timeout=channel.timeout_s,
+                                             credentials=access.credentials if role else None)
+        return _publishers[key]
+
+
+def publish_sns(channel: Channel, body: dict[str, Any]) -> None:
+    """One ``sns:Publish``: the webhook's JSON object as the message, the summary as the subject,
+    severity, kind and status as attributes; on a FIFO topic, grouped by kind, de-duplicated by
+    the message id. Raises BackendError naming the channel and the topic."""
+    where = f"channel {channel.name} (SNS {channel.host})"
+    fifo: dict[str, str] = {}
+    if channel.fifo:
+        fifo = {"group_id": _fifo_id(str(body["alert"]["kind"])), "dedup_id": _fifo_id(sns_message_id(body))}
+    _publisher(channel, where).publish(channel.topic_arn, subject=sns_subject(body), where=where,
+                                       message=json.dumps(webhook_body(body)), attributes=sns_attributes(body), **fifo)

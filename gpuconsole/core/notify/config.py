@@ -3,7 +3,7 @@
 Each table is one channel::
 
     [[notify]]
-    kind = "alertmanager"                     # alertmanager, webhook, slack, pagerduty, email, command
+    kind = "alertmanager"                     # alertmanager, webhook, slack, pagerduty, email, sns, command
     url = "https://alertmanager.example:9093"
     min_severity = "warning"                  # info (default), warning or critical
     kinds = ["budget", "gpu-idle"]            # default: every kind
@@ -21,6 +21,11 @@ Each table is one channel::
     password_file = "/etc/gpuconsole/smtp.password"
     from = "gpuconsole@example.com"
     to = ["oncall@example.com"]
+
+    [[notify]]
+    kind = "sns"                              # the region is the ARN's; a .fifo topic is grouped by kind
+    topic_arn = "arn:aws:sns:us-east-1:123456789012:gpu-alerts"
+    # profile = "alerts"                      # default: the console's AWS access, [aws.roles] role included
 
 Secrets (a Slack webhook URL, a PagerDuty routing key, an SMTP password, a bearer token) come only from a file
 (``*_file``) or the environment (``*_env``, the variable's name), never from the table itself,
@@ -45,9 +50,12 @@ from gpuconsole.core.config_decode import TableError, decode_table
 from gpuconsole.core.notify.alerts import KINDS
 from gpuconsole.model import Severity
 
-ChannelKind = Literal["alertmanager", "webhook", "slack", "pagerduty", "email", "command"]
+ChannelKind = Literal["alertmanager", "webhook", "slack", "pagerduty", "email", "sns", "command"]
 DEFAULT_REPEAT_S = 4 * 3600.0
 PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
+# arn:aws[-PARTITION]:sns:REGION:ACCOUNT:NAME (a FIFO topic's name ends in .fifo, 256 characters in all)
+SNS_TOPIC_ARN = (r"^arn:aws[-a-z]*:sns:(?P<region>[a-z]{2}(-[a-z]+)+-\d{1,2}):(?P<account>\d{12}):"
+                 r"(?P<name>[A-Za-z0-9_-]{1,251}\.fifo|[A-Za-z0-9_-]{1,256})$")
 
 
 class NotifyTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -70,6 +78,10 @@ class NotifyTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     password_env: str | None = None
     sender: Annotated[str | None, msgspec.Meta(description="an e-mail address")] = msgspec.field(default=None, name="from")
     to: list[str] | None = None
+    topic_arn: Annotated[str, msgspec.Meta(
+        pattern=SNS_TOPIC_ARN, description="an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")] | None = None
+    profile: Annotated[str, msgspec.Meta(
+        min_length=1, pattern=r"^[\w+=,.@:/-]+$", description="an AWS profile name of ~/.aws/config")] | None = None
     ca_file: str | None = None
     kinds: list[str] | None = None
     min_severity: Literal["info", "warning", "critical"] = "info"
@@ -97,6 +109,9 @@ class Channel:
     password_env: str = ""
     sender: str = ""
     to: tuple[str, ...] = ()
+    topic_arn: str = ""
+    profile: str = ""  # sns: "" is the console's own AWS access (its profile, or its role session)
+    aws_roles: bool = False  # sns: [aws.roles] is set, so only a role session may publish without a profile
     ca_file: str = ""
     kinds: tuple[str, ...] = ()
     min_severity: Severity = Severity.INFO
@@ -110,7 +125,24 @@ class Channel:
             return urllib.parse.urlsplit(self.url).hostname or self.kind
         if self.smtp_host:
             return self.smtp_host
+        if self.topic_arn:
+            return f"{self.topic} in {self.region}"
         return {"slack": "Slack webhook", "pagerduty": "PagerDuty", "command": "command"}.get(self.kind, self.kind)
+
+    @property
+    def topic(self) -> str:
+        """An SNS channel's topic name."""
+        return self.topic_arn.rsplit(":", 1)[-1]
+
+    @property
+    def region(self) -> str:
+        """An SNS channel's region: the topic ARN's."""
+        parts = self.topic_arn.split(":")
+        return parts[3] if len(parts) == 6 else ""
+
+    @property
+    def fifo(self) -> bool:
+        return self.topic.endswith(".fifo")
 
     def target_url(self) -> str:
         """The URL to POST to (a Slack URL read from its file or variable now). Raises ConfigError."""
@@ -166,8 +198,10 @@ def _loopback(host: str) -> bool:
     return host == "localhost"
 
 
-def channel_from_table(table: dict[str, Any], n: int, where: str, default_name: str = "") -> Channel:
-    """One ``[[notify]]`` table as a :class:`Channel`. Raises ConfigError naming the key."""
+def channel_from_table(table: dict[str, Any], n: int, where: str, default_name: str = "", *,
+                       aws_roles: bool = False) -> Channel:
+    """One ``[[notify]]`` table as a :class:`Channel` (``aws_roles``: ``[aws.roles]`` is set).
+    Raises ConfigError naming the key."""
     from gpuconsole.core.ops.autopilot.expr import ExpressionError, parse_duration
 
     label = f"{where}[[notify]] #{n}"
@@ -198,6 +232,11 @@ def channel_from_table(table: dict[str, Any], n: int, where: str, default_name: 
                 raise fail(key, "required for an email channel")
         if t.username and not (t.password_file or t.password_env):
             raise fail("password_file", "required with username (or password_env)")
+    if t.kind == "sns" and not t.topic_arn:
+        raise fail("topic_arn", "required: the SNS topic's ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")
+    for key, value in (("topic_arn", t.topic_arn), ("profile", t.profile)):
+        if value is not None and t.kind != "sns":
+            raise fail(key, "only for an sns channel")
     if t.command and ("\n" in t.command or "\0" in t.command):
         raise fail("command", "one line, please")
     unknown = [k for k in t.kinds or () if k not in KINDS]
@@ -214,7 +253,8 @@ def channel_from_table(table: dict[str, Any], n: int, where: str, default_name: 
                    routing_key_env=t.routing_key_env or "", command=t.command or "",
                    smtp_host=t.smtp_host or "", smtp_port=t.smtp_port, username=t.username or "",
                    password_file=t.password_file or "", password_env=t.password_env or "", sender=t.sender or "",
-                   to=tuple(t.to or ()), ca_file=t.ca_file or "",
+                   to=tuple(t.to or ()), topic_arn=t.topic_arn or "", profile=t.profile or "",
+                   aws_roles=aws_roles and t.kind == "sns", ca_file=t.ca_file or "",
                    kinds=tuple(t.kinds or ()), min_severity=Severity(t.min_severity), repeat_s=repeat,
                    timeout_s=t.timeout)
 
@@ -226,14 +266,24 @@ def channels_from_data(data: dict[str, Any], where: str = "") -> tuple[Channel, 
         raise ConfigError(f"{where}key notify: write each channel as a [[notify]] table")
     out: list[Channel] = []
     kinds = [t.get("kind") for t in tables]
+    roles = "sns" in kinds and aws_roles_set(data)
     for n, table in enumerate(tables, 1):
         kind = table.get("kind")
         default = f"{kind}-{n}" if isinstance(kind, str) and kinds.count(kind) > 1 else ""
-        channel = channel_from_table(table, n, where, default)
+        channel = channel_from_table(table, n, where, default, aws_roles=roles)
         if any(c.name == channel.name for c in out):
             raise ConfigError(f"{where}[[notify]] #{n} key name: channel {channel.name!r} is declared twice")
         out.append(channel)
     return tuple(out)
+
+
+def aws_roles_set(data: dict[str, Any]) -> bool:
+    """Whether ``[aws.roles]`` binds AWS calls: the site's table, else this file's."""
+    from gpuconsole.core.access.site import site_table
+
+    site = site_table("aws")
+    aws = site[1] if site is not None and "roles" in site[1] else data.get("aws")
+    return isinstance(aws, dict) and "roles" in aws
 
 
 def load_channels(explicit: Path | str | None = None) -> tuple[Channel, ...]:

@@ -61,8 +61,10 @@ def message_id(ep: Episode, status: str, n: int = 0) -> str:
     return f"{ep.identity}@{ep.started:.0f}:{status}:{n}"
 
 
-def body(ep: Episode, status: str, alert: dict[str, Any], ends_at: float | None = None) -> dict[str, Any]:
-    return {"status": status, "alert": alert, "starts_at": ep.started, "ends_at": ends_at}
+def body(ep: Episode, status: str, alert: dict[str, Any], ends_at: float | None = None, n: int = 0) -> dict[str, Any]:
+    """A queued message; ``id`` is its :func:`message_id` (a FIFO topic de-duplicates by it)."""
+    return {"id": message_id(ep, status, n), "status": status, "alert": alert, "starts_at": ep.started,
+            "ends_at": ends_at}
 
 
 class NotifySender:
@@ -108,7 +110,7 @@ class NotifySender:
             for c in self.channels:
                 n = int((now - ep.fired) // c.repeat_s)
                 if c.kind != "alertmanager" and n >= 1 and wants(c, alert):
-                    repeats.append((message_id(ep, "firing", n), c.name, "firing", body(ep, "firing", wire)))
+                    repeats.append((message_id(ep, "firing", n), c.name, "firing", body(ep, "firing", wire, n=n)))
             if repeats:
                 self.outbox.queue(identity, repeats, now)
         for identity, ep in active.items():
