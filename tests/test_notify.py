@@ -218,3 +218,26 @@ def test_the_autopilot_actions_its_database_records(tmp_path: Path, monkeypatch:
     state.close()
     (alert,) = recorded_actions(config)
     assert alert.identity == f"autopilot:autostop:{int(at)}" and alert.summary == "autopilot rule autostop acted: stopped i-0abc"
+
+
+def test_an_xid_a_rule_that_paused_itself_and_an_old_access_key_are_alerts_too() -> None:
+    """The console's other findings reach the channels: a GPU's XID error (critical, at once), an
+    autopilot rule that paused itself, and its key hygiene (one alert per key, whatever its age)."""
+    import msgspec
+
+    from gpuconsole.core.notify.alerts import KINDS, conditions
+    from gpuconsole.model import Alert, AutopilotRuleStatus, Severity
+
+    now = 1_764_480_000.0
+    snap = fleet(now, budget=False, idle=False, autopilot=False)
+    gpu = msgspec.structs.replace(snap.gpus[0], xid_errors=79)
+    key = Alert(Severity.WARNING, "security", "AWS access key AKIA…WXYZ in use is 95 days old (rotate keys …)", now)
+    rule = AutopilotRuleStatus("autostop", "idle-stop", "all", "", paused=True, paused_reason="3 failed actions in a row")
+    snap = msgspec.structs.replace(snap, gpus=(gpu,), alerts=(key,), autopilot=(rule,))
+    found = conditions(snap)
+    assert found["gpu-xid:GPU-1111:79"].severity is Severity.CRITICAL and KINDS["gpu-xid"].for_s == 0
+    assert "paused itself: 3 failed actions" in found["rule-paused:autostop"].summary
+    older = msgspec.structs.replace(key, message=key.message.replace("95 days", "96 days"))
+    again = conditions(msgspec.structs.replace(snap, alerts=(older,)))
+    assert {i for i in found if i.startswith("security:")} == {i for i in again if i.startswith("security:")} == {
+        "security:AWS access key AKIA…WXYZ in use"}, "a day older is the same alert, not a new one"

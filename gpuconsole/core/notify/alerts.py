@@ -46,6 +46,9 @@ KINDS: dict[str, AlertKind] = {k.name: k for k in (
     AlertKind("gpu-hot", "GpuconsoleGpuHot", 120.0),
     AlertKind("spot", "GpuconsoleSpotInterrupted", 0.0),
     AlertKind("autopilot", "GpuconsoleAutopilotAction", 0.0),
+    AlertKind("rule-paused", "GpuconsoleRulePaused", 0.0),
+    AlertKind("gpu-xid", "GpuconsoleGpuXid", 0.0),
+    AlertKind("security", "GpuconsoleSecurity", 0.0),
     AlertKind("test", "GpuconsoleTest", 0.0),
 )}
 
@@ -88,6 +91,9 @@ def conditions(snap: FleetSnapshot) -> dict[str, NotifyAlert]:
     found += _hot_gpus(snap)
     found += _spot(snap)
     found += autopilot_actions(snap.autopilot, snap.taken_at)
+    found += _paused_rules(snap)
+    found += _xid(snap)
+    found += _security(snap)
     out = {a.identity: a for a in found}
     return {k: v.with_demo() for k, v in out.items()} if snap.demo else out
 
@@ -166,6 +172,34 @@ def _spot(snap: FleetSnapshot) -> Iterable[NotifyAlert]:
             yield NotifyAlert(identity=f"spot:{i.instance_id}", kind="spot", severity=Severity.WARNING,
                               summary=f"spot instance {i.instance_id} ({i.instance_type}) {i.state.value}",
                               labels=(("instance_id", i.instance_id),))
+
+
+def _paused_rules(snap: FleetSnapshot) -> Iterable[NotifyAlert]:
+    """An autopilot rule that paused itself (too many actions, a failure): nobody asked it to."""
+    for r in snap.autopilot:
+        if r.paused and r.paused_reason:
+            yield NotifyAlert(identity=f"rule-paused:{r.name}", kind="rule-paused", severity=Severity.WARNING,
+                              summary=f"autopilot rule {r.name} paused itself: {r.paused_reason}",
+                              labels=(("rule", r.name),))
+
+
+def _xid(snap: FleetSnapshot) -> Iterable[NotifyAlert]:
+    """A GPU whose driver reported an XID error (a lost GPU, a fault the job may not survive)."""
+    for g in snap.gpus:
+        if g.xid_errors:
+            yield NotifyAlert(identity=f"gpu-xid:{g.uuid}:{g.xid_errors}", kind="gpu-xid", severity=Severity.CRITICAL,
+                              summary=f"GPU {g.index} on {g.node} reported XID {g.xid_errors}",
+                              details=(("node", g.node), ("xid", str(g.xid_errors))), labels=(("gpu", g.uuid),))
+
+
+def _security(snap: FleetSnapshot) -> Iterable[NotifyAlert]:
+    """The console's key hygiene (an access key past 90 days, a certificate about to expire):
+    one alert per finding, named by what it says up to its first figure."""
+    for alert in snap.alerts:
+        if alert.source == "security":
+            subject = alert.message.split(" is ")[0].split(" expire")[0]
+            yield NotifyAlert(identity=f"security:{subject}", kind="security", severity=alert.severity,
+                              summary=alert.message, labels=(("finding", subject),))
 
 
 def autopilot_actions(rules: Iterable[AutopilotRuleStatus], now: float) -> list[NotifyAlert]:
