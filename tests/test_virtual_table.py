@@ -117,6 +117,25 @@ def test_row_index_reuses_the_words_of_unchanged_items() -> None:
     assert index.by_key["u000000"] is first[0]
 
 
+def test_the_widest_name_is_counted_once_then_over_what_each_reading_brings() -> None:
+    index = new_index()
+    first = items(100)
+    index.update(first)
+    seen: list[str] = []
+
+    def width(item: Item) -> int:
+        seen.append(item.uid)
+        return len(item.name)
+
+    assert index.widest(width) == max(len(i.name) for i in first) and len(seen) == 100
+    longer = (*first[:99], Item("u000099", "a-much-longer-name-than-any-other", 1))
+    index.update(longer)
+    seen.clear()
+    assert index.widest(width) == len("a-much-longer-name-than-any-other")
+    assert seen == ["u000099"], "only the item the reading changed is measured"
+    assert index.widest(width) == len("a-much-longer-name-than-any-other") and seen == ["u000099"]
+
+
 async def test_only_the_rows_on_screen_are_built_and_the_cursor_keeps_its_key() -> None:
     app = TableApp()
     async with app.run_test(size=(60, 12)) as pilot:

@@ -31,6 +31,8 @@ class RowIndex:
         self._last: tuple[str, object, list[str]] = ("", None, [])  # the last filter asked for and its keys
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
+        self._fresh: list[Any] | None = None  # the items the last merged reading brought (None: all are new)
+        self._previous_items: tuple[Any, ...] | None = None
 
     def blank(self) -> RowIndex:
         """A new, empty index that keys, orders and words items as this one does."""
@@ -52,11 +54,17 @@ class RowIndex:
             self._sort(self.by_key)
 
     def widest(self, width_of: Callable[[Any], int]) -> int:
-        """The largest ``width_of(item)`` (a name column's width), counted once per reading."""
+        """The largest ``width_of(item)`` (a name column's width): counted over every item once,
+        then over the items each merged reading brought (a name that went keeps its room)."""
         items, fn, width = self._widest
-        if items is not self._items or fn is not width_of:
-            width = max((width_of(item) for item in self.by_key.values()), default=0)
-            self._widest = (self._items, width_of, width)
+        if items is self._items and fn is width_of:
+            return width
+        fresh = self._fresh
+        if fn is width_of and fresh is not None:
+            width = max(width, max(map(width_of, fresh), default=0))
+        else:
+            width = max(map(width_of, self.by_key.values()), default=0)
+        self._widest = (self._items, width_of, width)
         return width
 
     @property
@@ -77,8 +85,12 @@ class RowIndex:
         removed = len(previous) + added - len(by_key)
         if previous and (len(changed) + removed) * INCREMENTAL_SHARE < len(by_key):
             self._merge(by_key, previous, changed, removed)
+            last = self._widest[0]
+            self._fresh = [by_key[k] for k in changed] if last is not None and last is self._previous_items else None
         else:
             self._sort(by_key)
+            self._fresh = None
+        self._previous_items = items
         self.by_key = by_key
 
     def _words_for(self, item: Any) -> tuple[Any, str]:
