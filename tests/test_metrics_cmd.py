@@ -49,9 +49,9 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="no promtool: insta
 
 
 @contextmanager
-def serving(*flags: str) -> Iterator[str]:
+def serving(*flags: str, said: list[str] | None = None) -> Iterator[str]:
     """``gpuconsole metrics --demo`` running with ``flags``; yields the URL it prints, and checks
-    that SIGTERM ends it with status 0."""
+    that SIGTERM ends it with status 0; ``said``: gets everything it wrote."""
     command = [sys.executable, "-m", "gpuconsole", "metrics", "--demo", "--no-db", "--demo-at", DEMO_AT,
                "--interval", "0.5", "--port", "0", *flags]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -69,7 +69,10 @@ def serving(*flags: str) -> Iterator[str]:
             process.kill()
             process.wait(5)
             raise
-    assert status == 0, process.stderr.read()
+    out, err = process.communicate()
+    if said is not None:
+        said.append(line + out + err)
+    assert status == 0, err
 
 
 def fetch(url: str, token: str | None = TOKEN, accept: str | None = None,
@@ -123,8 +126,11 @@ def token_file(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_serves_every_family_that_promtool_accepts_in_both_formats_behind_the_token(token_file: Path) -> None:
-    with serving("--token-file", str(token_file)) as url:
+def test_serves_every_family_that_promtool_accepts_in_both_formats_behind_the_token(token_file: Path,
+                                                                                    monkeypatch) -> None:
+    monkeypatch.setenv("GPUCONSOLE_LOG", "DEBUG")  # even its debug log never holds the token
+    said: list[str] = []
+    with serving("--token-file", str(token_file), said=said) as url:
         assert fetch(url, token=None)[0] == 401
         assert fetch(url, token="wrong")[0] == 401
         scrape_once_live(url)
@@ -146,6 +152,7 @@ def test_serves_every_family_that_promtool_accepts_in_both_formats_behind_the_to
         assert "# UNIT gpuconsole_budget_limit_dollars dollars" in text
         assert "# TYPE gpuconsole_autopilot_actions counter" in text
         assert fetch(url.replace("/metrics", "/elsewhere"))[0] == 404
+    assert said and TOKEN not in said[0] and "wrong" not in said[0], "no token, right or wrong, is ever written"
 
 
 @pytest.mark.slow

@@ -137,3 +137,18 @@ async def test_the_overview_says_who_sends_the_alerts(tmp_path, monkeypatch):
             await wait_until(lambda: "alerts sent by bastion:4242 (notify run)" in shown(app.query_one("#card-sources")))
         finally:
             leader.release()
+
+
+async def test_a_failing_channel_shows_in_the_sources_card():
+    import msgspec
+
+    from gpuconsole.model import Alert, Severity
+    from gpuconsole.ui.panes.overview import sources_card
+    from tests.driving import running
+
+    async with running() as (app, pilot):
+        failing = Alert(Severity.WARNING, "notify:chat", "notify channel chat failing for 3 min, 1 waiting: …", 0.0)
+        snap = msgspec.structs.replace(app.snapshot, alerts=(failing,))
+        text = sources_card(snap, app.palette, "").plain
+        assert "notify chat · failing" in text and "no sender runs" in text
+

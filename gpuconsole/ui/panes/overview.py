@@ -123,6 +123,9 @@ def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
 def sources_card(snap: FleetSnapshot, palette: Palette, sender: str | None = None) -> Text:
     """Each source's state, and who sends the alerts to the ``[[notify]]`` channels (when any)."""
     lines = [status_text(s, snap.taken_at, palette, short=True) for s in snap.sources]
+    for alert in snap.alerts:  # a notification channel that keeps failing is a source gone bad too
+        if alert.source.startswith("notify:"):
+            lines.append(_line(("● ", palette.bad), f"notify {alert.source.split(':', 1)[1]} · ", ("failing", palette.bad)))
     if sender is not None:
         lines.append(_line(("● ", palette.ok), f"alerts sent by {sender}") if sender else
                      _line(("● ", palette.warn), "alerts: ", ("no sender runs", palette.warn),
