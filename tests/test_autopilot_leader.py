@@ -157,3 +157,19 @@ def test_cooldowns_travel_in_the_lease_to_the_replica_that_takes_over(kube: Any)
     assert state.get("train-pool").last_action_at == 1_800_000_000.0
     lease = kube.server.get("Lease", "gpuconsole-autopilot", "ml")
     assert lease["metadata"]["annotations"]["autopilot.gpuconsole.io/last-action.train-pool"] == "1800000000.000"
+
+
+def test_on_a_cluster_the_sender_is_read_from_the_lease_without_taking_it(kube: Any) -> None:
+    """The Overview's "alerts sent by …" on a cluster: the Lease's holder, read, never taken."""
+    from gpuconsole.backends.kube import KubeLease
+    from gpuconsole.core.notify.status import current_sender
+
+    backend = kube.backend(watch=False)
+    assert current_sender(backend, "ml") == ""  # no Lease yet: nobody sends
+    holder = KubeLease(backend, "ml", "gpuconsole-autopilot", "pod-a:1 (notify run)", lease_s=30)
+    assert holder.acquire()
+    puts = len(kube.server.requested("leases/gpuconsole-autopilot", method="PUT"))
+    assert current_sender(backend, "ml") == "pod-a:1 (notify run)"
+    assert len(kube.server.requested("leases/gpuconsole-autopilot", method="PUT")) == puts, "read only"
+    lease = kube.server.get("Lease", "gpuconsole-autopilot", "ml")
+    assert lease["spec"]["holderIdentity"] == "pod-a:1 (notify run)"

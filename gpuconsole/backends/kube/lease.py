@@ -67,6 +67,24 @@ class KubeLease:
             meta["resourceVersion"] = resource_version
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
+    def current_holder(self) -> str:
+        """Who holds the Lease now, read without taking it: "" when nobody does, or its holder
+        stopped renewing it. Raises :class:`BackendError` when the API server cannot be asked."""
+        api = self._api()
+        try:
+            with self.jobs._errors(f"reading the Lease {self.namespace}/{self.name}"):
+                lease = api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.jobs.request_timeout)
+        except BackendError as exc:
+            if getattr(exc, "status", None) == 404:
+                return ""
+            raise
+        spec = lease.spec
+        holder = spec.holder_identity or ""
+        duration = spec.lease_duration_seconds or self.lease_s
+        if holder and spec.renew_time is not None and spec.renew_time.timestamp() + duration < time.time():
+            return ""  # its holder stopped renewing it
+        return holder
+
     def acquire(self) -> bool:
         """Take or renew the Lease; True while this replica holds it. Raises :class:`BackendError`
         when the API server cannot be asked (the caller then acts on nothing)."""

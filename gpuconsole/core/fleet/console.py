@@ -280,7 +280,9 @@ class Console:
 
     def _check_channels(self, watch: Any) -> None:
         """The notification channels that fail, from the sender's queue (every few seconds)."""
-        alerts = watch.alerts(self.clock(), demo=self.demo)
+        namespaces = self.options.sources.namespaces
+        alerts = watch.alerts(self.clock(), demo=self.demo, job_backend=self._services.jobs.backend,
+                              namespace=namespaces[0] if namespaces else "default")
         sender_changed = watch.sender != self.alert_sender
         self.alert_sender = watch.sender
         if sender_changed or [a.message for a in alerts] != [a.message for a in self._channel_alerts]:

@@ -75,7 +75,7 @@ class ChannelWatch:
         self._channels: tuple[Channel, ...] | None = None
         self.sender: str | None = None  # who sends this host's alerts ("" none); None: no channel configured
 
-    def alerts(self, now: float, *, demo: bool) -> tuple[Alert, ...]:
+    def alerts(self, now: float, *, demo: bool, job_backend: object = None, namespace: str = "default") -> tuple[Alert, ...]:
         if self._channels is None:
             from gpuconsole.core.config import ConfigError
             from gpuconsole.core.notify.config import load_channels
@@ -86,10 +86,26 @@ class ChannelWatch:
                 self._channels = ()  # the notify commands say what is wrong with the tables
         if not self._channels:
             return ()
-        from gpuconsole.core.ops.autopilot.leader import FileLeadership
-
-        self.sender = FileLeadership(sender_lock_path()).holder()
+        self.sender = current_sender(job_backend, namespace)
         path = queue_path(demo)
         if path is None or not path.exists():
             return ()
         return tuple(channel_alerts(sender_status(self._channels, path, sender_lock_path()), now))
+
+
+def current_sender(job_backend: object, namespace: str) -> str | None:
+    """Who sends the alerts now: the holder of the ``gpuconsole-autopilot`` Lease when the jobs
+    come from a cluster, else of this host's lock ("" nobody); None when the cluster cannot be
+    asked (unknown, not "nobody")."""
+    from gpuconsole.backends.base import BackendError
+    from gpuconsole.backends.registry import lease_for
+    from gpuconsole.core.ops.autopilot.leader import LEASE_NAME, FileLeadership, default_identity
+
+    lease = lease_for(job_backend, namespace, LEASE_NAME, default_identity(), lease_s=15) if job_backend else None
+    if lease is None:
+        return FileLeadership(sender_lock_path()).holder()
+    try:
+        return lease.current_holder()  # type: ignore[attr-defined, no-any-return]
+    except BackendError:
+        return None
+
