@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import queue
+import subprocess
+import threading
 import time
+from typing import Any
 
 from tests.showcase import START, FrozenClock, record_history, showcase_console
 from gpuconsole.model import SourceState
@@ -58,3 +63,19 @@ class TickingClock:
     def __call__(self) -> float:
         self.t += 1
         return self.t
+
+
+def json_lines(argv: list[str], **popen: object) -> tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]]:
+    """Start ``argv`` (a command that prints one JSON object a line) and read its lines into a
+    queue from a thread, so a test waits for the event it wants with a timeout."""
+    proc: subprocess.Popen[str] = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, **popen)  # type: ignore[call-overload]
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(json.loads(line))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return proc, lines
+

@@ -4,17 +4,17 @@ when the leader is killed the other takes over; SIGTERM stops a run cleanly."""
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import json_lines
 
 pytestmark = pytest.mark.slow
 
@@ -37,17 +37,7 @@ def _start(tmp: Path, name: str, *extra: str, env_extra: dict[str, str] | None =
             "--config", str(tmp / "config.toml"), "--lock", str(tmp / "leader.lock"), *extra]
     if demo:
         argv.append("--demo")
-    proc = subprocess.Popen(argv,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    lines: queue.Queue[dict] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(json.loads(line))
-
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
+    return json_lines(argv, stderr=subprocess.DEVNULL, env=env)
 
 
 def _next(lines: queue.Queue[dict]) -> dict:

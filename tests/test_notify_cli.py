@@ -11,7 +11,6 @@ import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +21,7 @@ import yaml
 
 from gpuconsole.cli.main import main
 from tests.notify_peer import Receiver
+from tests.helpers import json_lines
 
 pytestmark = pytest.mark.slow
 WAIT_S = 60.0  # a generous bound for a busy machine, never a speed claim
@@ -76,16 +76,7 @@ def _start(tmp: Path, config: Path, command: str = "notify") -> tuple[subprocess
     """``COMMAND run`` (``notify``, or ``autopilot``: the other sender) on the demo, one JSON line an event."""
     argv = [sys.executable, "-m", "gpuconsole", command, "run", "--json", "--interval", "0.3",
             "--config", str(config), "--lock", str(tmp / "sender.lock"), *DEMO]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp))
-    lines: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(json.loads(line))
-
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
+    return json_lines(argv, stderr=subprocess.PIPE, env=_env(tmp))
 
 
 def _until(lines: queue.Queue[dict[str, Any]], event: str) -> dict[str, Any]:
