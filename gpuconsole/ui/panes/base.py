@@ -162,7 +162,6 @@ class Pane(ReportsWorkerErrors, Vertical):
         columns = {key: label for key, label in table.columns.items() if key in table.sortable}
         self.app.push_screen(SortMenu(columns, table.sort_column or "", table.sort_descending), chosen)
 
-
     def on_virtual_table_tags_changed(self, event: VirtualTable.TagsChanged) -> None:
         self.redraw()
 

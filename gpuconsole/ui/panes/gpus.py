@@ -217,7 +217,7 @@ class GpusPane(Pane):
     # ------------------------------------------------------------------ sorting
     def on_virtual_table_sort_changed(self, event: VirtualTable.SortChanged) -> None:
         table = event.table
-        if table.id == "proc-table" and not isinstance(event, VirtualTable.TagsChanged) and table.sort_column:
+        if table.id == "proc-table" and table.sort_column:
             self.flat_order = (table.sort_column, table.sort_descending)
             if self.as_tree:  # a sort key in the tree: the list flat, in that order
                 self.as_tree, table.orders_rows = False, True

@@ -76,6 +76,16 @@ ALLOWED_FROM: dict[ActionKind, tuple[InstanceState, ...]] = {
 }
 
 
+def refusal(kind: ActionKind, inst: Instance) -> str | None:
+    """Why EC2 would refuse ``kind`` on ``inst`` in its state (said here, not after a round trip),
+    or None."""
+    if inst.state not in ALLOWED_FROM[kind]:
+        return f"cannot {kind.value} {inst.instance_id}: it is {inst.state.value}"
+    if kind is ActionKind.STOP and inst.market is Market.SPOT and not inst.stoppable_spot:
+        return f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated"
+    return None
+
+
 class InstancesPane(Pane):
     """Every GPU instance of the configured accounts and regions.
 
@@ -168,12 +178,9 @@ class InstancesPane(Pane):
         if not self.core.services.cloud.available:
             self.app.notify("this cloud source cannot change instances", severity="warning")
             return
-        if inst.state not in ALLOWED_FROM[kind]:
-            self.app.notify(f"cannot {verb} {inst.instance_id}: it is {inst.state.value}", severity="warning")
-            return
-        if kind is ActionKind.STOP and inst.market is Market.SPOT and not inst.stoppable_spot:
-            self.app.notify(f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated",
-                            severity="warning")
+        refused = refusal(kind, inst)
+        if refused:
+            self.app.notify(refused, severity="warning")
             return
         cloud = self.core.services.cloud
         what = ActionRequest(kind, inst.instance_id, inst.region).describe()
@@ -198,8 +205,7 @@ class InstancesPane(Pane):
         if not self.core.services.cloud.available:
             self.app.notify("this cloud source cannot change instances", severity="warning")
             return
-        able = [i for i in tagged if i.state in ALLOWED_FROM[kind]
-                and not (kind is ActionKind.STOP and i.market is Market.SPOT and not i.stoppable_spot)]
+        able = [i for i in tagged if refusal(kind, i) is None]
         left = [i.instance_id for i in tagged if i not in able]
         if not able:
             self.app.notify(f"cannot {verb} any of the {len(tagged)} tagged instances in their state", severity="warning")

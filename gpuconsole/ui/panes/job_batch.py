@@ -21,8 +21,8 @@ def on_tagged(pane: Any, verb: str) -> bool:  # the Jobs pane (its module import
         pane.app.notify("This job source cannot change jobs.", severity="warning")
         return True
     cron = table.id == "cron-table"
-    items: list[Job | CronJob] = [(pane.crons if cron else pane.jobs).by_key[k] for k in keys
-                                  if k in (pane.crons if cron else pane.jobs).by_key]
+    by_key = (pane.crons if cron else pane.jobs).by_key
+    items: list[Job | CronJob] = [by_key[k] for k in keys if k in by_key]
     if verb == "suspend":
         items = [i for i in items if (not i.suspended if isinstance(i, CronJob)
                                       else i.state in (JobState.PENDING, JobState.RUNNING))]

@@ -107,7 +107,7 @@ class JobsPane(Pane):
     def on_virtual_table_sort_changed(self, event: VirtualTable.SortChanged) -> None:
         """The job queue is sorted by its objects (the index keeps the order between readings)."""
         table = event.table
-        if table.id == "job-table" and not isinstance(event, VirtualTable.TagsChanged):
+        if table.id == "job-table":
             column = table.sort_column
             self.jobs.set_order(JOB_ORDER[column] if column else queue_order, table.sort_descending)
             self.redraw()
@@ -402,7 +402,6 @@ class JobsPane(Pane):
 
     def _perform(self, what: str, call: Callable[[], ActionResult]) -> None:
         run_action(self, Action(what, lambda _: call(), group="job-action"))
-
 
 
 def _name_width(job: Job) -> int:

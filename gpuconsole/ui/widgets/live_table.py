@@ -51,8 +51,7 @@ class LiveTable(VirtualTable):
         super().sync(rows)
 
     def _update_virtual_size(self) -> None:
-        fitted = {i: w for i, w in self._fitted.items()} or {
-            i: len(label) for i, (label, _k, w) in enumerate(self._column_spec) if w is None}
+        fitted = self._fitted or {i: len(label) for i, (label, _k, w) in enumerate(self._column_spec) if w is None}
         pads = 2 * PADDING * len(self._column_spec)
         self._widths = self._layout(self.size.width - pads, fitted)
         self._set_virtual_size(Size(sum(self._widths) + pads, len(self._keys) + 1))

@@ -32,7 +32,6 @@ class RowIndex:
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
         self._fresh: list[Any] | None = None  # the items the last merged reading brought (None: all are new)
-        self._previous_items: tuple[Any, ...] | None = None
 
     def blank(self) -> RowIndex:
         """A new, empty index that keys, orders and words items as this one does."""
@@ -76,7 +75,7 @@ class RowIndex:
     def update(self, items: tuple[Any, ...]) -> None:
         if items is self._items:
             return
-        self._items = items
+        last_items, self._items = self._items, items
         key = self._key
         by_key = {key(item): item for item in items}
         previous = self.by_key
@@ -85,12 +84,11 @@ class RowIndex:
         removed = len(previous) + added - len(by_key)
         if previous and (len(changed) + removed) * INCREMENTAL_SHARE < len(by_key):
             self._merge(by_key, previous, changed, removed)
-            last = self._widest[0]
-            self._fresh = [by_key[k] for k in changed] if last is not None and last is self._previous_items else None
+            measured = self._widest[0]  # the reading the widest name was last measured over
+            self._fresh = [by_key[k] for k in changed] if measured is not None and measured is last_items else None
         else:
             self._sort(by_key)
             self._fresh = None
-        self._previous_items = items
         self.by_key = by_key
 
     def _words_for(self, item: Any) -> tuple[Any, str]:

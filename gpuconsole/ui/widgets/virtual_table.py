@@ -89,8 +89,8 @@ class VirtualTable(ScrollView, can_focus=True):
     class RowSelected(RowHighlighted):
         """Enter, or a second click, on a row."""
 
-    class SortChanged(Message):
-        """The sort column or its direction changed (a pane that orders its own rows redraws)."""
+    class TableChanged(Message):
+        """Something about the table changed (its subclasses say what)."""
 
         def __init__(self, table: VirtualTable) -> None:
             super().__init__()
@@ -100,7 +100,10 @@ class VirtualTable(ScrollView, can_focus=True):
         def control(self) -> VirtualTable:
             return self.table
 
-    class TagsChanged(SortChanged):
+    class SortChanged(TableChanged):
+        """The sort column or its direction changed (a pane that orders its own rows redraws)."""
+
+    class TagsChanged(TableChanged):
         """A row was tagged or untagged."""
 
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], *, identity: str | None = "name",
