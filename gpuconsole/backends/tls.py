@@ -8,6 +8,7 @@ it speaks named (:class:`TlsVersionRefused`), and every handshake's version is r
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import ssl
 import threading
@@ -126,3 +127,15 @@ class SourceContext(ssl.SSLContext):
                 return tls.version()
         except (OSError, ValueError):
             return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine (``localhost`` or a loopback address): the one place a
+    plain http:// URL is allowed (nothing crosses a network unencrypted)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+

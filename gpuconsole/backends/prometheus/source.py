@@ -9,7 +9,6 @@ or to this host. Failures are the one-line errors of :mod:`gpuconsole.backends.b
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import logging
 import os
@@ -81,7 +80,9 @@ class PrometheusSettings:
         if self.token_file and self.username:
             raise ValueError("give a bearer token or a user name, not both")
         sends = bool(self.token_file or self.username or env.get(TOKEN_ENV))
-        if sends and parts.scheme == "http" and not _loopback(parts.hostname):
+        from gpuconsole.backends.tls import is_loopback  # TLS code loads when a source is set up
+
+        if sends and parts.scheme == "http" and not is_loopback(parts.hostname or ""):
             raise ValueError(f"credentials are only sent over https (or http to this host), not to {self.url}")
         for name in ("token_file", "password_file", "ca_file"):
             path = getattr(self, name)
@@ -92,15 +93,6 @@ class PrometheusSettings:
         if self.selector:
             pm.check_selector(self.selector)
         return self
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _one_line(text: object, limit: int = 160) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpuconsole.core.money.costs import mig_share
+from gpuconsole.core.money.costs import job_gpus, mig_share
 from gpuconsole.model import FleetSnapshot, Gpu, Instance, Job, MigSlice
 
 
@@ -133,7 +133,4 @@ def job_rate(snapshot: FleetSnapshot, job: Job) -> float | None:
     instance = instance_of(snapshot, job.node)
     if instance is None or not instance.gpus or not instance.state.billed:
         return None
-    per_gpu = instance.price_per_hour / instance.gpus
-    if job.mig_profile:
-        return per_gpu * mig_share(job.mig_profile) * max(job.gpus, 1)
-    return per_gpu * job.gpus
+    return instance.price_per_hour / instance.gpus * job_gpus(job)

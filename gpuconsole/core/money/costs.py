@@ -195,7 +195,7 @@ def per_job(jobs: Iterable[Job], instances: Iterable[Instance], start: float, no
         price = prices.get(job.node or "")
         if price is None or job.started is None:
             continue
-        devices = _job_gpus(job)
+        devices = job_gpus(job)
         finished = job.finished if job.finished is not None else now
         seconds = _overlap(job.started, finished, start, now)
         running = job.state is JobState.RUNNING
@@ -234,7 +234,7 @@ def _node_gpu_prices(instances: Iterable[Instance]) -> dict[str, float]:
     return {i.node: i.price_per_hour / i.gpus for i in instances if i.node and i.gpus}
 
 
-def _job_gpus(job: Job | CronJob) -> float:
+def job_gpus(job: Job | CronJob) -> float:
     """GPUs a job holds, a MIG device counting as its compute share."""
     if job.mig_profile:
         return max(job.gpus, 1) * mig_share(job.mig_profile)
@@ -351,7 +351,7 @@ def cronjob_cost(cronjob: CronJob, typical_runtime_s: float, price_per_gpu_hour:
                  start: float, end: float) -> float:
     """What the runs scheduled in ``(start, end]`` cost: runs × runtime × GPUs × price."""
     runs = cronjob_runs(cronjob, start, end)
-    return runs * typical_runtime_s / 3600.0 * _job_gpus(cronjob) * price_per_gpu_hour
+    return runs * typical_runtime_s / 3600.0 * job_gpus(cronjob) * price_per_gpu_hour
 
 
 def cronjob_monthly_cost(cronjob: CronJob, typical_runtime_s: float, price_per_gpu_hour: float, now: float) -> float:

@@ -166,7 +166,7 @@ def post_json(channel: Channel, url: str, payload: Any, headers: dict[str, str] 
     import urllib.request
 
     from gpuconsole.backends.tls import client_context
-    from gpuconsole.core.ops.budget_notify import _opener_without_redirects
+    from gpuconsole.core.ops.budget_notify import opener_without_redirects
 
     host = urllib.parse.urlsplit(url).hostname or channel.kind
     where = f"channel {channel.name} ({host})"
@@ -174,7 +174,7 @@ def post_json(channel: Channel, url: str, payload: Any, headers: dict[str, str] 
                                      headers={"Content-Type": "application/json", "User-Agent": "gpuconsole",
                                               **(headers or {})})
     try:
-        with _opener_without_redirects(client_context(where, channel.ca_file or None)).open(request, timeout=channel.timeout_s) as answer:
+        with opener_without_redirects(client_context(where, channel.ca_file or None)).open(request, timeout=channel.timeout_s) as answer:
             answer.read(65536)
             return int(answer.status)
     except urllib.error.HTTPError as exc:

@@ -35,8 +35,6 @@ URLs are https, or plain http to a loopback address.
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
 import os
 import urllib.parse
 from dataclasses import dataclass
@@ -45,6 +43,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from gpuconsole.backends.tls import is_loopback
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.config_decode import TableError, decode_table
 from gpuconsole.core.notify.alerts import KINDS
@@ -187,15 +186,9 @@ def check_url(url: str, where: str) -> str:
     host = parts.hostname or ""
     if parts.scheme == "https" and host:
         return url
-    if parts.scheme == "http" and _loopback(host):
+    if parts.scheme == "http" and is_loopback(host):
         return url
     raise ConfigError(f"{where}: use an https:// URL (http:// only to a loopback address), not {parts.scheme or 'no'}://{host}")
-
-
-def _loopback(host: str) -> bool:
-    with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(host).is_loopback
-    return host == "localhost"
 
 
 def channel_from_table(table: dict[str, Any], n: int, where: str, default_name: str = "", *,

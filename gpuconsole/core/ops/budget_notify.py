@@ -120,7 +120,7 @@ def post_webhook(url: str, crossing: Crossing, timeout: float = NOTIFY_TIMEOUT_S
     body = json.dumps(crossing.payload()).encode()
     try:
         # https, or http to localhost only (checked when the budget was saved).
-        opener = _opener_without_redirects(client_context(f"webhook {host}"))
+        opener = opener_without_redirects(client_context(f"webhook {host}"))
         request = _post_request(url, body)
         with opener.open(request, timeout=timeout) as answer:
             answer.read(65536)
@@ -143,7 +143,7 @@ def _post_request(url: str, body: bytes) -> Any:
                                   headers={"Content-Type": "application/json", "User-Agent": "gpuconsole"})
 
 
-def _opener_without_redirects(context: Any) -> Any:
+def opener_without_redirects(context: Any) -> Any:
     """A urllib opener over ``context`` whose redirect handler follows nothing: a 3xx answer
     comes back as the ``HTTPError`` it is."""
     import urllib.request
