@@ -17,6 +17,7 @@ from gpuconsole.core.ops.experiments.analysis import (
     cost_per_unit,
     interval,
     runs_to_settle,
+    welch_p_value,
 )
 from gpuconsole.core.ops.experiments.pricing import ArmPrices
 from gpuconsole.core.ops.experiments.runs import EVICTED, FAILED, SUCCEEDED, RunRecord
@@ -42,6 +43,48 @@ def test_intervals_are_the_librarys_own() -> None:
                              method="percentile", rng=np.random.default_rng(_seed(np.asarray(data, dtype=float))))
     assert ours == (theirs.confidence_interval.low, theirs.confidence_interval.high)
     assert ours[0] <= float(np.median(data)) <= ours[1] and ours[0] < ours[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(min_value=0.5, max_value=5_000.0), min_size=2, max_size=12))
+def test_intervals_of_the_mean_are_the_librarys_own_too(data: list[float]) -> None:
+    ours = interval(data, np.mean)
+    array = np.asarray(data, dtype=float)
+    if np.all(array == array[0]):
+        assert ours == (data[0], data[0])
+        return
+    theirs = stats.bootstrap((array,), np.mean, n_resamples=RESAMPLES, confidence_level=0.95,
+                             method="percentile", rng=np.random.default_rng(_seed(array)))
+    assert ours == pytest.approx((theirs.confidence_interval.low, theirs.confidence_interval.high), rel=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=1.0, max_value=10_000.0), min_size=2, max_size=10),
+       st.lists(st.floats(min_value=1.0, max_value=10_000.0), min_size=2, max_size=10))
+def test_welchs_p_value_is_scipys(a: list[float], b: list[float]) -> None:
+    left, right = np.asarray(a), np.asarray(b)
+    if np.var(left) == 0 and np.var(right) == 0:
+        return  # analyse never tests two arms that both measured one value
+    theirs = float(stats.ttest_ind(left, right, equal_var=False).pvalue)
+    assert welch_p_value(left, right) == pytest.approx(theirs, rel=1e-9, abs=1e-300)
+
+
+def test_the_console_never_imports_scipy() -> None:
+    """scipy.stats alone is about 85 MB resident: an experiment is analysed without it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from gpuconsole.core.ops.experiments.analysis import analyse;"
+            "from gpuconsole.core.ops.experiments.runs import RunRecord;"
+            "from gpuconsole.core.ops.experiments.spec import parse_text;"
+            "from tests.test_experiment_spec import EXAMPLE; spec = parse_text(EXAMPLE);"
+            "runs = [RunRecord(spec.name, arm.key, k + 1, 1, f'{arm.key}-{k}', state='succeeded', start=0.0,"
+            " end=100.0, metric=m * (i + 1)) for i, arm in enumerate(spec.arms) for k, m in enumerate([800.0, 790.0, 830.0])];"
+            "result = analyse(spec, runs); assert result.verdicts[1].p_value == result.verdicts[1].p_value;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_one_sample_is_a_point_and_none_is_nan() -> None:

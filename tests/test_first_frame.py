@@ -145,7 +145,7 @@ def test_the_app_needs_a_console_or_a_way_to_build_one() -> None:
 # What the first frame must not wait for: the backends, the core, the model's codecs and the
 # heavy libraries. They are imported behind it, by the thread that builds the console.
 HEAVY = ("gpuconsole.backends", "gpuconsole.core.fleet.console", "gpuconsole.core.access", "gpuconsole.core.ops",
-         "gpuconsole.core.money.costs", "gpuconsole.model", "gpuconsole.ui.panes.overview", "msgspec", "numpy",
+         "gpuconsole.core.money.costs", "gpuconsole.model", "gpuconsole.ui.panes.overview", "msgspec", "numpy", "mpmath",
          "scipy", "boto3", "kubernetes", "pynvml", "sqlite_utils", "http.server")
 
 
