@@ -365,3 +365,61 @@ async def test_the_job_queue_is_ordered_before_the_pane_is_first_shown():
         await wait_until(lambda: not pane.jobs.empty)
         assert app.active_pane == "overview"
         assert len(pane.jobs.keys()) == len(app.snapshot.jobs)
+
+
+async def test_a_big_queue_follows_its_readings_off_the_ui_thread(monkeypatch):
+    """A queue of BACKGROUND_ROWS jobs or more is merged into its index in a worker: the UI
+    thread keeps showing (and filtering) the last merged reading until the next one is ready,
+    a filter typed meanwhile is narrowed in the new index already, and a sort chosen while a
+    merge is in flight is never undone by it."""
+    import threading
+
+    import msgspec
+
+    from gpuconsole.ui.panes import jobs as jobs_module
+    from gpuconsole.ui.widgets.row_index import RowIndex
+
+    monkeypatch.setattr(jobs_module, "BACKGROUND_ROWS", 1)  # the demo's queue counts as big
+    real_update = RowIndex.update
+    threads: list[str] = []
+
+    def update(self, items):
+        if items and type(items[0]).__name__ == "Job":  # the queue's index, not the CronJobs' or the nodes'
+            threads.append(threading.current_thread().name)
+        return real_update(self, items)
+
+    monkeypatch.setattr(RowIndex, "update", update)
+    async with running() as (app, pilot):
+        await pilot.press("3")
+        pane = app.query_one("#jobs-pane")
+        await wait_until(lambda: table(app, "job-table").row_count == len(app.snapshot.jobs))
+        monkeypatch.setattr(app, "_paint_latest", lambda: None)  # only the readings given below from now on
+        if app._flush_timer is not None:  # noqa: SLF001 - nor one already due
+            app._flush_timer.stop()  # noqa: SLF001
+        await pilot.pause()
+        threads.clear()
+        snap = app.snapshot
+        renamed = tuple(msgspec.structs.replace(j, name=f"zz-{j.name}") if j.state is JobState.RUNNING else j
+                        for j in snap.jobs)
+        pane.filter_text = "zz-"
+        pane.show(msgspec.structs.replace(snap, jobs=renamed), pane.palette)
+        await wait_until(lambda: pane.jobs.items is renamed)
+        await pilot.pause()
+        assert threads and all(name != threading.main_thread().name for name in threads)
+        running_jobs = sum(1 for j in renamed if j.state is JobState.RUNNING)
+        assert table(app, "job-table").row_count == running_jobs
+        last_text, _words, last_keys = pane.jobs._last  # noqa: SLF001 - found in the worker, ready to narrow
+        assert last_text == "zz-" and len(last_keys) == running_jobs
+
+        # A sort chosen while a merge is in flight: the merge from the old order is not taken.
+        pane.filter_text = ""
+        before = pane.jobs
+        pane.snapshot = snap  # the newest reading again, a merge from ``before`` to it in flight:
+        pane._merging, pane._wanted = True, snap.jobs  # noqa: SLF001
+        resorted = pane.jobs.successor()
+        pane.jobs = resorted
+        stale = before.successor(snap.jobs)
+        pane._merged(before, stale)  # noqa: SLF001 - that merge ends: not taken, merged again from ``resorted``
+        assert pane.jobs is resorted
+        await wait_until(lambda: pane.jobs.items is snap.jobs)
+        assert pane.jobs is not stale

@@ -161,6 +161,62 @@ def test_undecodable_reading_is_none_and_dropped(store: Store, db_path: Path, pa
     conn.close()
 
 
+def many_jobs(count: int, state: JobState = JobState.SUCCEEDED) -> tuple[Job, ...]:
+    return tuple(Job(f"uid-{i:06d}", f"train-{i:06d}", "ml", state, T0 + i, gpus=i % 9) for i in range(count))
+
+
+def test_a_long_reading_is_kept_in_parts_and_read_back_whole(store: Store, db_path: Path) -> None:
+    count = 2 * store_module.PART_ITEMS + 7
+    reading = JobsReading(many_jobs(count), JOBS.cronjobs, JOBS.nodes, T0)
+    store.save_reading("jobs:kube", reading)
+
+    assert store.load_reading("jobs:kube", JobsReading) == reading
+    with sqlite3.connect(db_path) as conn:
+        parts = conn.execute("SELECT field, part FROM reading_parts WHERE source = 'jobs:kube' ORDER BY part").fetchall()
+        head = json.loads(conn.execute("SELECT payload FROM readings WHERE source = 'jobs:kube'").fetchone()[0])
+    conn.close()
+    assert parts == [("jobs", 0), ("jobs", 1), ("jobs", 2)]
+    assert head["jobs"] == [] and len(head["nodes"]) == len(JOBS.nodes)  # the short tuples stay in the row
+
+
+def test_a_shorter_reading_leaves_no_parts_of_the_last(store: Store, db_path: Path) -> None:
+    store.save_reading("jobs:kube", JobsReading(many_jobs(3 * store_module.PART_ITEMS), (), (), T0))
+    store.save_reading("jobs:kube", JOBS)
+
+    assert store.load_reading("jobs:kube", JobsReading) == JOBS
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM reading_parts").fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_part_that_does_not_decode_drops_the_whole_reading(store: Store, db_path: Path) -> None:
+    store.save_reading("jobs:kube", JobsReading(many_jobs(store_module.PART_ITEMS + 1), (), (), T0))
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE reading_parts SET payload = '[{\"uid\": 1}]' WHERE part = 1")
+    conn.close()
+
+    assert store.load_reading("jobs:kube", JobsReading) is None
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM readings").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM reading_parts").fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_file_made_before_reading_parts_gains_the_table(db_path: Path) -> None:
+    with Store(db_path) as first:
+        first.save_reading("gpus:sim", GpuReading((gpu(),), T0))
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TABLE reading_parts")
+    conn.close()
+
+    with Store(db_path) as again:
+        assert again.warnings == []  # converted in place, not set aside
+        assert again.load_reading("gpus:sim", GpuReading) == GpuReading((gpu(),), T0)
+        long = JobsReading(many_jobs(store_module.PART_ITEMS + 1), (), (), T0)
+        again.save_reading("jobs:kube", long)
+        assert again.load_reading("jobs:kube", JobsReading) == long
+
+
 names = st.text(max_size=12)
 numbers = st.floats(allow_nan=False, allow_infinity=False, width=64)
 counts = st.integers(min_value=0, max_value=2**40)

@@ -60,6 +60,34 @@ R = TypeVar("R")
 # above this size opening would no longer be instant, and corruption there is caught when a
 # statement first meets it.
 QUICK_CHECK_MAX_BYTES = 16 * 1024 * 1024
+PART_ITEMS = 2_000  # items of a reading's long tuple per row of reading_parts (about 1 MB of jobs)
+
+
+def _decoded(cls: type[T], rows: list[tuple[str, int, bytes | str]]) -> T | None:
+    """A reading from its row (field ``""``) and its parts, in order; None when any part does
+    not decode as the type ``cls`` gives its field (a row of another version of the model)."""
+    types = {f.name: f.type for f in msgspec.structs.fields(cls)}
+    head: T | None = None
+    parts: dict[str, list[Any]] = {}
+    try:
+        for field, _part, payload in rows:  # text (older files) or UTF-8 bytes
+            if field == "":
+                head = msgspec.json.decode(payload, type=cls)
+            elif field in types:
+                parts.setdefault(field, []).extend(msgspec.json.decode(payload, type=types[field]))
+            else:
+                return None
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+        return None
+    if not isinstance(head, cls):
+        return None
+    return msgspec.structs.replace(head, **{name: tuple(items) for name, items in parts.items()}) if parts else head
+
+
+def _drop_reading(db: sqlite_utils.Database, source_key: str) -> None:
+    with writing(db):
+        db.conn.execute("DELETE FROM readings WHERE source = ?", (source_key,))
+        db.conn.execute("DELETE FROM reading_parts WHERE source = ?", (source_key,))
 
 
 class Store:
@@ -102,19 +130,28 @@ class Store:
     def save_reading(self, source_key: str, reading: Any) -> None:
         """Keep ``reading`` (a GpuReading, JobsReading or CloudReading) as the last of its source.
 
-        100,000 jobs are 44 MB of JSON: encoded by msgspec in C (``json.dumps`` of plain objects
-        held the GIL for half a second and made 150 MB of them), then written into a blob of
-        that size in place, as SQLite would copy a bound value twice (to bind it, to its record).
+        A tuple of more than :data:`PART_ITEMS` items (100,000 jobs are 44 MB of JSON) is written
+        in parts of that many, each encoded by msgspec on the writer thread just before SQLite
+        takes it: one part is in memory at a time, not the whole document, and the GIL is let go
+        between parts. The rest of the reading is one row of ``readings``, with those tuples empty.
         """
-        payload = msgspec.json.encode(reading)
+        fields = msgspec.structs.fields(type(reading))
+        long = {f.name: items for f in fields
+                if isinstance(items := getattr(reading, f.name), tuple) and len(items) > PART_ITEMS}
+        head = msgspec.structs.replace(reading, **{name: () for name in long}) if long else reading
         taken_at = getattr(reading, "taken_at", None)
+        encode = msgspec.json.encode
 
         def save(db: sqlite_utils.Database) -> None:
             with writing(db):
-                row = db.conn.execute("INSERT OR REPLACE INTO readings (source, taken_at, payload) "
-                                      "VALUES (?, ?, zeroblob(?))", (source_key, taken_at, len(payload))).lastrowid
-                with db.conn.blobopen("readings", "payload", row) as blob:
-                    blob.write(payload)
+                db.conn.execute("DELETE FROM reading_parts WHERE source = ?", (source_key,))
+                db.conn.execute("INSERT OR REPLACE INTO readings (source, taken_at, payload) VALUES (?, ?, ?)",
+                                (source_key, taken_at, encode(head)))
+                for name, items in long.items():
+                    db.conn.executemany(
+                        "INSERT INTO reading_parts (source, field, part, payload) VALUES (?, ?, ?, ?)",
+                        ((source_key, name, n, encode(items[at:at + PART_ITEMS]))
+                         for n, at in enumerate(range(0, len(items), PART_ITEMS))))
 
         self._write("save a reading", save)
 
@@ -124,19 +161,19 @@ class Store:
         A row written by another version of the model that no longer decodes is deleted, so the
         console starts empty for that source rather than failing.
         """
-        rows = self._read(
+        rows = self._read(  # one statement: the row and its parts from one commit
             "load a reading",
-            lambda db: db.execute("SELECT payload FROM readings WHERE source = ?", (source_key,)).fetchall(),
+            lambda db: db.execute(
+                "SELECT '', 0, payload FROM readings WHERE source = ? "
+                "UNION ALL SELECT field, part, payload FROM reading_parts WHERE source = ? ORDER BY 1, 2",
+                (source_key, source_key)).fetchall(),
         )
         if not rows:
             return None
-        try:
-            reading = msgspec.json.decode(rows[0][0], type=cls)  # text (older files) or UTF-8 bytes
-        except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
-            reading = None
-        if isinstance(reading, cls):
+        reading = _decoded(cls, rows)
+        if reading is not None:
             return reading
-        self._execute("drop an unreadable reading", "DELETE FROM readings WHERE source = ?", (source_key,))
+        self._write("drop an unreadable reading", lambda db: _drop_reading(db, source_key))
         return None
 
     # ------------------------------------------------------------------ GPU history

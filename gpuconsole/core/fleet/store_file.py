@@ -22,10 +22,11 @@ WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
-TABLES = frozenset({"readings", "gpus", "settings", "store_meta", "budgets", "budget_fired"}) | history.TABLES
-V1_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
+TABLES = frozenset({"readings", "reading_parts", "gpus", "settings", "store_meta", "budgets", "budget_fired"}) | history.TABLES
+V1_TABLES = frozenset({"readings", "reading_parts", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
 
-# readings: the last reading per source (JSON, as UTF-8 bytes). gpus: a small id per GPU UUID,
+# readings: the last reading per source (JSON, as UTF-8 bytes), its long tuples (a big cluster's
+# jobs) left empty there and kept in reading_parts, a few thousand items a row. gpus: a small id per GPU UUID,
 # never deleted, so history rows do not repeat the UUID. settings: small JSON values. budgets:
 # budgets added in the console or with `budget add`. budget_fired: which threshold action ran in
 # which period, so it runs once per period. store_meta: how far rollups have got. GPU history:
@@ -35,6 +36,13 @@ CREATE TABLE IF NOT EXISTS readings (
     source TEXT PRIMARY KEY,
     taken_at REAL,
     payload TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reading_parts (
+    source TEXT NOT NULL,
+    field TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (source, field, part)
 );
 CREATE TABLE IF NOT EXISTS gpus (
     id INTEGER PRIMARY KEY,

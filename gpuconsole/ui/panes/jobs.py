@@ -40,6 +40,9 @@ from gpuconsole.ui.widgets.cells import right
 from gpuconsole.ui.widgets.row_index import RowIndex
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
+BACKGROUND_ROWS = 5_000  # a job queue at least this long is merged into its index off the UI thread
+
+
 class JobsPane(Pane):
     """Jobs, CronJobs and the nodes' GPUs, live; the place to run GPU training.
 
@@ -74,7 +77,8 @@ class JobsPane(Pane):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self._counted: tuple[object, dict[JobState, int]] = (None, {})  # the jobs counted, and their counts
-        self._warming = False  # the queue is being ordered in a worker (see prepare)
+        self._merging = False  # a reading is being merged into the queue in a worker (see _follow)
+        self._wanted: tuple[Job, ...] | None = None  # the newest reading of the queue
         self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
         # The queue can hold 100,000 jobs: the tables draw only the rows on screen, from these.
         self.jobs = RowIndex(lambda j: j.uid, queue_order, lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
@@ -85,19 +89,41 @@ class JobsPane(Pane):
     def prepare(self, snapshot: FleetSnapshot) -> None:
         """Order the job queue in a worker before the pane is first shown: over 100,000 jobs
         sorting them and making their filter words takes a third of a second."""
-        if self.jobs.empty and snapshot.jobs and not self._warming:
-            self._warming = True
-            self._warm(self.jobs, snapshot.jobs)
+        if snapshot.jobs and self.jobs.empty:
+            self._follow(snapshot.jobs, warm=True)
 
-    @work(thread=True, exclusive=True, group="warm-jobs", exit_on_error=False, description="ordering the job queue")
-    def _warm(self, index: RowIndex, jobs: tuple[Job, ...]) -> None:
-        fresh = index.blank()
-        fresh.update(jobs)
-        self.app.call_from_thread(self._warmed, index, fresh)
+    def _follow(self, jobs: tuple[Job, ...], *, warm: bool = False) -> bool:
+        """Whether the queue follows ``jobs`` in a worker: a queue of :data:`BACKGROUND_ROWS`
+        jobs or more is merged off the UI thread (a reading of 100,000 jobs costs tens of ms
+        each second), and the table shows the last merged reading until the new one is ready;
+        keys typed meanwhile filter that one (``warm``: any queue, for a pane not shown yet).
+        False: update the index here."""
+        index = self.jobs
+        if jobs is index.items:
+            return True
+        if len(jobs) < BACKGROUND_ROWS and not self._merging and not warm:
+            return False
+        self._wanted = jobs
+        if not self._merging:
+            self._merging = True
+            self._merge(index, jobs, self.filter_text)
+        return True
 
-    def _warmed(self, index: RowIndex, fresh: RowIndex) -> None:
-        if self.jobs is index and index.empty:  # not shown meanwhile: the pane's own index is still empty
+    @work(thread=True, group="merge-jobs", exit_on_error=False, description="merging a reading into the job queue")
+    def _merge(self, index: RowIndex, jobs: tuple[Job, ...], filter_text: str) -> None:
+        self.app.call_from_thread(self._merged, index, index.successor(jobs, filter_text))
+
+    def _merged(self, index: RowIndex, fresh: RowIndex) -> None:
+        """A merged index is ready: it replaces the one it was made from (unless that was
+        re-sorted meanwhile), and a reading that came in the meantime is merged next."""
+        self._merging = False
+        if self.jobs is index:
             self.jobs = fresh
+        wanted = self._wanted
+        if wanted is not None and wanted is not self.jobs.items:
+            self._follow(wanted)
+        if self.jobs is fresh:
+            self.redraw()
 
     def compose_body(self) -> ComposeResult:
         yield VirtualTable(JOB_COLUMNS, id="job-table", gives=JOB_GIVES, taggable=True, orders_rows=False)
@@ -109,6 +135,7 @@ class JobsPane(Pane):
         table = event.table
         if table.id == "job-table":
             column = table.sort_column
+            self.jobs = self.jobs.successor()  # a merge in flight from the old order is not taken
             self.jobs.set_order(JOB_ORDER[column] if column else queue_order, table.sort_descending)
             self.redraw()
 
@@ -160,8 +187,9 @@ class JobsPane(Pane):
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         now = snapshot.taken_at
+        if not self._follow(snapshot.jobs):
+            self.jobs.update(snapshot.jobs)
         jobs, crons, nodes = self.jobs, self.crons, self.nodes
-        jobs.update(snapshot.jobs)
         crons.update(snapshot.cronjobs)
         nodes.update(snapshot.nodes)
         queue = self.query_one("#job-table", VirtualTable)

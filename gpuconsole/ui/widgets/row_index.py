@@ -1,9 +1,15 @@
 """A snapshot's items sorted and filtered for a big table (:class:`RowIndex`): built once per
-new reading, merged when most items are the same objects, narrowed as a filter is typed."""
+new reading, merged when most items are the same objects, narrowed as a filter is typed.
+
+An index never changes a list or dict it has handed out: every change makes new ones and
+rebinds. So :meth:`RowIndex.successor` can bring a copy up to a new reading in a worker thread
+while the UI thread keeps reading (and filtering) the index it has.
+"""
 
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -43,6 +49,22 @@ class RowIndex:
     def empty(self) -> bool:
         """No reading was given yet."""
         return self._items is None
+
+    @property
+    def items(self) -> tuple[Any, ...] | None:
+        """The tuple of items the index was last brought up to."""
+        return self._items
+
+    def successor(self, items: tuple[Any, ...] | None = None, filter_text: str = "") -> RowIndex:
+        """A copy of this index brought up to ``items`` (None: as it is), with ``filter_text``'s
+        rows already found, so the next keystroke that extends it narrows from them; this index
+        is left as it was. Safe to call from a worker thread."""
+        fresh = copy.copy(self)
+        if items is not None:
+            fresh.update(items)
+        if filter_text:
+            fresh.keys(filter_text)
+        return fresh
 
     def set_order(self, order: Callable[[Any], Any], descending: bool = False) -> None:
         """Order the items by ``order`` from now on (a sort column chosen): a key of ``(1, …)``
