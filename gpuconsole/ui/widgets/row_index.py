@@ -4,6 +4,10 @@ new reading, merged when most items are the same objects, narrowed as a filter i
 An index never changes a list or dict it has handed out: every change makes new ones and
 rebinds. So :meth:`RowIndex.successor` can bring a copy up to a new reading in a worker thread
 while the UI thread keeps reading (and filtering) the index it has.
+
+Its long sequences are tuples of strings and of order-key tuples, never lists: the cyclic
+garbage collector stops tracking such a tuple after its first look, where a list of 100,000
+keys is walked again by every full collection (hundreds of ms at a big cluster's scale).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ class RowIndex:
         self._key, self._order, self._words_of = key, order, words
         self._items: tuple[Any, ...] | None = None
         self.by_key: dict[str, Any] = {}
-        self._ordered: list[str] = []  # the keys in table order
-        self._order_keys: list[Any] = []  # order(item) of each key of ``_ordered``
+        self._ordered: tuple[str, ...] = ()  # the keys in table order
+        self._order_keys: tuple[Any, ...] = ()  # order(item) of each key of ``_ordered``
         self._words: dict[str, tuple[Any, str]] = {}
-        self._last: tuple[str, object, list[str]] = ("", None, [])  # the last filter asked for and its keys
+        self._last: tuple[str, object, tuple[str, ...]] = ("", None, ())  # the last filter asked for and its keys
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
         self._fresh: list[Any] | None = None  # the items the last merged reading brought (None: all are new)
@@ -70,7 +74,7 @@ class RowIndex:
         """Order the items by ``order`` from now on (a sort column chosen): a key of ``(1, …)``
         marks an unknown value, which sorts last in either direction."""
         self._order, self._descending = order, descending
-        self._last = ("", None, [])
+        self._last = ("", None, ())
         if self.by_key:
             self._sort(self.by_key)
 
@@ -119,8 +123,8 @@ class RowIndex:
     def _sort(self, by_key: dict[str, Any]) -> None:
         order = self._order
         orders = {k: order(item) for k, item in by_key.items()}
-        self._ordered = sorted(by_key, key=orders.__getitem__)
-        self._order_keys = [orders[k] for k in self._ordered]
+        self._ordered = tuple(sorted(by_key, key=orders.__getitem__))
+        self._order_keys = tuple([orders[k] for k in self._ordered])
         old, words = self._words, {}
         for k, item in by_key.items():
             cached = old.get(k)
@@ -148,7 +152,7 @@ class RowIndex:
             ordered.insert(at, k)
             orders.insert(at, item_order)
             words[k] = self._words_for(item)
-        self._ordered, self._order_keys, self._words = ordered, orders, words
+        self._ordered, self._order_keys, self._words = tuple(ordered), tuple(orders), words
 
     def keys(self, filter_text: str = "") -> list[str]:
         """The keys in table order whose words hold every term of ``filter_text``.
@@ -169,13 +173,13 @@ class RowIndex:
         terms = text.split()
         if len(terms) == 1:
             term = terms[0]
-            found = [key for key in candidates if term in words[key][1]]
+            found = tuple([key for key in candidates if term in words[key][1]])
         else:
-            found = [key for key in candidates if all(term in words[key][1] for term in terms)]
+            found = tuple([key for key in candidates if all(term in words[key][1] for term in terms)])
         self._last = (text, words, found)
         return list(found)
 
-    def _shown(self) -> list[str]:
+    def _shown(self) -> tuple[str, ...]:
         """The keys in the order shown: reversed for a descending sort, the unknown still last."""
         if not self._descending:
             return self._ordered

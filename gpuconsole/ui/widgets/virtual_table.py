@@ -129,7 +129,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self._fit = 0  # the widest identity cell, where the pane says
         self._column_spec = list(columns)
         self._column_index = {key: i for i, (_label, key, _w) in enumerate(self._column_spec)}
-        self._keys: list[str] = []
+        self._keys: tuple[str, ...] = ()  # a tuple: the collector stops walking it (100,000 keys)
         self._position: dict[str, int] | None = None  # key -> row, built when first asked
         self._cells_of: CellsOf = lambda key: ()
         self._cursor = 0
@@ -144,7 +144,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self._cells_of = cells_of
         if self.sort_column is not None and self.orders_rows:
             keys = ordered(keys, self._value_of(self.sort_column), self.sort_descending)
-        self._keys = keys if isinstance(keys, list) else list(keys)
+        self._keys = tuple(keys)
         self._position = None
         if self.tagged:
             self.tagged.intersection_update(self._keys)
