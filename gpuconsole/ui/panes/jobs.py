@@ -106,12 +106,16 @@ class JobsPane(Pane):
         self._wanted = jobs
         if not self._merging:
             self._merging = True
-            self._merge(index, jobs, self.filter_text)
+            self._merge()
         return True
 
     @work(thread=True, group="merge-jobs", exit_on_error=False, description="merging a reading into the job queue")
-    def _merge(self, index: RowIndex, jobs: tuple[Job, ...], filter_text: str) -> None:
-        self.app.call_from_thread(self._merged, index, index.successor(jobs, filter_text))
+    def _merge(self) -> None:
+        # What to merge is read here, not passed in: a finished worker lingers until the cyclic
+        # collector frees it, and would hold two 100,000-job indexes until then.
+        index, jobs, filter_text = self.jobs, self._wanted, self.filter_text
+        fresh = index.successor(jobs, filter_text)
+        self.app.call_from_thread(self._merged, index, fresh)
 
     def _merged(self, index: RowIndex, fresh: RowIndex) -> None:
         """A merged index is ready: it replaces the one it was made from (unless that was
