@@ -85,7 +85,7 @@ def burst(app, *parts: str) -> None:
             app.post_message(events.Key(key, char))
 
 
-async def settle(pilot, predicate, timeout: float = 5.0) -> None:
+async def settle(pilot, predicate, timeout: float = 10.0) -> None:
     """Let the app work through the burst; fails (after ``timeout``) unless ``predicate()`` holds."""
     try:
         await wait_until(lambda: not pilot.app.is_running or predicate(), timeout)
