@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuconsole.core.fleet import store as store_module
+from gpuconsole.core.fleet import store as store_module, store_readings
 from gpuconsole.core.fleet.store import SCHEMA_VERSION, Store, StoreError
 from gpuconsole.core.paths import check_db_path, config_dir, default_db_path, state_dir
 from gpuconsole.model import (
@@ -166,7 +166,7 @@ def many_jobs(count: int, state: JobState = JobState.SUCCEEDED) -> tuple[Job, ..
 
 
 def test_a_long_reading_is_kept_in_parts_and_read_back_whole(store: Store, db_path: Path) -> None:
-    count = 2 * store_module.PART_ITEMS + 7
+    count = 2 * store_readings.PART_ITEMS + 7
     reading = JobsReading(many_jobs(count), JOBS.cronjobs, JOBS.nodes, T0)
     store.save_reading("jobs:kube", reading)
 
@@ -180,7 +180,7 @@ def test_a_long_reading_is_kept_in_parts_and_read_back_whole(store: Store, db_pa
 
 
 def test_a_shorter_reading_leaves_no_parts_of_the_last(store: Store, db_path: Path) -> None:
-    store.save_reading("jobs:kube", JobsReading(many_jobs(3 * store_module.PART_ITEMS), (), (), T0))
+    store.save_reading("jobs:kube", JobsReading(many_jobs(3 * store_readings.PART_ITEMS), (), (), T0))
     store.save_reading("jobs:kube", JOBS)
 
     assert store.load_reading("jobs:kube", JobsReading) == JOBS
@@ -190,7 +190,7 @@ def test_a_shorter_reading_leaves_no_parts_of_the_last(store: Store, db_path: Pa
 
 
 def test_a_part_that_does_not_decode_drops_the_whole_reading(store: Store, db_path: Path) -> None:
-    store.save_reading("jobs:kube", JobsReading(many_jobs(store_module.PART_ITEMS + 1), (), (), T0))
+    store.save_reading("jobs:kube", JobsReading(many_jobs(store_readings.PART_ITEMS + 1), (), (), T0))
     with sqlite3.connect(db_path) as conn:
         conn.execute("UPDATE reading_parts SET payload = '[{\"uid\": 1}]' WHERE part = 1")
     conn.close()
@@ -212,7 +212,7 @@ def test_a_file_made_before_reading_parts_gains_the_table(db_path: Path) -> None
     with Store(db_path) as again:
         assert again.warnings == []  # converted in place, not set aside
         assert again.load_reading("gpus:sim", GpuReading) == GpuReading((gpu(),), T0)
-        long = JobsReading(many_jobs(store_module.PART_ITEMS + 1), (), (), T0)
+        long = JobsReading(many_jobs(store_readings.PART_ITEMS + 1), (), (), T0)
         again.save_reading("jobs:kube", long)
         assert again.load_reading("jobs:kube", JobsReading) == long
 

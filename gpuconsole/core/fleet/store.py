@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 import msgspec
 import sqlite_utils
 
-from gpuconsole.core.fleet import history
+from gpuconsole.core.fleet import history, store_readings
 from gpuconsole.core.fleet.history import (
     HOUR_RETENTION_S,
     MINUTE_RETENTION_S,
@@ -60,36 +60,6 @@ R = TypeVar("R")
 # above this size opening would no longer be instant, and corruption there is caught when a
 # statement first meets it.
 QUICK_CHECK_MAX_BYTES = 16 * 1024 * 1024
-PART_ITEMS = 2_000  # items of a reading's long tuple per row of reading_parts (about 1 MB of jobs)
-
-
-def _decoded(cls: type[T], rows: list[tuple[str, int, bytes | str]]) -> T | None:
-    """A reading from its row (field ``""``) and its parts, in order; None when any part does
-    not decode as the type ``cls`` gives its field (a row of another version of the model)."""
-    types = {f.name: f.type for f in msgspec.structs.fields(cls)}
-    head: T | None = None
-    parts: dict[str, list[Any]] = {}
-    try:
-        for field, _part, payload in rows:  # text (older files) or UTF-8 bytes
-            if field == "":
-                head = msgspec.json.decode(payload, type=cls)
-            elif field in types:
-                parts.setdefault(field, []).extend(msgspec.json.decode(payload, type=types[field]))
-            else:
-                return None
-    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
-        return None
-    if not isinstance(head, cls):
-        return None
-    return msgspec.structs.replace(head, **{name: tuple(items) for name, items in parts.items()}) if parts else head
-
-
-def _drop_reading(db: sqlite_utils.Database, source_key: str) -> None:
-    with writing(db):
-        db.conn.execute("DELETE FROM readings WHERE source = ?", (source_key,))
-        db.conn.execute("DELETE FROM reading_parts WHERE source = ?", (source_key,))
-
-
 class Store:
     """SQLite cache of the last readings, GPU metric history and settings; safe across threads.
 
@@ -128,32 +98,9 @@ class Store:
     # ------------------------------------------------------------------ readings
 
     def save_reading(self, source_key: str, reading: Any) -> None:
-        """Keep ``reading`` (a GpuReading, JobsReading or CloudReading) as the last of its source.
-
-        A tuple of more than :data:`PART_ITEMS` items (100,000 jobs are 44 MB of JSON) is written
-        in parts of that many, each encoded by msgspec on the writer thread just before SQLite
-        takes it: one part is in memory at a time, not the whole document, and the GIL is let go
-        between parts. The rest of the reading is one row of ``readings``, with those tuples empty.
-        """
-        fields = msgspec.structs.fields(type(reading))
-        long = {f.name: items for f in fields
-                if isinstance(items := getattr(reading, f.name), tuple) and len(items) > PART_ITEMS}
-        head = msgspec.structs.replace(reading, **{name: () for name in long}) if long else reading
-        taken_at = getattr(reading, "taken_at", None)
-        encode = msgspec.json.encode
-
-        def save(db: sqlite_utils.Database) -> None:
-            with writing(db):
-                db.conn.execute("DELETE FROM reading_parts WHERE source = ?", (source_key,))
-                db.conn.execute("INSERT OR REPLACE INTO readings (source, taken_at, payload) VALUES (?, ?, ?)",
-                                (source_key, taken_at, encode(head)))
-                for name, items in long.items():
-                    db.conn.executemany(
-                        "INSERT INTO reading_parts (source, field, part, payload) VALUES (?, ?, ?, ?)",
-                        ((source_key, name, n, encode(items[at:at + PART_ITEMS]))
-                         for n, at in enumerate(range(0, len(items), PART_ITEMS))))
-
-        self._write("save a reading", save)
+        """Keep ``reading`` (a GpuReading, JobsReading or CloudReading) as the last of its source
+        (long tuples in parts: :func:`store_readings.saver`)."""
+        self._write("save a reading", store_readings.saver(source_key, reading))
 
     def load_reading(self, source_key: str, cls: type[T]) -> T | None:
         """The last reading saved for ``source_key``, or None when there is none that decodes.
@@ -161,19 +108,13 @@ class Store:
         A row written by another version of the model that no longer decodes is deleted, so the
         console starts empty for that source rather than failing.
         """
-        rows = self._read(  # one statement: the row and its parts from one commit
-            "load a reading",
-            lambda db: db.execute(
-                "SELECT '', 0, payload FROM readings WHERE source = ? "
-                "UNION ALL SELECT field, part, payload FROM reading_parts WHERE source = ? ORDER BY 1, 2",
-                (source_key, source_key)).fetchall(),
-        )
+        rows = self._read("load a reading", functools.partial(store_readings.rows, source_key=source_key))
         if not rows:
             return None
-        reading = _decoded(cls, rows)
+        reading = store_readings.decoded(cls, rows)
         if reading is not None:
             return reading
-        self._write("drop an unreadable reading", lambda db: _drop_reading(db, source_key))
+        self._write("drop an unreadable reading", functools.partial(store_readings.drop, source_key=source_key))
         return None
 
     # ------------------------------------------------------------------ GPU history

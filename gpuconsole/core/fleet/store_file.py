@@ -23,7 +23,7 @@ WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 TABLES = frozenset({"readings", "reading_parts", "gpus", "settings", "store_meta", "budgets", "budget_fired"}) | history.TABLES
-V1_TABLES = frozenset({"readings", "reading_parts", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
+V1_TABLES = frozenset({"readings", "gpus", "gpu_samples", "gpu_minutes", "settings", "store_meta"})
 
 # readings: the last reading per source (JSON, as UTF-8 bytes), its long tuples (a big cluster's
 # jobs) left empty there and kept in reading_parts, a few thousand items a row. gpus: a small id per GPU UUID,
