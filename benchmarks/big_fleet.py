@@ -299,6 +299,7 @@ def child(opts: argparse.Namespace) -> int:
     if opts.profile:
         import cProfile
 
+        Path(opts.profile).mkdir(parents=True, exist_ok=True)
         profile = cProfile.Profile()
         profile.enable()
     result = asyncio.run(measure(opts.child, opts.rounds, not opts.no_db))

@@ -408,7 +408,7 @@ async def test_a_big_queue_follows_its_readings_off_the_ui_thread(monkeypatch):
         assert threads and all(name != threading.main_thread().name for name in threads)
         running_jobs = sum(1 for j in renamed if j.state is JobState.RUNNING)
         assert table(app, "job-table").row_count == running_jobs
-        last_text, _words, last_keys = pane.jobs._last  # noqa: SLF001 - found in the worker, ready to narrow
+        last_text, _words, last_keys, _texts = pane.jobs._last  # noqa: SLF001 - found in the worker, ready to narrow
         assert last_text == "zz-" and len(last_keys) == running_jobs
 
         # A sort chosen while a merge is in flight: the merge from the old order is not taken.

@@ -13,6 +13,31 @@ from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
+class JobTally:
+    """A reading's jobs counted by state, and the GPUs its pending jobs wait for: counted once
+    per reading (100,000 jobs take milliseconds) for the Overview's card and the Jobs pane's line."""
+
+    _last: ClassVar[tuple[object, JobTally | None]] = (None, None)
+
+    def __init__(self, jobs: tuple[Job, ...]) -> None:
+        counts = dict.fromkeys(JobState, 0)
+        waiting = 0
+        for job in jobs:
+            counts[job.state] += 1
+            if job.state is JobState.PENDING:
+                waiting += max(job.gpus, 1)
+        self.counts, self.waiting_gpus = counts, waiting
+
+    @classmethod
+    def of(cls, jobs: tuple[Job, ...]) -> JobTally:
+        """The tally of ``jobs``, counted again only when a new reading brings a new tuple."""
+        counted, tally = cls._last
+        if counted is not jobs or tally is None:
+            tally = cls(jobs)
+            cls._last = (jobs, tally)
+        return tally
+
+
 STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
 
 JOB_COLUMNS = [

@@ -27,6 +27,7 @@ from gpuconsole.ui.panes.job_rows import (
     JOB_COLUMNS,
     JOB_GIVES,
     JOB_ORDER,
+    JobTally,
     NODE_COLUMNS,
     TABLES,
     cron_cells,
@@ -76,7 +77,6 @@ class JobsPane(Pane):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self._counted: tuple[object, dict[JobState, int]] = (None, {})  # the jobs counted, and their counts
         self._merging = False  # a reading is being merged into the queue in a worker (see _follow)
         self._wanted: tuple[Job, ...] | None = None  # the newest reading of the queue
         self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
@@ -181,12 +181,7 @@ class JobsPane(Pane):
             return f"{len(snapshot.nodes)} nodes · {used}/{total} GPUs allocated · {total - used} free{mig}"
         if not snapshot.jobs and not snapshot.cronjobs:
             return ""
-        if self._counted[0] is not snapshot.jobs:  # counted once per reading, not per keystroke
-            counts = {state: 0 for state in JobState}
-            for job in snapshot.jobs:
-                counts[job.state] += 1
-            self._counted = (snapshot.jobs, counts)
-        counts = self._counted[1]
+        counts = JobTally.of(snapshot.jobs).counts  # counted once per reading, not per keystroke
         return f"{counts[JobState.RUNNING]} running · {counts[JobState.PENDING]} pending · {len(snapshot.cronjobs)} cronjobs"
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:

@@ -21,6 +21,7 @@ from gpuconsole.model import (
 )
 from gpuconsole.ui.format import bar, money
 from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.panes.job_rows import JobTally
 from gpuconsole.ui.panes.base import Pane, status_text
 from gpuconsole.ui.widgets.text_view import TextView
 
@@ -73,10 +74,8 @@ def idle_waste_line(snap: FleetSnapshot, idle_now: float, palette: Palette) -> T
 
 
 def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
-    counts = {state: 0 for state in JobState}
-    for job in snap.jobs:
-        counts[job.state] += 1
-    waiting_gpus = sum(max(j.gpus, 1) for j in snap.jobs if j.state is JobState.PENDING)
+    tally = JobTally.of(snap.jobs)
+    counts, waiting_gpus = tally.counts, tally.waiting_gpus
     suspended = sum(1 for c in snap.cronjobs if c.suspended)
     lines = [
         _line((f"{counts[JobState.RUNNING]}", palette.ok), " running · ", (f"{counts[JobState.PENDING]}", palette.warn), " pending"),

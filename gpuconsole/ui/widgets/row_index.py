@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -38,7 +39,9 @@ class RowIndex:
         self._ordered: tuple[str, ...] = ()  # the keys in table order
         self._order_keys: tuple[Any, ...] = ()  # order(item) of each key of ``_ordered``
         self._words: dict[str, tuple[Any, str]] = {}
-        self._last: tuple[str, object, tuple[str, ...]] = ("", None, ())  # the last filter asked for and its keys
+        # the last filter asked for, of which words, and the keys it found with their words
+        self._last: tuple[str, object, tuple[str, ...], tuple[str, ...]] = ("", None, (), ())
+        self._texts: tuple[object, bool, tuple[str, ...]] = (None, False, ())  # the shown keys' words, for which order
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
         self._fresh: list[Any] | None = None  # the items the last merged reading brought (None: all are new)
@@ -74,7 +77,7 @@ class RowIndex:
         """Order the items by ``order`` from now on (a sort column chosen): a key of ``(1, …)``
         marks an unknown value, which sorts last in either direction."""
         self._order, self._descending = order, descending
-        self._last = ("", None, ())
+        self._last = ("", None, (), ())
         if self.by_key:
             self._sort(self.by_key)
 
@@ -158,26 +161,40 @@ class RowIndex:
         """The keys in table order whose words hold every term of ``filter_text``.
 
         Typing narrows: a text that extends the last one asked for (``train-00`` after
-        ``train-0``) can only match rows the last one matched, so only those are tested.
+        ``train-0``) can only match rows the last one matched, so only those are tested; the
+        same text asked again of the same reading (every frame) is not tested at all. The
+        words are tested from a tuple kept in table order, not looked up key by key.
         """
         shown = self._shown()
         if not filter_text:
             return list(shown)
         text = filter_text.lower()
-        last_text, last_words, last_keys = self._last
-        if last_words is self._words and last_text and text.startswith(last_text):
-            candidates: Iterable[str] = last_keys
-        else:
-            candidates = shown
         words = self._words
+        last_text, last_words, last_keys, last_texts = self._last
+        if last_words is words and text == last_text:
+            return list(last_keys)
+        if last_words is words and last_text and text.startswith(last_text):
+            keys, texts = last_keys, last_texts
+        else:
+            keys, texts = shown, self._shown_texts(shown)
         terms = text.split()
         if len(terms) == 1:
             term = terms[0]
-            found = tuple([key for key in candidates if term in words[key][1]])
+            hits = [term in text_ for text_ in texts]
         else:
-            found = tuple([key for key in candidates if all(term in words[key][1] for term in terms)])
-        self._last = (text, words, found)
+            hits = [all(term in text_ for term in terms) for text_ in texts]
+        found = tuple(itertools.compress(keys, hits))
+        self._last = (text, words, found, tuple(itertools.compress(texts, hits)))
         return list(found)
+
+    def _shown_texts(self, shown: tuple[str, ...]) -> tuple[str, ...]:
+        """The filter words of ``shown`` (the keys in table order), made once per reading and order."""
+        words = self._words
+        made_for, descending, texts = self._texts
+        if made_for is not self._ordered or descending != self._descending:
+            texts = tuple([words[key][1] for key in shown])
+            self._texts = (self._ordered, self._descending, texts)
+        return texts
 
     def _shown(self) -> tuple[str, ...]:
         """The keys in the order shown: reversed for a descending sort, the unknown still last."""
