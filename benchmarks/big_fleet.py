@@ -51,6 +51,7 @@ T0 = time.perf_counter()  # a child's first reading, before gpuconsole or Textua
 
 import argparse  # noqa: E402 - after the clock on purpose
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
@@ -214,6 +215,8 @@ async def measure(fleet: str, rounds: int, use_db: bool) -> dict[str, Any]:
     app = GpuConsoleApp(build=lambda: full_console(args))  # as gpuconsole.cli.main.run_console
     keys = KeyLatency(app)
     out: dict[str, Any] = {"fleet": fleet, "t0": T0}
+    pacing = paced(app)
+    pacing.__enter__()  # as run_console paces the full collections beside app.run()
     try:
         async with app.run_test(size=SIZE) as pilot:
             first = await keys.frame(overview_complete(keys, app), (T0, 0.0), timeout=300)
@@ -249,11 +252,22 @@ async def measure(fleet: str, rounds: int, use_db: bool) -> dict[str, Any]:
             out["rss_end_mb"] = rss_mb()
             await pilot.pause()
     finally:
+        pacing.__exit__(None, None, None)
         keys.close()
         app.close_core()
         shutil.rmtree(work, ignore_errors=True)
     out["rss_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def paced(app: Any) -> contextlib.AbstractContextManager[None]:
+    """The full collections paced as run_console paces them (as the interpreter would, in a
+    tree from before that: ``--tree``)."""
+    try:
+        from gpuconsole.ui.collector import pace_collections
+    except ImportError:
+        return contextlib.nullcontext()
+    return pace_collections(app).beside()
 
 
 async def type_filters(keys: Any, app: Any) -> list[dict[str, Any]]:

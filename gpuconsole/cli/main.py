@@ -247,11 +247,13 @@ def run_console(args: argparse.Namespace, thresholds: tuple[tuple[float, float],
     same one line a command gets."""
     _db_path(args)  # an unusable --db is one line before the screen is taken, not after
     from gpuconsole.ui.app import GpuConsoleApp
+    from gpuconsole.ui.collector import pace_collections
 
     _setup_logging(tui=True)
     app = GpuConsoleApp(build=lambda: full_console(args), theme_name=args.theme, gpu_thresholds=thresholds)
     try:
-        app.run()
+        with pace_collections(app).beside():
+            app.run()
     finally:
         app.close_core()
     error = app.boot_error

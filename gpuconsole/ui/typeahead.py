@@ -118,6 +118,7 @@ class TypeAhead:
         self._typing: object | None = BOOTING if booting() else None
         self._since = 0.0
         self._timer: Timer | None = None
+        self.last_key_at = 0.0  # time.monotonic() when the terminal last sent a key
 
     @property
     def held(self) -> int:
@@ -138,6 +139,7 @@ class TypeAhead:
 
     async def take(self, event: events.Key | events.Paste) -> None:
         """A key the terminal sent: handle it now, or hold it behind the one being handled."""
+        self.last_key_at = time.monotonic()
         if isinstance(event, events.Key) and event.key.startswith("alt+"):
             try:
                 bound = set(self.app.screen.active_bindings)

@@ -1,0 +1,70 @@
+"""Full garbage collections wait for a quiet keyboard once the console is built."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from gpuconsole.ui import collector
+from gpuconsole.ui.collector import CollectorPacing, pace_collections
+from tests.driving import running
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def restored():
+    threshold = gc.get_threshold()
+    yield
+    gc.set_threshold(*threshold)
+    gc.unfreeze()
+
+
+def test_full_collections_wait_for_the_console_and_a_quiet_keyboard(restored) -> None:
+    clock, ready, last_key = Clock(), [False], [0.0]
+    pacing = CollectorPacing(lambda: last_key[0], lambda: ready[0], clock)
+    own = gc.get_threshold()
+    clock.now += 60
+    assert not pacing.tick() and gc.get_threshold() == own  # still building: the interpreter's pace
+    ready[0] = True
+    assert not pacing.tick()  # taken over: what exists is frozen, the third threshold is ours
+    assert gc.get_threshold()[2] == collector.NEVER and gc.get_freeze_count() > 0
+    full_before = gc.get_stats()[2]["collections"]
+    for _ in range(int(collector.LONGEST_GAP_S / 0.25) - 1):  # keys every 0.25 s: no full collection
+        clock.now += 0.25
+        last_key[0] = clock.now
+        assert not pacing.tick()
+    clock.now += 0.25
+    assert pacing.tick()  # the longest gap: collected whatever the keyboard does
+    assert gc.get_stats()[2]["collections"] == full_before + 1
+    clock.now += collector.LEAST_GAP_S  # quiet for long enough, and the least gap passed
+    assert pacing.tick() and pacing.collections == 2
+    clock.now += 1.0
+    assert not pacing.tick()  # quiet, but a full collection ran a second ago
+    pacing.release()
+    assert gc.get_threshold() == own and gc.get_freeze_count() == 0
+
+
+def test_the_pacing_ends_with_the_app_and_gives_the_interpreter_its_pace_back(restored) -> None:
+    own = gc.get_threshold()
+    pacing = CollectorPacing(lambda: 0.0, lambda: True)
+    with pacing.beside():
+        pacing.tick()
+        assert gc.get_threshold()[2] == collector.NEVER
+    assert gc.get_threshold() == own and gc.get_freeze_count() == 0
+
+
+async def test_a_typed_key_is_when_the_keyboard_was_last_used() -> None:
+    async with running() as (app, pilot):
+        pacing = pace_collections(app)
+        before = app.typeahead.last_key_at
+        await pilot.press("2")
+        assert app.typeahead.last_key_at > before
+        assert pacing._last_key() == app.typeahead.last_key_at and pacing._ready()  # noqa: SLF001
