@@ -33,6 +33,18 @@ def test_the_world_lists_n_jobs_and_its_live_part_is_unchanged() -> None:
     assert SimWorld(seed=7, start=START, jobs=10).jobs_reading().jobs == live  # fewer than live: none added
 
 
+def test_a_historical_job_is_what_the_world_would_list_for_its_own_record() -> None:
+    """History is listed as frozen jobs made directly; each is the job the world's own record
+    of it (made again for a describe, a log, a suspend) lists: its pod, node and times."""
+    world = SimWorld(seed=7, start=START, jobs=3000)
+    history = world.jobs_reading().jobs[-2500:]
+    assert all(j.pod and j.pod.startswith(f"{j.name}-") for j in history)
+    for view in history:
+        record = world._unarchived(view)  # noqa: SLF001 - the record a change would step
+        record.view = None
+        assert record.to_model() == view
+
+
 def test_history_costs_nothing_per_step_and_is_shared_by_every_reading() -> None:
     world = SimWorld(seed=7, start=START, jobs=3000)
     before = world.jobs_reading().jobs

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import Lifecycle
-from gpuconsole.backends.sim.state import SimInstance, SimJob
+from gpuconsole.backends.sim.state import SimInstance, SimJob, pod_suffix
 from gpuconsole.backends.sim.workload import TEAMS, TEMPLATES
 from gpuconsole.model import Job, JobState
 
@@ -58,38 +58,43 @@ class JobArchive(Lifecycle):
         fitting_by: dict[tuple[str | None, int], list[SimInstance]] = {}
         archive: dict[str, Job] = {}
         queued: dict[str, float] = {}
-        for _ in range(count):
-            t = rng.choices(TEMPLATES, cum_weights=self._cum_weights)[0]
+        choices, choice, uniform, draw = rng.choices, rng.choice, rng.uniform, rng.random
+        products, cum_weights = self._products, self._cum_weights
+        for _ in range(count):  # each job's draws in a fixed order: a seed fixes the history
+            t = choices(TEMPLATES, cum_weights=cum_weights)[0]
             name = f"{t.base}-{ids.suffix()}"
             while (t.namespace, name) in taken:
                 name = f"{t.base}-{ids.suffix()}"
             taken.add((t.namespace, name))
-            gpus = 1 if t.mig_profile else rng.choice(t.gpus)
-            product = t.product if t.product in self._products else None
-            minutes = math.exp(rng.uniform(math.log(t.minutes[0]), math.log(t.minutes[1])))
-            job = SimJob(ids.uuid4(), name, t.namespace, 0.0, gpus, t.mig_profile, product,
-                         round(minutes * 60.0), t.image, rng.choice(TEAMS[t.namespace]), ids.uuid4())
-            if rng.random() < QUEUED_SHARE:
-                job.created = float(math.floor(now - rng.uniform(600.0, 2 * 86400.0)))
-                job.pending_reason = QUEUED_REASON
-                queued[job.uid] = job.duration
+            gpus = 1 if t.mig_profile else choice(t.gpus)
+            product = t.product if t.product in products else None
+            minutes = math.exp(uniform(math.log(t.minutes[0]), math.log(t.minutes[1])))
+            uid = ids.uuid4()
+            owner = choice(TEAMS[t.namespace])
+            pod_uid = ids.uuid4()
+            common = {"uid": uid, "name": name, "namespace": t.namespace, "gpus": gpus, "mig_profile": t.mig_profile,
+                      "image": t.image, "owner": owner, "pod_uid": pod_uid, "pod": f"{name}-{pod_suffix(pod_uid, 0)}"}
+            if draw() < QUEUED_SHARE:
+                created = float(math.floor(now - uniform(600.0, 2 * 86400.0)))
+                queued[uid] = round(minutes * 60.0)
+                archive[uid] = Job(state=JobState.PENDING, created=created, pending_reason=QUEUED_REASON, **common)
+                continue
+            if t.mig_profile:
+                fitting = mig_nodes
             else:
-                if t.mig_profile:
-                    fitting = mig_nodes
-                else:
-                    fitting = fitting_by.get((product, gpus))
-                    if fitting is None:
-                        fitting = [n for n in by_product.get(product, ()) if len(n.whole) >= gpus]
-                        fitting_by[product, gpus] = fitting
-                fails = rng.random() < FAILED_SHARE
-                length = max(60.0, job.duration * (rng.uniform(0.05, 0.8) if fails else 1.0))
-                job.finished = float(math.floor(now - rng.uniform(3600.0, HISTORY_DAYS * 86400.0)))
-                job.started = float(math.floor(job.finished - length))
-                job.created = job.started - rng.randint(5, 1800)
-                job.state = JobState.FAILED if fails else JobState.SUCCEEDED
-                job.node = rng.choice(fitting) if fitting else None
-                job.run = 1
-            archive[job.uid] = job.to_model()
+                fitting = fitting_by.get((product, gpus))
+                if fitting is None:
+                    fitting = [n for n in by_product.get(product, ()) if len(n.whole) >= gpus]
+                    fitting_by[product, gpus] = fitting
+            fails = draw() < FAILED_SHARE
+            length = max(60.0, round(minutes * 60.0) * (uniform(0.05, 0.8) if fails else 1.0))
+            finished = float(math.floor(now - uniform(3600.0, HISTORY_DAYS * 86400.0)))
+            started = float(math.floor(finished - length))
+            created = started - rng.randint(5, 1800)
+            node = choice(fitting) if fitting else None
+            archive[uid] = Job(state=JobState.FAILED if fails else JobState.SUCCEEDED, created=created,
+                               node=node.node_name if node is not None else None, started=started,
+                               finished=finished, **common)
         self._archive, self._archive_queued = archive, queued
         self._archive_view = tuple(archive.values())
 

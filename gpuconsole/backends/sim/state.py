@@ -27,15 +27,18 @@ from gpuconsole.model import (
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
+_PAIRS = tuple(a + b for b in _SUFFIX_ALPHABET for a in _SUFFIX_ALPHABET)  # two base-27 digits, low first
+
+
 def pod_suffix(pod_uid: str, index: int) -> str:
     """A pod's five-letter name suffix, derived from its UID: the same pod keeps its name, and
-    naming a pod draws nothing from the world's generators."""
+    naming a pod draws nothing from the world's generators. The CRC's base-27 digits, lowest
+    first, two at a time (a big world names 100,000 pods as it starts)."""
     value = zlib.crc32(f"{pod_uid}:{index}".encode())
-    out = []
-    for _ in range(5):
-        value, digit = divmod(value, len(_SUFFIX_ALPHABET))
-        out.append(_SUFFIX_ALPHABET[digit])
-    return "".join(out)
+    pairs = len(_PAIRS)
+    value, low = divmod(value, pairs)
+    value, middle = divmod(value, pairs)
+    return _PAIRS[low] + _PAIRS[middle] + _SUFFIX_ALPHABET[value % len(_SUFFIX_ALPHABET)]
 
 
 class SimSlice:
