@@ -263,3 +263,23 @@ def test_a_wrong_code_inside_the_window_is_refused_and_counted(home, monkeypatch
     assert [(r.action, r.target) for r in audit.records()[-2:]] == [("user-add", "zed"), ("mfa-verify", "ada")]
     assert audit.records()[-1].result.startswith("denied: wrong code")
     assert "yan" not in json.loads(Path(os.environ["GPUCONSOLE_USERS"]).read_text())["users"]
+
+
+# ---------------------------------------------------------------- state files of the autopilot and experiments
+def test_the_autopilot_and_experiment_files_are_the_owners_alone(tmp_path) -> None:
+    """Made 0600 under a umask of 022, their write-ahead logs too: another login reads nothing."""
+    from gpuconsole.core.ops.autopilot.state import AutopilotState
+    from gpuconsole.core.ops.experiments.store import ExperimentStore
+
+    old = os.umask(0o022)
+    try:
+        state = AutopilotState(tmp_path / "state" / "autopilot.db")
+        state.close()
+        store = ExperimentStore(tmp_path / "state" / "experiments.db")
+    finally:
+        os.umask(old)
+    made = sorted(p for p in (tmp_path / "state").iterdir() if p.stat().st_size or p.suffix == ".db")
+    assert {p.name for p in made} >= {"autopilot.db", "experiments.db"}
+    for path in made:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+    del store

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuconsole.core.paths import private_file
+
 SCHEMA = """
 create table if not exists rule_state (
     rule text primary key, last_action_at real, last_decision text default '', failures integer default 0,
@@ -46,6 +48,8 @@ class AutopilotState:
         self.path = path
         self._lock = threading.Lock()
         self._cache: dict[str, RuleState] = {}  # the leader is the only writer: read once, kept current
+        if str(path) != ":memory:":
+            private_file(Path(path))  # 0600 before SQLite writes a byte (its -wal follows it)
         self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=10.0)
         with self._db:
             self._db.executescript(SCHEMA)

@@ -26,6 +26,8 @@ from gpuconsole.core.money.catalog import bundled_catalog
 from gpuconsole.core.ops.manifests import MAX_GPUS, MIG_PROFILES, JobRequest, validate
 
 MAX_REPEATS = 100
+MAX_COST = 10_000_000  # dollars: a bound that catches a typo (1e308), not a spending limit
+MAX_TIMEOUT_MINUTES = 43_200
 WALL_TIME_UNIT = "s"
 _NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME_MAX = 32  # leaves room for "-<arm>-r<repeat>-<attempt>" in a 63-character Job name
@@ -200,9 +202,11 @@ class ExperimentFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     metric: MetricTable = msgspec.field(default_factory=MetricTable)
     work: Work = msgspec.field(default_factory=Work)
     repeats: Annotated[int, Meta(ge=1, le=MAX_REPEATS)] = 3
-    max_cost: Annotated[float, Meta(gt=0, description="a number of dollars more than 0")] | None = None
+    max_cost: Annotated[float, Meta(gt=0, le=MAX_COST, description=(
+        f"a number of dollars more than 0, at most {MAX_COST:,}"))] | None = None
     mig_profile: str = ""  # accepted for the arms' sake; each arm says its own
-    timeout_minutes: Annotated[float, Meta(gt=0, description="a number of minutes more than 0")] = 240.0
+    timeout_minutes: Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_MINUTES, description=(
+        f"a number of minutes more than 0, at most {MAX_TIMEOUT_MINUTES:,} (30 days)"))] = 240.0
 
 
 KNOWN_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(ExperimentFile))

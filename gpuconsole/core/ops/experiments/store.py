@@ -21,6 +21,7 @@ from pathlib import Path
 import sqlite_utils
 
 from gpuconsole.core.ops.experiments.runs import RunRecord
+from gpuconsole.core.paths import private_file
 
 RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord))
 EXPERIMENT_STATES = ("running", "stopping", "stopped", "done", "budget")
@@ -40,7 +41,7 @@ class ExperimentStore:
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         if str(path) != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            private_file(Path(path))  # 0600 before SQLite writes a byte (its -wal follows it)
         conn = sqlite3.connect(str(path), check_same_thread=False, timeout=10.0)
         self._db = sqlite_utils.Database(conn)
         self._lock = threading.Lock()
