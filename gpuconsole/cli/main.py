@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpuconsole.cli.inert_output import inert_streams, plain_streams
 from gpuconsole.cli.parser import (
     COMMANDS,
     DEFAULTS,
@@ -162,6 +163,12 @@ def _denied(exc: BaseException) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command (the full-screen console when none), its output inert."""
+    with inert_streams():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = parse_args(argv)
         if args.command == "cost":
@@ -252,7 +259,7 @@ def run_console(args: argparse.Namespace, thresholds: tuple[tuple[float, float],
     _setup_logging(tui=True)
     app = GpuConsoleApp(build=lambda: full_console(args), theme_name=args.theme, gpu_thresholds=thresholds)
     try:
-        with pace_collections(app).beside():
+        with plain_streams(), pace_collections(app).beside():
             app.run()
     finally:
         app.close_core()

@@ -4,8 +4,19 @@
 from __future__ import annotations
 
 import enum
+import re
 
 from gpuconsole.model.value import Tags, Value, tag_of
+
+# An instance id as its cloud writes it: EC2's ``i-`` and 8 or 17 lowercase hex digits.
+INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+INSTANCE_ID_FORM = "i- and 8 or 17 hex digits"
+
+
+def is_instance_id(text: str) -> bool:
+    """Whether ``text`` is an instance id of a cloud gpuconsole speaks to (nothing else is
+    sent to a cloud, or written to the audit log as a target)."""
+    return INSTANCE_ID.fullmatch(text) is not None
 
 
 class Market(str, enum.Enum):

@@ -5,7 +5,10 @@ Display-only logic lives here, on the UI side; the core hands out raw numbers.
 
 from __future__ import annotations
 
+import re
+
 import humanize
+from rich.text import Text
 
 BAR_FULL = "█"
 BAR_EMPTY = "░"
@@ -65,6 +68,25 @@ def bar(percent: float, width: int) -> str:
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def inert(words: str) -> str:
     """``words`` with every control character spelled out, so the terminal draws it as text."""
     return words.translate(_CONTROLS)
+
+
+def inert_text(text: Text) -> Text:
+    """``text`` with every control character spelled out, its styles kept (each spelled
+    character takes the style the character had); the same object when it has none."""
+    plain = text.plain
+    if _CONTROL.search(plain) is None:
+        return text
+    out = text.copy()
+    for found in reversed(list(_CONTROL.finditer(plain))):
+        at = found.start()
+        spelled = Text(inert(plain[at]))
+        for span in text[at:at + 1].spans:
+            spelled.stylize(span.style)
+        out = out[:at] + spelled + out[at + 1:]
+    return out

@@ -16,7 +16,6 @@ the whole chain; what anchors it is the copy in a sink the login cannot rewrite 
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -31,6 +30,7 @@ from typing import Protocol
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpuconsole.core.csv_cells import write_rows
 from gpuconsole.core.paths import private_dir, private_file, write_private
 from gpuconsole.model import AuditFilter, AuditRecord
 
@@ -274,11 +274,9 @@ def chain_break(rows: Sequence[AuditRecord]) -> tuple[int, str] | None:
 
 
 def to_csv(records: Sequence[AuditRecord]) -> str:
+    """The records as CSV; a cell that would start a spreadsheet formula is written as text."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(FIELDS)
-    for r in records:
-        writer.writerow([getattr(r, f) for f in FIELDS])
+    write_rows(out, [FIELDS, *([getattr(r, f) for f in FIELDS] for r in records)])
     return out.getvalue()
 
 

@@ -8,6 +8,8 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from gpuconsole.ui.format import inert
+
 Cells = tuple[Any, ...]
 Row = tuple[str, Cells]
 
@@ -27,7 +29,7 @@ def text(value: Any, style: Style | str | None = None, justify: str = "left") ->
 
 @functools.lru_cache(maxsize=32768)
 def _cell(words: str, style: Style | str | None, justify: str) -> Text:
-    cell = Text(words, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    cell = Text(inert(words), justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     if style:
         cell.stylize(style)
     return cell

@@ -17,6 +17,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gpuconsole.ui.format import inert
+
 MAX_LINES = 5000
 END_TRIES = 20  # scrolls to the end tried again while a new view is still being laid out
 
@@ -49,7 +51,7 @@ class LogView(ScrollView, can_focus=True):
         return self.dropped + len(self.lines)
 
     def append(self, new: Iterable[str]) -> None:
-        batch = [line.expandtabs(8) for line in new]
+        batch = [inert(line.expandtabs(8)) for line in new]  # a pod's log is anyone's text
         if not batch:
             return
         following = self._to_end or self.scroll_y >= self.max_scroll_y

@@ -12,6 +12,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuconsole.ui.format import inert_text
+
 
 class TextView(Static):
     """Static text, updated only on change (Rich Text compares words and styles)."""
@@ -21,6 +23,8 @@ class TextView(Static):
         self._shown: Text | None = None
 
     def show(self, text: Text) -> None:
+        """Show ``text``, its control characters spelled out (its words come from data)."""
+        text = inert_text(text)
         if self._shown is not None and text == self._shown:
             return
         self._shown = text

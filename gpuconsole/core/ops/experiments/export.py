@@ -6,10 +6,10 @@ never ``NaN``, so any JSON reader and any spreadsheet read them.
 
 from __future__ import annotations
 
-import csv
 import math
 from typing import Any, TextIO
 
+from gpuconsole.core.csv_cells import write_rows
 from gpuconsole.core.ops.experiments.analysis import Analysis, ArmResult
 from gpuconsole.core.ops.experiments.book import Progress
 
@@ -51,11 +51,13 @@ def analysis_json(analysis: Analysis, progress: Progress) -> dict[str, Any]:
 
 
 def write_csv(analysis: Analysis, out: TextIO) -> None:
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["arm", "instance_type", "market", *[f for f in ARM_FIELDS if not f.endswith("_ci")],
-                     "median_ci_low", "median_ci_high", "cost_ci_low", "cost_ci_high"])
-    for a in analysis.arms:
+    """One row per arm; a text cell that would start a spreadsheet formula is written as text."""
+    header = ["arm", "instance_type", "market", *[f for f in ARM_FIELDS if not f.endswith("_ci")],
+              "median_ci_low", "median_ci_high", "cost_ci_low", "cost_ci_high"]
+
+    def line(a: ArmResult) -> list[object]:
         row = arm_json(a)
-        writer.writerow([row["arm"], row["instance_type"], row["market"],
-                         *[row[f] for f in ARM_FIELDS if not f.endswith("_ci")],
-                         *(row["median_ci"] or [None, None]), *(row["cost_ci"] or [None, None])])
+        return [row["arm"], row["instance_type"], row["market"], *[row[f] for f in ARM_FIELDS if not f.endswith("_ci")],
+                *(row["median_ci"] or [None, None]), *(row["cost_ci"] or [None, None])]
+
+    write_rows(out, [header, *(line(a) for a in analysis.arms)])
