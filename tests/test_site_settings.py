@@ -102,7 +102,7 @@ def test_the_site_audit_and_access_tables_cannot_be_replaced(site, home) -> None
     shared = home / "site-audit"
     shared.mkdir()
     os.chown(shared, NOBODY, NOBODY)
-    (site / "config.toml").write_text(f'[access]\nusers = "{site / "users.json"}"\n\n[audit]\ndb = "{shared / "audit.db"}"\n')
+    (site / "config.toml").write_text(f'[access]\nusers = "{site / "users.json"}"\n\n[audit]\ndb = "{shared}/{{login}}.db"\n')
     os.chmod(site / "config.toml", 0o644)
     mine = home / "mine.toml"
     mine.write_text(f'[audit]\ndb = "{home / "quiet.db"}"\n')
@@ -115,8 +115,21 @@ def test_the_site_audit_and_access_tables_cannot_be_replaced(site, home) -> None
     err = refusal(run_as_nobody(["users", "list"], home, {**base, "GPUCONSOLE_MFA": str(home / "my-mfa.json")}))
     assert "GPUCONSOLE_MFA may not replace the site's setting" in err
     assert not (home / "quiet.db").exists()
-    records = AuditLog(shared / "audit.db").records()
+    records = AuditLog(shared / "nobody.db").records()
     assert [r.action for r in records] == ["site-override"] * 3 and {r.actor for r in records} == {"nobody"}
+
+
+def test_one_audit_log_for_every_login_is_refused_naming_the_key(site, home) -> None:
+    """A shared ``[audit] db`` would be created 0600 by the first login and lock out the rest."""
+    shared = home / "site-audit"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    (site / "config.toml").write_text(f'[audit]\ndb = "{shared / "audit.db"}"\n')
+    os.chmod(site / "config.toml", 0o644)
+    done = run_as_nobody(["users", "list"], home, {"GPUCONSOLE_SITE_DIR": str(site)})
+    assert done.returncode != 0 and done.stderr.count("\n") == 1
+    assert "[audit] db = " in done.stderr and "per-login path" in done.stderr
+    assert not (shared / "audit.db").exists()
 
 
 def test_root_may_point_elsewhere(site, tmp_path, monkeypatch) -> None:
@@ -143,3 +156,14 @@ def test_the_site_folder_variable_names_only_a_folder_root_owns(tmp_path, monkey
     assert paths.site_dir() == paths.SITE_DIR
     os.chmod(theirs, 0o755)
     assert paths.site_dir() == theirs and load_site().users == theirs / "users.json"
+
+
+def test_a_log_another_login_may_not_read_cannot_be_verified_rather_than_tampered(tmp_path, home) -> None:
+    """An auditor's verify of a file it may not read says so (exit 3), never TAMPERED."""
+    log = AuditLog(tmp_path / "root-only" / "audit.db")
+    log.append("root", "admin", "stop", "i-0123456789abcdef0", (), "ok")
+    for where in (log.path, tmp_path / "root-only" / "missing.db"):
+        done = run_as_nobody(["audit", "verify"], home, {"GPUCONSOLE_AUDIT_DB": str(where)})
+        assert done.returncode == 3, done.stderr
+        assert "cannot be verified" in done.stderr and "TAMPERED" not in done.stderr
+    assert log.verify().ok  # its owner verifies it

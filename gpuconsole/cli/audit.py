@@ -1,7 +1,7 @@
 """``gpuconsole audit``: verify the hash chain, list and export records, and usage by user.
 
-``audit verify`` exits 0 when the chain is intact and 1 naming the first record edited,
-deleted or moved; with a remote copy (``[audit] cloudwatch_log_group``) it holds this login's
+``audit verify`` exits 0 when the chain is intact, 1 naming the first record edited,
+deleted or moved, and 3 when this login may not read the log (which proves nothing either way); with a remote copy (``[audit] cloudwatch_log_group``) it holds this login's
 chain against it, and names the first record missing, extra or different on either side.
 ``list`` and ``export`` (admins and auditors) take the same filters as the Audit pane, and read
 the shared remote copy (every login's records) when there is one, else this login's own log. ``usage`` sums GPU-hours and cost per user and per namespace over a period.
@@ -17,6 +17,8 @@ from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, finish, make_guard
 from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of
+
+CANNOT_VERIFY = 3  # audit verify's exit status for a log this login may not read
 
 # audit list: the parameters give first and may go; the time gives last, the record's number never
 LIST_COLUMNS = (Column("SEQ", right=True, key=True), Column("TIME", give=1, least=20), Column("ACTOR", give=3, least=8),
@@ -78,7 +80,7 @@ def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                            description="The append-only, hash-chained log of every change and every denied attempt.")
     actions = audit.add_subparsers(dest="audit_command", metavar="ACTION", parser_class=type(audit), required=True)
     actions.add_parser("verify", help="check the hash chain, against the remote copy when there is one "
-                                      "(exit 1 naming the first bad record)")
+                                      "(exit 1 naming the first bad record, 3 when this login may not read it)")
     listing = actions.add_parser("list", help="list records, newest last")
     _filters(listing)
     listing.add_argument("--limit", type=int, default=50, metavar="N", help="the newest N records (default 50; 0: all)")
@@ -119,6 +121,10 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         if verdict.ok:
             out.write(verdict.message + "\n")
             return 0
+        if verdict.unreadable:
+            print(f"gpuconsole: audit log cannot be verified: {verdict.message}; this says nothing about "
+                  "tampering (verify as its owner or a login that may read it)", file=sys.stderr)
+            return CANNOT_VERIFY
         print(f"gpuconsole: audit log TAMPERED: {verdict.message} ({guard.audit.path})", file=sys.stderr)
         return 1
     why = guard.may_read_audit()

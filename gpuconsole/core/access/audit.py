@@ -68,10 +68,28 @@ class AuditError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """What verify found. ``unreadable``: this login may not read the log (its own answer:
+    not evidence either way), as opposed to a log found altered."""
+
     ok: bool
     records: int
     message: str
     bad_seq: int | None = None
+    unreadable: bool = False
+
+
+def unreadable(path: Path) -> Verdict | None:
+    """The verdict for a file this login may not read (or whose folder it may not enter), else None."""
+    try:
+        path.stat()
+    except PermissionError:
+        pass
+    except OSError:
+        return None  # missing (or not a file): verify says what that means
+    else:
+        if path.is_dir() or os.access(path, os.R_OK):
+            return None
+    return Verdict(False, 0, f"{path} cannot be read by this login (permission denied)", unreadable=True)
 
 
 class RecordSink(Protocol):
@@ -204,7 +222,11 @@ class AuditLog:
 
     def verify(self) -> Verdict:
         """Walk the chain and hold it against the head file; the verdict names the first record
-        edited, deleted or moved. A missing, unreadable or lagging head is tampering too."""
+        edited, deleted or moved. A missing, lagging or damaged head is tampering too; a log or
+        head this login may not read is its own answer (``unreadable``)."""
+        for path in (self.path, self.head_path):
+            if (denied := unreadable(path)) is not None:
+                return denied
         try:
             head = self._head()
         except AuditError as exc:

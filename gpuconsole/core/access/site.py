@@ -19,6 +19,7 @@ and ``[audit] db`` (the audit log, default the login's own).
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,10 +52,26 @@ class SiteSettings:
     config: Path | None = None
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def audit_db(self) -> Path | None:
-        """The audit log the site names (``[audit] db``), or None for each login's own."""
+    def audit_db(self, euid: int | None = None) -> Path | None:
+        """The audit log the site names for this login (``[audit] db``), or None for each
+        login's own. The path must be a login's own: it starts with ``~`` (that login's home,
+        from the password database, not ``$HOME``) or holds ``{login}`` (its name).
+
+        Raises:
+            SiteSettingsRefused: one path for every login (the first one to write it would
+                lock out every other), in one line naming the key.
+        """
         value = self.tables.get("audit", {}).get("db")
-        return Path(str(value)).expanduser() if value else None
+        if not value:
+            return None
+        text = str(value)
+        if not (text.startswith("~/") or "{login}" in text):
+            raise SiteSettingsRefused(
+                f"[audit] db = {text!r} in {self.config}: one audit log for every login locks out all but the "
+                "first to write it; name a per-login path (starting with ~/ or holding {login})")
+        entry = pwd.getpwuid(os.geteuid() if euid is None else euid)
+        text = text.replace("{login}", entry.pw_name)
+        return Path(entry.pw_dir) / text[2:] if text.startswith("~/") else Path(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +129,7 @@ def resolve(explicit_config: Path | str | None = None, env: Mapping[str, str] = 
     mfa = choose(paths.MFA_ENV, paths.default_mfa_path(), paths.default_mfa_path() if access_rule else None, access_rule)
     audit_rule = site.config if "audit" in site.tables else None
     own_audit = paths.state_dir() / "audit.db"
-    audit = choose(paths.AUDIT_ENV, own_audit, (site.audit_db() or own_audit) if audit_rule else None, audit_rule)
+    audit = choose(paths.AUDIT_ENV, own_audit, (site.audit_db(euid) or own_audit) if audit_rule else None, audit_rule)
     refused.extend(_config_overrides(site, explicit_config, env, euid))
     return AccessFiles(users, mfa, audit), refused
 
