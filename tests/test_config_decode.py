@@ -145,7 +145,7 @@ EXPERIMENT = 'name = "x"\nimage = "i"\n\n[[arms]]\ninstance_type = "g5.xlarge"\n
     (("[[arms]]", "metric = { regex = '(x)', unit = 'x', higher = true }\n[[arms]]"), "metric.higher", "unknown key"),
     (("[[arms]]", "repeats = 101\n[[arms]]"), "repeats", "expected a whole number from 1 to 100, got 101"),
     (('instance_type = "g5.xlarge"', 'instance_type = "g5.xlarge"\ngpus = 65'), "arms[0].gpus", "from 0 to 64"),
-    (("[[arms]]", "timeout_minutes = -1\n[[arms]]"), "timeout_minutes", "a number of minutes more than 0, got -1"),
+    (("[[arms]]", "timeout_minutes = -1\n[[arms]]"), "timeout_minutes", "a number of minutes more than 0, at most 43,200 (30 days), got -1"),
     (("[[arms]]", "max_cost = nan\n[[arms]]"), "max_cost", "expected a finite number, got nan"),
     (("[[arms]]", "timeout_minutes = inf\n[[arms]]"), "timeout_minutes", "expected a finite number, got inf"),
     (("[[arms]]", "work = { amount = inf }\n[[arms]]"), "work.amount", "expected a finite number, got inf"),
