@@ -16,6 +16,7 @@ import time
 from typing import Any, TextIO
 
 from gpuconsole.cli.access import BadInput, CommandFailed, finish, make_guard
+from gpuconsole.cli.audit_relay import add_relay_parser, run_relay
 from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of
 
 CANNOT_VERIFY = 3  # audit verify's exit status for a log this login may not read
@@ -93,6 +94,7 @@ def add_audit_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     form.add_argument("--json", dest="format", action="store_const", const="json")
     export.add_argument("--output", "-o", type=_output_file, default=None, metavar="FILE",
                         help="write to FILE (0600) in a directory that exists, instead of stdout")
+    add_relay_parser(actions)
     usage = actions.add_parser("usage", parents=[common], help="GPU-hours and cost per user and namespace")
     usage.add_argument("--since", type=_date(False), default=None, metavar="DATE", help="from DATE (default: 30 days ago)")
     usage.add_argument("--until", type=_date(True), default=None, metavar="DATE", help="up to DATE (default: now)")
@@ -113,11 +115,14 @@ def _filter(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
-    from gpuconsole.core.access import audit, audit_remote
+    from gpuconsole.core.access import audit, audit_remote, audit_relay, audit_sink
 
+    if args.audit_command == "relay":
+        return run_relay(args, out)
     guard = make_guard(args)
+    relay = audit_sink.relay_socket(guard.audit)
     if args.audit_command == "verify":
-        verdict = audit_remote.verify_anchored(guard.audit)
+        verdict = audit_relay.relay_verdict(relay) if relay else audit_remote.verify_anchored(guard.audit)
         if verdict.ok:
             out.write(verdict.message + "\n")
             return 0
@@ -132,8 +137,11 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         raise CommandFailed(why)
     if args.audit_command == "usage":
         return _usage(args, make_console, out)
-    shared = None if args.local else audit_remote.shared_records(guard.audit, _filter(args))
-    records = guard.audit.records(_filter(args)) if shared is None else shared
+    if relay is not None and not args.local:  # the relay's chain: every login's records
+        records = [r for r in audit_relay.relay_records(relay) if _filter(args).matches(r)]
+    else:
+        shared = None if args.local else audit_remote.shared_records(guard.audit, _filter(args))
+        records = guard.audit.records(_filter(args)) if shared is None else shared
     if args.audit_command == "export":
         text = audit.to_csv(records) if args.format == "csv" else audit.to_json(records)
         if args.output:

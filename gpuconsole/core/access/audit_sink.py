@@ -67,6 +67,7 @@ class AuditTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     syslog: bool = False
     syslog_socket: _Text = DEFAULT_SYSLOG_SOCKET
     db: _Text | None = None  # the site's log (core.access.site)
+    relay: _Text | None = None  # the relay's socket (core.access.audit_relay)
 
 
 KEYS = fields_of(AuditTable)
@@ -82,10 +83,11 @@ class SinkSettings:
     stream: str = ""
     syslog: bool = False
     syslog_socket: str = DEFAULT_SYSLOG_SOCKET
+    relay: str | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.log_group) or self.syslog
+        return bool(self.log_group) or self.syslog or bool(self.relay)
 
 
 def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> SinkSettings:
@@ -116,7 +118,7 @@ def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, s
     if given.cloudwatch_log_group is not None and given.region is None:
         raise ConfigError(f"{path}: [audit] key region: the log group's region is needed with cloudwatch_log_group")
     return SinkSettings(given.cloudwatch_log_group, given.region, given.profile, given.stream, given.syslog,
-                        given.syslog_socket)
+                        given.syslog_socket, given.relay)
 
 
 def login_name() -> str:
@@ -361,6 +363,11 @@ def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, 
     """Give ``audit`` the sinks of ``settings``; their queues live beside it."""
     host = host or socket.gethostname()
     login = login or login_name()
+    if settings.relay:  # the relay ships the shared copy itself, with root's credentials
+        from gpuconsole.core.access.audit_relay import RelaySink
+
+        audit.sinks.append(RelaySink(Path(settings.relay)))
+        return audit
     if settings.log_group and settings.region:
         from gpuconsole.backends.registry import cloudwatch_audit_store
 
@@ -395,6 +402,11 @@ def configured(audit: AuditLog, config: Path | str | None = None) -> AuditLog:
         audit.sinks.append(UnusableSink(str(exc)))
         return audit
     return attach(audit, settings)
+
+
+def relay_socket(audit: AuditLog) -> Path | None:
+    """The relay ``audit`` sends its records to, when the site names one."""
+    return next((s.socket_path for s in audit.sinks if hasattr(s, "socket_path")), None)
 
 
 def anchor(audit: AuditLog) -> CloudWatchSink | None:

@@ -1,0 +1,117 @@
+"""The audit relay: every login's records reach one root-owned chain, under the login the kernel
+names for the socket's peer (``SO_PEERCRED``), never the one the record claims; a login may not
+read it unless the site makes it an admin or auditor; with a relay named, an action whose record
+cannot reach it does not run. Other logins are real ones (``setpriv``), talking to the socket
+directly, as an attacker would."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from gpuconsole.cli.main import main
+from gpuconsole.core.access import audit_sink
+from gpuconsole.core.access.access import UsersTable
+from gpuconsole.core.access.audit import AuditLog
+from gpuconsole.core.access.audit_relay import AuditRelay, RelaySink, ask
+from gpuconsole.core.access.guard import Guard
+from gpuconsole.core.access.mfa import MfaStore
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, run_action
+from tests.access_world import INSTANCE
+from tests.nonroot import nobody_runner
+
+FORGED = {"op": "append", "actor": "alice", "role": "admin", "action": "terminate", "target": INSTANCE,
+          "params": {"region": "us-east-1"}, "result": "ok"}
+
+
+@pytest.fixture
+def relay(tmp_path):
+    """A relay on a socket every login may reach; its chain in root's private folder."""
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    socket_path = where / "audit.sock"
+    log = AuditLog(tmp_path / "relay" / "audit-relay.db")
+    server = AuditRelay(log, may_read=lambda uid: uid == 0, role_of=lambda login: None)
+    ready = threading.Event()
+    thread = threading.Thread(target=server.serve, args=(socket_path,), kwargs={"ready": ready}, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield socket_path, log
+    server.stop()
+    thread.join(5)
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def as_nobody(socket_path: Path, message: dict) -> dict:
+    """``message`` sent to the relay by the real ``nobody`` login, through a raw socket."""
+    switch, python = nobody_runner()
+    code = ("import json, socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode() + b'\\n')\n"
+            "print(s.makefile().readline(), end='')\n")
+    done = subprocess.run([*switch, python, "-c", code, str(socket_path), json.dumps(message)],
+                          capture_output=True, text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_record_carries_the_login_the_kernel_names_not_the_one_it_claims(relay) -> None:
+    socket_path, log = relay
+    assert as_nobody(socket_path, FORGED)["ok"]
+    [record] = log.records()
+    assert record.actor == "nobody" and record.action == "terminate"
+    assert json.loads(record.params) == {"claimed_actor": "alice", "region": "us-east-1"}
+    assert log.verify().ok
+
+
+def test_a_login_that_is_neither_admin_nor_auditor_reads_nothing(relay) -> None:
+    socket_path, _log = relay
+    for op in ("records", "verify"):
+        answer = as_nobody(socket_path, {"op": op})
+        assert not answer["ok"] and "nobody may not read the relay's audit log" in answer["error"]
+    assert ask(socket_path, {"op": "records"})["ok"]  # root may
+
+
+def test_with_a_relay_named_nothing_runs_unless_its_record_reaches_the_relay(relay, tmp_path) -> None:
+    socket_path, log = relay
+    local = AuditLog(tmp_path / "mine" / "audit.db")
+    local.sinks.append(RelaySink(socket_path))
+    guard = Guard(UsersTable(tmp_path / "users.json"), MfaStore(tmp_path / "mfa.json"), local, user="ada")
+    ran: list[str] = []
+    run_action(ActionRequest(ActionKind.START, INSTANCE), lambda: ran.append("started") or "started", ActionLog(guard=guard))
+    assert ran == ["started"]
+    assert [(r.action, r.result) for r in log.records()] == [("start", "started"), ("start", "ok")]
+    local.sinks[0] = RelaySink(socket_path.with_name("down.sock"))  # the relay is down
+    with pytest.raises(ActionError, match=r"nothing runs unrecorded: the audit relay at .* cannot be reached"):
+        run_action(ActionRequest(ActionKind.START, INSTANCE), lambda: ran.append("again") or "started", ActionLog(guard=guard))
+    assert ran == ["started"]
+
+
+def test_the_site_config_names_the_relay_and_the_readers_read_its_chain(relay, tmp_path, monkeypatch, capsys) -> None:
+    socket_path, log = relay
+    log.append("bob", "developer", "stop", INSTANCE, (), "ok")
+    config = tmp_path / "config.toml"
+    config.write_text(f'[audit]\nrelay = "{socket_path}"\n')
+    settings = audit_sink.settings_from_config(config)
+    assert settings.relay == str(socket_path)
+    attached = audit_sink.attach(AuditLog(tmp_path / "own" / "audit.db"), settings)
+    assert audit_sink.relay_socket(attached) == socket_path
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "own" / "audit.db"))
+    monkeypatch.setenv("GPUCONSOLE_CONFIG", str(config))
+    assert main(["audit", "list", "--json"]) == 0
+    assert [r["actor"] for r in json.loads(capsys.readouterr().out)["records"]] == ["bob"]
+    assert main(["audit", "verify"]) == 0
+    assert "1 record(s)" in capsys.readouterr().out
+
+
+def test_the_manifest_names_the_socket_and_the_chain(capsys) -> None:
+    assert main(["audit", "relay", "manifest", "--socket", "/run/x/audit.sock"]) == 0
+    units = capsys.readouterr().out
+    assert "ListenStream=/run/x/audit.sock" in units and "SocketMode=0666" in units
+    assert "audit relay --socket /run/x/audit.sock --db /var/lib/gpuconsole/audit-relay.db" in units
