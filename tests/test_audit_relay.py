@@ -11,7 +11,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,25 @@ def test_the_manifest_names_the_socket_and_the_chain(capsys) -> None:
     units = capsys.readouterr().out
     assert "ListenStream=/run/x/audit.sock" in units and "SocketMode=0666" in units
     assert "audit relay --socket /run/x/audit.sock --db /var/lib/gpuconsole/audit-relay.db" in units
+
+
+def test_the_relay_command_serves_as_root_and_takes_site_roles(tmp_path) -> None:
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    socket_path, db = where / "audit.sock", tmp_path / "relay" / "chain.db"
+    env = {**os.environ, "GPUCONSOLE_SITE_DIR": str(tmp_path / "no-site")}
+    server = subprocess.Popen([sys.executable, "-m", "gpuconsole", "audit", "relay", "--socket", str(socket_path),
+                               "--db", str(db)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if socket_path.exists():
+                break
+            time.sleep(0.05)
+        assert ask(socket_path, {"op": "ping"}) == {"ok": True}
+        assert as_nobody(socket_path, FORGED)["ok"]
+        assert [r.actor for r in AuditLog(db).records()] == ["nobody"]
+        assert (os.stat(db).st_mode & 0o777) == 0o600 and (os.stat(socket_path).st_mode & 0o777) == 0o666
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(where, ignore_errors=True)
