@@ -5,6 +5,7 @@ sent waits in a 0600 queue and arrives later."""
 from __future__ import annotations
 
 import json
+import time
 import os
 import socket
 import sqlite3
@@ -160,6 +161,19 @@ def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_pe
     assert queue.read_text() == ""
     rc, out, _ = verify_cli(capsys)
     assert rc == 0 and "queued" not in out
+
+
+def test_a_record_queued_longer_than_max_lag_fails_verify(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
+    """A login that cuts the copy off, acts, then deletes the records from its log and queue
+    leaves no trace; so a record may wait only ``[audit] max_lag`` (15 min) before verify fails."""
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", "cut off", status=503)
+    anchored.append("dave", "developer", "terminate", "i-0123456789abcdef0", (), "ok", at=time.time() - 20 * 60)
+    anchored.append("dave", "developer", "stop", "i-0123456789abcdef0", (), "ok")
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "record 1 has waited 20 min for the remote copy" in err and "max_lag, 15 min" in err
+    write_config(tmp_path, monkeypatch, f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\nmax_lag = 30\n')
+    rc, out, _ = verify_cli(capsys)
+    assert rc == 0 and "2 not yet sent (queued)" in out
 
 
 def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811

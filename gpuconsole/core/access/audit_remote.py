@@ -8,7 +8,9 @@ auditors read, whoever wrote each record.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog, Verdict, chain_break
 from gpuconsole.core.access.audit_sink import RemoteRecord, anchor, decode
@@ -35,7 +37,7 @@ def verify_anchored(audit: AuditLog) -> Verdict:
     if isinstance(remote, Verdict):
         return remote
     queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
-    return compare(local, remote, queued, sink.name)
+    return compare(local, remote, queued, sink.name, max_lag_s=sink.max_lag_s, now=time.time())
 
 
 def by_seq(remote: Sequence[RemoteRecord]) -> dict[int, AuditRecord] | Verdict:
@@ -49,9 +51,12 @@ def by_seq(remote: Sequence[RemoteRecord]) -> dict[int, AuditRecord] | Verdict:
     return out
 
 
-def compare(local: Sequence[AuditRecord], remote: Mapping[int, AuditRecord], queued: set[int], where: str) -> Verdict:
+def compare(local: Sequence[AuditRecord], remote: Mapping[int, AuditRecord], queued: set[int], where: str, *,
+            max_lag_s: float | None = None, now: float | None = None) -> Verdict:
     """The verdict of holding the local chain against the remote copy (``queued``: numbers not
-    sent yet, which only the local log holds for now)."""
+    sent yet, which only the local log holds for now). A record queued for longer than
+    ``max_lag_s`` fails: while the copy does not hold it, the copy vouches for nothing after it
+    (its login could cut it from the log and the queue alike)."""
     mine = {r.seq: r for r in local}
     n = len(mine)
     waiting = 0
@@ -61,6 +66,11 @@ def compare(local: Sequence[AuditRecord], remote: Mapping[int, AuditRecord], que
             return Verdict(False, n, f"record {seq} is missing from the local log (the remote copy in {where} has it)", seq)
         if there is None:
             if seq in queued:
+                waited = (now or 0.0) - parse_ts(here.ts)
+                if max_lag_s is not None and now is not None and waited > max_lag_s:
+                    return Verdict(False, n, f"record {seq} has waited {waited / 60:.0f} min for the remote copy in "
+                                             f"{where} (longer than [audit] max_lag, {max_lag_s / 60:g} min): the "
+                                             "copy cannot vouch for it or anything after it", seq)
                 waiting += 1
                 continue
             return Verdict(False, n, f"record {seq} is extra in the local log: the remote copy in {where} "
@@ -73,6 +83,11 @@ def compare(local: Sequence[AuditRecord], remote: Mapping[int, AuditRecord], que
         return Verdict(False, n, f"{broken[1]} (in the remote copy too)", broken[0])
     note = f"; {waiting} not yet sent (queued)" if waiting else ""
     return Verdict(True, n, f"audit log intact: {n} record(s), chain verified against the remote copy in {where}{note}")
+
+
+def parse_ts(ts: str) -> float:
+    """Seconds since the epoch of a record's ``ts`` (ISO 8601, UTC)."""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
 def shared_records(audit: AuditLog, flt: AuditFilter | None = None) -> list[AuditRecord] | None:

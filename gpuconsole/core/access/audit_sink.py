@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 TABLE = "audit"
 SCHEMA = "gpuconsole.audit/1"
 DEFAULT_SYSLOG_SOCKET = "/dev/log"
+DEFAULT_MAX_LAG_MIN = 15.0  # a record queued longer than this fails verify: the copy cannot vouch for it
 _Text = Annotated[str, msgspec.Meta(pattern=r"\S", description="a non-empty string")]
 
 
@@ -68,6 +69,8 @@ class AuditTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     syslog_socket: _Text = DEFAULT_SYSLOG_SOCKET
     db: _Text | None = None  # the site's log (core.access.site)
     relay: _Text | None = None  # the relay's socket (core.access.audit_relay)
+    max_lag: Annotated[float, msgspec.Meta(gt=0, le=10_080, description=(
+        "a number of minutes more than 0, at most 10,080 (a week)"))] = DEFAULT_MAX_LAG_MIN
 
 
 KEYS = fields_of(AuditTable)
@@ -84,6 +87,7 @@ class SinkSettings:
     syslog: bool = False
     syslog_socket: str = DEFAULT_SYSLOG_SOCKET
     relay: str | None = None
+    max_lag_s: float = DEFAULT_MAX_LAG_MIN * 60
 
     @property
     def any(self) -> bool:
@@ -118,7 +122,7 @@ def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, s
     if given.cloudwatch_log_group is not None and given.region is None:
         raise ConfigError(f"{path}: [audit] key region: the log group's region is needed with cloudwatch_log_group")
     return SinkSettings(given.cloudwatch_log_group, given.region, given.profile, given.stream, given.syslog,
-                        given.syslog_socket, given.relay)
+                        given.syslog_socket, given.relay, given.max_lag * 60)
 
 
 def login_name() -> str:
@@ -316,6 +320,8 @@ class QueuedSink:
 class CloudWatchSink(QueuedSink):
     """The CloudWatch Logs copy: the shared, append-only log every auditor reads."""
 
+    max_lag_s = DEFAULT_MAX_LAG_MIN * 60  # how long a record may wait in the queue before verify fails
+
     def __init__(self, store: Any, stream: str, queue_path: Path, *, host: str, login: str) -> None:
         super().__init__(store.where, queue_path, lambda lines: store.put(stream, lines), host=host, login=login)
         self.store = store
@@ -373,7 +379,9 @@ def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, 
 
         store = cloudwatch_audit_store(settings.log_group, settings.region, profile=settings.profile)
         queue = audit.path.with_name(audit.path.name + ".cloudwatch-queue")
-        audit.sinks.append(CloudWatchSink(store, settings.stream or host, queue, host=host, login=login))
+        sink = CloudWatchSink(store, settings.stream or host, queue, host=host, login=login)
+        sink.max_lag_s = settings.max_lag_s
+        audit.sinks.append(sink)
     if settings.syslog:
         queue = audit.path.with_name(audit.path.name + ".syslog-queue")
         audit.sinks.append(QueuedSink(f"the system log ({settings.syslog_socket})", queue,
