@@ -42,13 +42,27 @@ def _sinks_closed(monkeypatch):
 def anchored(tmp_path, monkeypatch, aws_peer):  # noqa: F811 - the fixture imported above
     """A login's audit log whose records also go to moto's CloudWatch Logs."""
     monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "state" / "audit.db"))
-    write_config(tmp_path, monkeypatch, f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\n')
+    write_config(tmp_path, monkeypatch, copy_table(aws_peer))
     return default_guard().audit
+
+
+def copy_table(aws_peer, extra: str = "", endpoint: str | None = None) -> str:  # noqa: F811
+    """The [audit] table of a copy in moto's CloudWatch Logs, its endpoint pinned there."""
+    return (f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\n'
+            f'endpoint_url = "{endpoint or aws_peer.endpoint}"\n{extra}')
 
 
 def act(audit: AuditLog, n: int, actor: str = "ada") -> None:
     for i in range(n):
         audit.append(actor, "admin", "stop", f"i-{i}", (("region", "us-east-1"),), "ok")
+
+
+def remote_messages_at(aws_peer) -> list[dict]:  # noqa: F811
+    """The copy's messages, read at the peer itself whatever the environment says."""
+    import boto3
+
+    logs = boto3.client("logs", region_name="us-east-1", endpoint_url=aws_peer.endpoint)
+    return [json.loads(e["message"]) for e in logs.filter_log_events(logGroupName=GROUP)["events"]]
 
 
 def remote_messages(aws_peer) -> list[dict]:  # noqa: F811
@@ -163,6 +177,19 @@ def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_pe
     assert rc == 0 and "queued" not in out
 
 
+def test_the_environment_cannot_send_the_copy_elsewhere_and_verify_names_where_it_read(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811
+    """A login's AWS_ENDPOINT_URL_CLOUDWATCH_LOGS (or AWS_ENDPOINT_URL, or a profile's
+    endpoint_url) pointing at a server of its own changes nothing: the endpoint is pinned."""
+    elsewhere = f"http://127.0.0.1:{free_port()}"
+    for variable in ("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS"):
+        monkeypatch.setenv(variable, elsewhere)
+    audit = default_guard().audit
+    act(audit, 2)
+    assert [m["record"]["seq"] for m in remote_messages_at(aws_peer)] == [1, 2]
+    rc, out, _ = verify_cli(capsys)
+    assert rc == 0 and f"({'us-east-1'}, {aws_peer.endpoint})" in out and "read as AWS account 123456789012" in out
+
+
 def test_a_record_queued_longer_than_max_lag_fails_verify(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
     """A login that cuts the copy off, acts, then deletes the records from its log and queue
     leaves no trace; so a record may wait only ``[audit] max_lag`` (15 min) before verify fails."""
@@ -171,19 +198,19 @@ def test_a_record_queued_longer_than_max_lag_fails_verify(anchored, aws_peer, tm
     anchored.append("dave", "developer", "stop", "i-0123456789abcdef0", (), "ok")
     rc, _, err = verify_cli(capsys)
     assert rc == 1 and "record 1 has waited 20 min for the remote copy" in err and "max_lag, 15 min" in err
-    write_config(tmp_path, monkeypatch, f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\nmax_lag = 30\n')
+    write_config(tmp_path, monkeypatch, copy_table(aws_peer, "max_lag = 30\n"))
     rc, out, _ = verify_cli(capsys)
     assert rc == 0 and "2 not yet sent (queued)" in out
 
 
-def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
+    write_config(tmp_path, monkeypatch, copy_table(aws_peer, endpoint=f"http://127.0.0.1:{free_port()}"))  # nothing listens
     down = default_guard().audit
     act(down, 2)
     assert len(audit_sink.anchor(down).queued()) == 2
     rc, _, err = verify_cli(capsys)
     assert rc == 1 and "cannot read the remote copy" in err and err.count("\n") == 1
-    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_peer.endpoint)
+    write_config(tmp_path, monkeypatch, copy_table(aws_peer))
     rc, out, _ = verify_cli(capsys)  # verify sends the queue first
     assert rc == 0 and "2 record(s), chain verified against the remote copy" in out
     assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2]
@@ -192,7 +219,7 @@ def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_pe
 def test_records_written_before_the_sink_was_set_go_with_the_first_one(tmp_path, monkeypatch, aws_peer, capsys) -> None:  # noqa: F811
     monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "state" / "audit.db"))
     act(default_guard().audit, 2)
-    write_config(tmp_path, monkeypatch, f'[audit]\ncloudwatch_log_group = "{GROUP}"\nregion = "us-east-1"\n')
+    write_config(tmp_path, monkeypatch, copy_table(aws_peer))
     audit = default_guard().audit
     act(audit, 1)
     assert [m["record"]["seq"] for m in remote_messages(aws_peer)] == [1, 2, 3]

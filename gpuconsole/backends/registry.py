@@ -299,11 +299,11 @@ def iam_keys(profile: str | None, key_id: str, secret: str) -> Any:
     return IamKeys(profile, key_id, secret)
 
 
-def cloudwatch_audit_store(log_group: str, region: str, *, profile: str | None) -> Any:
-    """The audit log's remote copy in a CloudWatch Logs group."""
+def cloudwatch_audit_store(log_group: str, region: str, *, profile: str | None, endpoint_url: str | None = None) -> Any:
+    """The audit log's remote copy in a CloudWatch Logs group, at a pinned endpoint."""
     from gpuconsole.backends.aws import CloudWatchAuditStore
 
-    return CloudWatchAuditStore(log_group, region, profile=profile)
+    return CloudWatchAuditStore(log_group, region, profile=profile, endpoint_url=endpoint_url)
 
 
 def sns_publisher(region: str, profile: str | None = None, *,

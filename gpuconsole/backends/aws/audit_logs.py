@@ -42,6 +42,12 @@ def batches(messages: Sequence[str]) -> Iterator[Sequence[str]]:
         yield messages[start:]
 
 
+def default_endpoint(service: str, region: str) -> str:
+    """AWS's own endpoint of ``service`` in ``region`` (the China regions' domain differs)."""
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"https://{service}.{region}.{domain}"
+
+
 class CloudWatchAuditStore:
     """One CloudWatch Logs group, written one stream per host and read back whole.
 
@@ -55,10 +61,14 @@ class CloudWatchAuditStore:
             connection errors are retried with backoff).
     """
 
-    def __init__(self, group: str, region: str, *, profile: str | None = None, connect_timeout: float = 3,
-                 read_timeout: float = 10, max_attempts: int = 3) -> None:
+    def __init__(self, group: str, region: str, *, profile: str | None = None, endpoint_url: str | None = None,
+                 connect_timeout: float = 3, read_timeout: float = 10, max_attempts: int = 3) -> None:
         self.group = group
         self.region = region
+        # Pinned: given to the client itself, so AWS_ENDPOINT_URL(_CLOUDWATCH_LOGS) and a profile's
+        # endpoint_url (which a login may set) cannot send the copy, or its reading, elsewhere.
+        self.endpoint = endpoint_url or default_endpoint("logs", region)
+        self._sts_endpoint = endpoint_url or default_endpoint("sts", region)
         self._profile = profile
         self._config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts},
                               connect_timeout=connect_timeout, read_timeout=read_timeout,
@@ -69,7 +79,21 @@ class CloudWatchAuditStore:
 
     @property
     def where(self) -> str:
-        return f"CloudWatch Logs {self.group} ({self.region})"
+        return f"CloudWatch Logs {self.group} ({self.region}, {self.endpoint})"
+
+    def account(self) -> str:
+        """The AWS account these credentials are in (STS GetCallerIdentity at the pinned endpoint).
+
+        Raises:
+            BackendError: it cannot be asked.
+        """
+        self._logs()
+        try:
+            client = new_session(self._profile).client("sts", region_name=self.region, config=self._config,
+                                                       endpoint_url=self._sts_endpoint)
+            return str(client.get_caller_identity()["Account"])
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc) from exc
 
     def _logs(self) -> Any:
         """The client, made once; no call goes out without credentials."""
@@ -82,7 +106,8 @@ class CloudWatchAuditStore:
                     if frozen is None or not frozen.access_key:
                         raise BackendUnavailable(f"{self.where}: no AWS credentials found", hint=CREDENTIALS_HINT)
                     self._secrets = tuple(v for v in (frozen.access_key, frozen.secret_key, frozen.token) if v)
-                    self._client = session.client("logs", region_name=self.region, config=self._config)
+                    self._client = session.client("logs", region_name=self.region, config=self._config,
+                                                  endpoint_url=self.endpoint)
                 except BotoCoreError as exc:
                     raise aws_mapping.backend_error(exc, self.where) from exc
             return self._client

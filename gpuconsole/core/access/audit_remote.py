@@ -8,12 +8,14 @@ auditors read, whoever wrote each record.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog, Verdict, chain_break
-from gpuconsole.core.access.audit_sink import RemoteRecord, anchor, decode
+from gpuconsole.backends.base import BackendError
+from gpuconsole.core.access.audit_sink import CloudWatchSink, RemoteRecord, anchor, decode
 from gpuconsole.model import AuditFilter, AuditRecord
 
 
@@ -37,7 +39,16 @@ def verify_anchored(audit: AuditLog) -> Verdict:
     if isinstance(remote, Verdict):
         return remote
     queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
-    return compare(local, remote, queued, sink.name, max_lag_s=sink.max_lag_s, now=time.time())
+    verdict = compare(local, remote, queued, sink.name, max_lag_s=sink.max_lag_s, now=time.time())
+    return dataclasses.replace(verdict, message=f"{verdict.message}; {_account(sink)}")
+
+
+def _account(sink: CloudWatchSink) -> str:
+    """Which AWS account the copy was read as: a copy in another account vouches for nothing."""
+    try:
+        return f"read as AWS account {sink.store.account()}"
+    except BackendError as exc:
+        return f"the AWS account it was read as is unknown ({exc})"
 
 
 def by_seq(remote: Sequence[RemoteRecord]) -> dict[int, AuditRecord] | Verdict:

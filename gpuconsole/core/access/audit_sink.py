@@ -35,6 +35,7 @@ import os
 import pwd
 import socket
 import weakref
+from urllib.parse import urlsplit
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import IO, Annotated, Any
 import msgspec
 
 from gpuconsole.backends.base import BackendError
+from gpuconsole.backends.tls import is_loopback
 from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.config_decode import TableError, decode_table, fields_of
@@ -64,6 +66,7 @@ class AuditTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     cloudwatch_log_group: _Text | None = None
     region: _Text | None = None
     profile: _Text | None = None
+    endpoint_url: _Text | None = None  # the copy's endpoint, pinned (default: AWS's own for the region)
     stream: _Text = ""
     syslog: bool = False
     syslog_socket: _Text = DEFAULT_SYSLOG_SOCKET
@@ -88,6 +91,7 @@ class SinkSettings:
     syslog_socket: str = DEFAULT_SYSLOG_SOCKET
     relay: str | None = None
     max_lag_s: float = DEFAULT_MAX_LAG_MIN * 60
+    endpoint_url: str | None = None
 
     @property
     def any(self) -> bool:
@@ -121,8 +125,20 @@ def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, s
         raise ConfigError(f"{path}: [audit] key {exc.key}: {exc.problem}") from None
     if given.cloudwatch_log_group is not None and given.region is None:
         raise ConfigError(f"{path}: [audit] key region: the log group's region is needed with cloudwatch_log_group")
+    if given.endpoint_url is not None and (problem := _endpoint_problem(given.endpoint_url)):
+        raise ConfigError(f"{path}: [audit] key endpoint_url: {problem}")
     return SinkSettings(given.cloudwatch_log_group, given.region, given.profile, given.stream, given.syslog,
-                        given.syslog_socket, given.relay, given.max_lag * 60)
+                        given.syslog_socket, given.relay, given.max_lag * 60, given.endpoint_url)
+
+
+def _endpoint_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the copy's endpoint: https, or http on this machine only."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return None
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
+        return None
+    return f"expected an https:// URL (http:// only to this machine), got {url!r}"
 
 
 def login_name() -> str:
@@ -377,7 +393,8 @@ def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, 
     if settings.log_group and settings.region:
         from gpuconsole.backends.registry import cloudwatch_audit_store
 
-        store = cloudwatch_audit_store(settings.log_group, settings.region, profile=settings.profile)
+        store = cloudwatch_audit_store(settings.log_group, settings.region, profile=settings.profile,
+                                       endpoint_url=settings.endpoint_url)
         queue = audit.path.with_name(audit.path.name + ".cloudwatch-queue")
         sink = CloudWatchSink(store, settings.stream or host, queue, host=host, login=login)
         sink.max_lag_s = settings.max_lag_s
