@@ -370,3 +370,47 @@ def test_an_action_of_a_command_reaches_the_copy(anchored, aws_peer, tmp_path, c
     assert [(r["action"], r["target"], r["result"]) for r in sent] == [
         ("budget-add", "sprint", "started"), ("budget-add", "sprint", "ok")]
     assert sent[-1]["hash"] == anchored.records()[-1].hash
+
+
+def test_records_forged_in_the_shared_copy_are_shown_as_such(anchored, aws_peer, tmp_path, capsys) -> None:  # noqa: F811
+    """bob's own keys write into the shared copy directly: a second record 2 of priya's chain,
+    a record of his own in priya's name, and a chain with a record missing. The auditor's view
+    flags each, never shows it as genuine."""
+    from gpuconsole.core.access.audit import GENESIS, record_hash
+    from gpuconsole.model import AuditRecord
+
+    settings = audit_sink.settings_from_config()
+    priya = audit_sink.attach(AuditLog(tmp_path / "priya" / "audit.db"), settings, login="priya", host="bastion")
+    priya.append("priya", "developer", "stop", "i-0aaaaaaaaaaaaaaaa", (), "ok")
+    genuine = priya.append("priya", "developer", "stop", "i-0bbbbbbbbbbbbbbbb", (), "ok")
+
+    def made(seq: int, actor: str, target: str, prev: str) -> AuditRecord:
+        ts, params = "2026-12-01T10:00:00.000Z", "{}"
+        digest = record_hash(seq, ts, actor, "admin", "terminate", target, params, "ok", prev)
+        return AuditRecord(seq, ts, actor, "admin", "terminate", target, params, "ok", prev, digest)
+
+    forged = [
+        audit_sink.encode(made(2, "priya", "i-0ffffffffffffffff", genuine.prev_hash), "bastion", "priya"),
+        audit_sink.encode(made(1, "priya", "i-0eeeeeeeeeeeeeeee", GENESIS), "bastion", "bob"),
+        audit_sink.encode(made(1, "carol", "i-01", GENESIS), "bastion", "carol"),
+        audit_sink.encode(made(3, "carol", "i-03", "f" * 64), "bastion", "carol"),
+        audit_sink.encode(made(1, "dave", "i-0d1", GENESIS), "bastion", "dave"),
+        audit_sink.encode(made(2, "dave", "i-0d2", "f" * 64), "bastion", "dave"),  # not linked to record 1
+    ]
+    logs = aws_peer.client("logs")
+    logs.create_log_stream(logGroupName=GROUP, logStreamName="bob-own")
+    logs.put_log_events(logGroupName=GROUP, logStreamName="bob-own",
+                        logEvents=[{"timestamp": int(time.time() * 1000), "message": m} for m in forged])
+    capsys.readouterr()
+    assert main(["audit", "list", "--json"]) == 0
+    out, err = capsys.readouterr()
+    records = json.loads(out)["records"]
+    by_target = {r["target"]: r["result"] for r in records}
+    assert by_target["i-0bbbbbbbbbbbbbbbb"].startswith("untrusted (fork)")  # the genuine one is in doubt too
+    assert by_target["i-0ffffffffffffffff"].startswith("untrusted (fork)")
+    assert by_target["i-0eeeeeeeeeeeeeeee"].startswith("untrusted (identity mismatch)")
+    assert by_target["i-0aaaaaaaaaaaaaaaa"] == by_target["i-0d1"] == "ok"
+    assert by_target["i-0d2"].startswith("untrusted (break)")
+    assert "fork: record 2 of priya@bastion was sent 2 times with different contents" in err
+    assert "identity mismatch: bob@bastion sent a record in the name of priya" in err
+    assert "gap: records 2–2 of carol@bastion are missing from the copy" in err

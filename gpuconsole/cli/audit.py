@@ -140,8 +140,11 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     if relay is not None and not args.local:  # the relay's chain: every login's records
         records = [r for r in audit_relay.relay_records(relay) if _filter(args).matches(r)]
     else:
-        shared = None if args.local else audit_remote.shared_records(guard.audit, _filter(args))
+        findings: list[str] = []
+        shared = None if args.local else audit_remote.shared_records(guard.audit, _filter(args), findings)
         records = guard.audit.records(_filter(args)) if shared is None else shared
+        for line in findings:  # the shared copy's chains that do not hold: never shown as genuine
+            print(f"gpuconsole: warning: {line}", file=sys.stderr)
     if args.audit_command == "export":
         text = audit.to_csv(records) if args.format == "csv" else audit.to_json(records)
         if args.output:

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog, Verdict, chain_break
 from gpuconsole.backends.base import BackendError
+from gpuconsole.core.access.audit_shared import shared_view
 from gpuconsole.core.access.audit_sink import CloudWatchSink, RemoteRecord, anchor, decode
 from gpuconsole.model import AuditFilter, AuditRecord
 
@@ -101,8 +102,11 @@ def parse_ts(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
-def shared_records(audit: AuditLog, flt: AuditFilter | None = None) -> list[AuditRecord] | None:
-    """Every login's records, from the shared remote copy, in time order; None without one.
+def shared_records(audit: AuditLog, flt: AuditFilter | None = None,
+                   findings: list[str] | None = None) -> list[AuditRecord] | None:
+    """Every login's records, from the shared remote copy, in time order, each chain checked
+    (:mod:`.audit_shared`: forks, breaks, gaps and identity mismatches flagged, their lines
+    added to ``findings``); None without a copy.
 
     Raises:
         AuditError: the copy cannot be read.
@@ -111,8 +115,7 @@ def shared_records(audit: AuditLog, flt: AuditFilter | None = None) -> list[Audi
     if sink is None:
         return None
     sink.flush()
-    seen: dict[tuple[str, str, int], AuditRecord] = {}
-    for item in sink.remote(everyone=True):
-        seen.setdefault((item.host, item.login, item.record.seq), item.record)
-    out = sorted(seen.values(), key=lambda r: (r.ts, r.seq))
-    return [r for r in out if flt is None or flt.matches(r)]
+    records, found = shared_view(sink.remote(everyone=True))
+    if findings is not None:
+        findings.extend(found)
+    return [r for r in records if flt is None or flt.matches(r)]
