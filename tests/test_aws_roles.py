@@ -192,12 +192,26 @@ def test_iam_policy_json_parses_and_holds_the_guards(capsys: pytest.CaptureFixtu
                            for s in changes)
 
 
+def test_the_service_roles_fill_the_audit_copy_and_automate_only_tagged_instances(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["access", "iam-policy", "--account", "123456789012"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    service = {r["gpuconsole_role"]: r for r in doc["service_roles"]}
+    copy = {a for s in service["service"]["policy"]["Statement"] for a in s["Action"] if a.startswith("logs:")}
+    assert {"logs:PutLogEvents", "logs:CreateLogStream", "logs:FilterLogEvents"} <= copy
+    assert not any(a.startswith("logs:") for r in doc["roles"] for s in r["policy"]["Statement"] for a in s["Action"])
+    [trust] = service["automation"]["trust_policy"]["Statement"]
+    assert trust["Principal"] == {"AWS": "arn:aws:iam::123456789012:role/gpuconsole-service"}  # no login's keys
+    changes = [s for s in service["automation"]["policy"]["Statement"] if s["Effect"] == "Allow"
+               and set(s["Action"]) & {"ec2:StopInstances", "ec2:TerminateInstances"}]
+    assert changes and all(s["Condition"]["StringEquals"] == {"aws:ResourceTag/ManagedBy": "gpuconsole"} for s in changes)
+
+
 def test_iam_policy_terraform_parses_and_holds_the_mfa_condition(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["access", "iam-policy", "--terraform"]) == 0
     text = capsys.readouterr().out
     parsed = hcl2.loads(text)
     names = [name for block in parsed["resource"] for kind in block.values() for name in kind]
-    assert len(names) == 6
+    assert len(names) == 10  # a role and its policy for admin, developer, auditor, service and automation
     assert "aws:MultiFactorAuthPresent" in text and "${data.aws_caller_identity.current.account_id}" in text
 
 

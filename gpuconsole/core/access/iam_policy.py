@@ -1,4 +1,4 @@
-"""The three IAM roles gpuconsole acts through, and their policies, for ``access iam-policy``.
+"""The IAM roles gpuconsole acts through, and their policies, for ``access iam-policy``.
 
 What IAM holds here is the real guard (the console's own checks only explain and dim keys):
 
@@ -7,6 +7,14 @@ What IAM holds here is the real guard (the console's own checks only explain and
 - ``gpuconsole-developer``: reads and describes EC2, prices and the DLAMI parameter; launching,
   starting, stopping, rebooting and terminating are denied outright.
 - ``gpuconsole-auditor``: read only, plus Cost Explorer and CloudTrail lookups.
+
+And two for the services of a shared bastion, which no login's own credentials can assume:
+
+- ``gpuconsole-service``: the role the bastion's root services run as (its instance profile):
+  the audit relay writes and reads the audit copy (``logs:``), and the autopilot and budget
+  actions assume the automation role. Logins need no ``logs:`` permission at all.
+- ``gpuconsole-automation``: what automatic actions may do: start, stop, reboot, terminate and
+  launch, only on resources tagged ``ManagedBy = gpuconsole``; trusted by the service role alone.
 
 Every trust policy lets the session set its source identity (the OS login, for CloudTrail).
 Conditions on the tag limit the changes where EC2 supports resource tags; reads cannot be
@@ -71,19 +79,7 @@ def _read(sid: str, actions: list[str]) -> dict[str, Any]:
 
 def roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
     """The three roles for ``account`` (a 12-digit id, a placeholder or a Terraform reference)."""
-    admin = _policy(
-        _read("ReadFleet", EC2_READ + CATALOG_READ + COST_READ),
-        {"Sid": "ChangeTaggedInstances", "Effect": "Allow", "Action": INSTANCE_CHANGES, "Resource": "*",
-         "Condition": _tagged()},
-        {"Sid": "LaunchTagged", "Effect": "Allow", "Action": ["ec2:RunInstances"],
-         "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*"],
-         "Condition": {"StringEquals": {f"aws:RequestTag/{TAG_KEY}": TAG_VALUE}}},
-        {"Sid": "LaunchFrom", "Effect": "Allow", "Action": ["ec2:RunInstances"],
-         "Resource": ["arn:aws:ec2:*::image/*", "arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:*:*:security-group/*",
-                      "arn:aws:ec2:*:*:network-interface/*", "arn:aws:ec2:*:*:key-pair/*"]},
-        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": ["ec2:CreateTags"], "Resource": "*",
-         "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}}},
-    )
+    admin = _policy(_read("ReadFleet", EC2_READ + CATALOG_READ + COST_READ), *_tagged_changes())
     developer = _policy(
         _read("ReadFleet", EC2_READ + CATALOG_READ),
         {"Sid": "NoInstanceChanges", "Effect": "Deny", "Action": ["ec2:RunInstances", *INSTANCE_CHANGES],
@@ -105,11 +101,60 @@ def roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
     )
 
 
+AUDIT_GROUP = "/gpuconsole/audit"
+AUDIT_COPY = ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:FilterLogEvents"]
+
+
+def _tagged_changes() -> list[dict[str, Any]]:
+    """Instance changes and launches, only on what gpuconsole tagged (the admin's and automation's)."""
+    return [
+        {"Sid": "ChangeTaggedInstances", "Effect": "Allow", "Action": INSTANCE_CHANGES, "Resource": "*",
+         "Condition": _tagged()},
+        {"Sid": "LaunchTagged", "Effect": "Allow", "Action": ["ec2:RunInstances"],
+         "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*"],
+         "Condition": {"StringEquals": {f"aws:RequestTag/{TAG_KEY}": TAG_VALUE}}},
+        {"Sid": "LaunchFrom", "Effect": "Allow", "Action": ["ec2:RunInstances"],
+         "Resource": ["arn:aws:ec2:*::image/*", "arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:*:*:security-group/*",
+                      "arn:aws:ec2:*:*:network-interface/*", "arn:aws:ec2:*:*:key-pair/*"]},
+        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": ["ec2:CreateTags"], "Resource": "*",
+         "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}}},
+    ]
+
+
+def service_roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
+    """The shared bastion's service roles: the one its root services run as, and automation."""
+    service_trust = {"Version": "2012-10-17", "Statement": [
+        {"Sid": "TheBastionInstance", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+         "Action": "sts:AssumeRole"}]}
+    service = _policy(
+        {"Sid": "TheAuditCopy", "Effect": "Allow", "Action": AUDIT_COPY,
+         "Resource": [f"arn:aws:logs:*:{account}:log-group:{AUDIT_GROUP}",
+                      f"arn:aws:logs:*:{account}:log-group:{AUDIT_GROUP}:log-stream:*"]},
+        {"Sid": "AssumeAutomation", "Effect": "Allow", "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"],
+         "Resource": f"arn:aws:iam::{account}:role/gpuconsole-automation"},
+    )
+    automation_trust = {"Version": "2012-10-17", "Statement": [
+        {"Sid": "TheServiceRoleOnly", "Effect": "Allow",
+         "Principal": {"AWS": f"arn:aws:iam::{account}:role/gpuconsole-service"},
+         "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"]}]}
+    automation = _policy(_read("ReadFleet", EC2_READ + CATALOG_READ), *_tagged_changes())
+    return (
+        IamRole("gpuconsole-service", "service", "the bastion's gpuconsole services: the audit copy, and automation",
+                service_trust, service),
+        IamRole("gpuconsole-automation", "automation", "gpuconsole automatic actions: tagged instances only",
+                automation_trust, automation),
+    )
+
+
 def as_json(account: str = ACCOUNT_PLACEHOLDER) -> str:
-    """The roles as one JSON document: ``{"roles": [{name, gpuconsole_role, trust_policy, policy}]}``."""
-    return json.dumps({"tag": {TAG_KEY: TAG_VALUE}, "roles": [
-        {"name": r.name, "gpuconsole_role": r.gpuconsole_role, "description": r.description,
-         "trust_policy": r.trust, "policy": r.policy} for r in roles(account)]}, indent=2) + "\n"
+    """The roles as one JSON document: ``{"roles": [{name, gpuconsole_role, trust_policy, policy}],
+    "service_roles": [...]}``."""
+    def listed(found: tuple[IamRole, ...]) -> list[dict[str, Any]]:
+        return [{"name": r.name, "gpuconsole_role": r.gpuconsole_role, "description": r.description,
+                 "trust_policy": r.trust, "policy": r.policy} for r in found]
+
+    return json.dumps({"tag": {TAG_KEY: TAG_VALUE}, "roles": listed(roles(account)),
+                       "service_roles": listed(service_roles(account))}, indent=2) + "\n"
 
 
 def _hcl(value: dict[str, Any], indent: str) -> str:
@@ -120,7 +165,7 @@ def _hcl(value: dict[str, Any], indent: str) -> str:
 def as_terraform() -> str:
     """The roles as Terraform: one ``aws_iam_role`` and one inline ``aws_iam_role_policy`` each."""
     lines = ['data "aws_caller_identity" "current" {}', ""]
-    for role in roles(TERRAFORM_ACCOUNT):
+    for role in (*roles(TERRAFORM_ACCOUNT), *service_roles(TERRAFORM_ACCOUNT)):
         ident = role.name.replace("-", "_")
         lines += [
             f'resource "aws_iam_role" "{ident}" {{',
