@@ -11,6 +11,7 @@ pytest_plugins = ["tests.aws_peer", "tests.kube_server"]
 
 # boto3 would otherwise probe the instance-metadata address when it finds no credentials.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+os.environ["ALIBABA_CLOUD_ECS_METADATA_DISABLED"] = "true"  # the ECS credential chain's RAM-role step
 os.environ.pop("NO_COLOR", None)
 
 # The fixtures that start a real protocol peer: a test that asks for one (itself or through

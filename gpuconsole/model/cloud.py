@@ -1,4 +1,7 @@
-"""Cloud instances, the instance-type catalog, prices, and what a launch asks for.
+"""Cloud instances, the instance-type catalog, prices, and what a launch asks for, in words every
+cloud shares (id, cloud, type, zone, state, market, price, currency, tags, GPUs, image, network,
+disks). What only one cloud has lives in that provider's own option Struct (:class:`AwsLaunchOptions`,
+:class:`AlibabaLaunchOptions`), which its adapter owns and checks.
 """
 
 from __future__ import annotations
@@ -8,9 +11,15 @@ import re
 
 from gpuconsole.model.value import Tags, Value, tag_of
 
-# An instance id as its cloud writes it: EC2's ``i-`` and 8 or 17 lowercase hex digits.
-INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
-INSTANCE_ID_FORM = "i- and 8 or 17 hex digits"
+# An instance id as its cloud writes it: EC2's ``i-`` and 8 or 17 lowercase hex digits; Alibaba
+# Cloud ECS's ``i-`` and 20 lowercase letters and digits (``i-bp67acfmxazb4ph4abcd``).
+EC2_INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+ECS_INSTANCE_ID = re.compile(r"i-[0-9a-z]{20}")
+INSTANCE_ID = re.compile(f"{EC2_INSTANCE_ID.pattern}|{ECS_INSTANCE_ID.pattern}")
+INSTANCE_ID_FORM = "i- and 8 or 17 hex digits (EC2), or i- and 20 letters and digits (Alibaba Cloud)"
+
+# The clouds gpuconsole speaks to, by the name the command line and JSON use.
+CLOUDS = ("aws", "alibaba")
 
 
 def is_instance_id(text: str) -> bool:
@@ -27,7 +36,8 @@ class Market(str, enum.Enum):
 
 
 class InstanceState(str, enum.Enum):
-    """EC2 instance states (the names EC2 uses)."""
+    """An instance's state in words every cloud maps onto (EC2's names; ECS ``Starting`` is
+    pending, ``Stopped`` stopped, a released instance terminated)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -52,10 +62,12 @@ class InstanceType(Value):
     gpu_memory_gib: int
     vcpus: int
     memory_gib: int
-    on_demand_price: float  # $/h, Linux
+    on_demand_price: float  # per hour in ``currency``, Linux
     network: str = ""
     nvme_gb: int = 0
     nvlink: bool = False
+    cloud: str = "aws"
+    currency: str = "USD"
 
 
 class SpotPrice(Value):
@@ -112,9 +124,18 @@ class Instance(Value):
     history: str = ""  # where ``billing`` comes from: "cloudtrail", "observed" (since last start only), "" (the backend)
     spot_type: str = ""  # the spot request's type as EC2 names it: "one-time" or "persistent" ("": unknown)
     spot_interruption: str = ""  # its InstanceInterruptionBehavior: "terminate", "stop" or "hibernate"
+    cloud: str = "aws"  # the provider's name (CLOUDS)
+    currency: str = "USD"  # of price_per_hour and accrued_cost: the account's own currency
+    stopped_bills: bool = False  # a stopped instance whose compute still bills (ECS KeepCharging)
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)
+
+    @property
+    def bills_now(self) -> bool:
+        """Whether its compute is billed at this moment, on any cloud: while pending, running or
+        stopping, and while stopped when its cloud keeps charging a stopped instance."""
+        return self.state.billed or (self.state is InstanceState.STOPPED and self.stopped_bills)
 
     @property
     def one_time_spot(self) -> bool:

@@ -1,0 +1,294 @@
+"""The Alibaba Cloud backend: ECS GPU instances, their prices and stock, launches and controls.
+
+:class:`AlibabaCloud` is a :class:`~gpuconsole.backends.base.CloudBackend` and a
+:class:`~gpuconsole.backends.base.Provisioner`, like the AWS one. Requests are built from the
+documented parameter names (``Request().from_map``) and answers read as the documented JSON
+(``body.to_map()``), so :mod:`mapping` speaks ECS's own words. Clients are made per region on first
+use, from a worker thread; credentials come from the standard chain (environment,
+``~/.alibabacloud/credentials``, the instance's RAM role), or a named profile.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpuconsole.backends.alibaba.mapping import _items, backend_error, dry_run_error, ecs_time, instance_from
+from gpuconsole.backends.base import BackendError, Capability, NotSupported
+from gpuconsole.model import (
+    CloudReading,
+    Instance,
+    InstanceState,
+    InstanceType,
+    KeyPair,
+    LaunchSpec,
+    MachineImage,
+    Market,
+    RegionPrice,
+    SecurityGroup,
+    SpotPrice,
+    Subnet,
+    Workload,
+)
+
+TIMEOUT_MS = 10_000
+GPU_FAMILIES = ("ecs.gn", "ecs.ebmgn", "ecs.sgn", "ecs.vgn")
+
+
+@dataclass(frozen=True, slots=True)
+class AlibabaSettings:
+    """The ``[alibaba]`` table: regions watched, an optional endpoint URL (a test peer, a VPC
+    endpoint), a credentials profile, and the account's currency until ECS names it."""
+
+    regions: tuple[str, ...] = ()
+    endpoint: str | None = None
+    profile: str | None = None
+    currency: str = "CNY"
+
+
+def split_endpoint(url: str) -> tuple[str, str]:
+    """``https://ecs.cn-hangzhou.aliyuncs.com`` → ``("ecs.cn-hangzhou.aliyuncs.com", "https")``."""
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"not an endpoint URL: {url!r} (e.g. https://ecs.cn-hangzhou.aliyuncs.com)")
+    return parts.netloc, parts.scheme
+
+
+def is_gpu_type(name: str) -> bool:
+    return name.startswith(GPU_FAMILIES)
+
+
+class AlibabaCloud:
+    """ECS in one or more regions, behind the console's cloud and provisioning interfaces."""
+
+    name = "alibaba"
+    min_interval = 15.0
+    poll_timeout = 45.0
+    capabilities = frozenset({
+        Capability.LAUNCH, Capability.STOP, Capability.TERMINATE, Capability.SPOT, Capability.PRICES,
+    })
+
+    def __init__(self, settings: AlibabaSettings) -> None:
+        self.settings = settings
+        self.regions = settings.regions
+        self.profile = settings.profile
+        self.currency = settings.currency
+        if settings.endpoint:
+            split_endpoint(settings.endpoint)  # a bad URL fails here, before any call
+        self._clients: dict[str, Any] = {}
+        self._prices: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- SDK
+
+    def _credential(self) -> Any:
+        from alibabacloud_credentials.client import Client as Credentials
+
+        if self.profile:
+            from alibabacloud_credentials.provider.profile import ProfileCredentialsProvider
+
+            return Credentials(provider=ProfileCredentialsProvider(profile_name=self.profile))
+        return Credentials()
+
+    def _client(self, region: str) -> Any:
+        with self._lock:
+            client = self._clients.get(region)
+            if client is None:
+                from alibabacloud_ecs20140526.client import Client
+                from alibabacloud_tea_openapi import models as openapi
+
+                config = openapi.Config(credential=self._credential(), region_id=region,
+                                        read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS)
+                if self.settings.endpoint:
+                    config.endpoint, config.protocol = split_endpoint(self.settings.endpoint)
+                client = self._clients[region] = Client(config)
+            return client
+
+    def call(self, region: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One ECS action with documented parameters; its documented JSON answer.
+
+        Raises:
+            BackendError: mapped by :func:`mapping.backend_error`, the message starting with the region.
+        """
+        try:
+            return self._invoke(region, action, params)
+        except Exception as exc:  # the SDK raises its own families and plain ones; all are mapped
+            raise backend_error(exc, region) from None
+
+    def _invoke(self, region: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`call` with the SDK's own exceptions."""
+        from alibabacloud_ecs20140526 import models
+        from darabonba.runtime import RuntimeOptions
+
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in action).lstrip("_")
+        request = getattr(models, f"{action}Request")().from_map({"RegionId": region, **params})
+        runtime = RuntimeOptions(read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS, autoretry=True, max_attempts=3)
+        response = getattr(self._client(region), f"{snake}_with_options")(request, runtime)
+        return dict(response.body.to_map()) if response.body is not None else {}
+
+    # ----------------------------------------------------------------- CloudBackend
+
+    def poll_instances(self) -> CloudReading:
+        instances = [i for region in self._regions() for i in self._instances_in(region)]
+        return CloudReading(tuple(instances), taken_at=time.time())
+
+    def _regions(self) -> tuple[str, ...]:
+        if not self.regions:
+            raise BackendError("no Alibaba Cloud region configured: set regions in the [alibaba] table")
+        return self.regions
+
+    def _instances_in(self, region: str) -> list[Instance]:
+        found: list[Instance] = []
+        token = ""
+        while True:
+            body = self.call(region, "DescribeInstances", {"MaxResults": 100, **({"NextToken": token} if token else {})})
+            for raw in _items(body, "Instances", "Instance"):
+                if not (int(raw.get("GPUAmount") or 0) or is_gpu_type(str(raw.get("InstanceType", "")))):
+                    continue
+                spot = raw.get("SpotStrategy") in ("SpotWithPriceLimit", "SpotAsPriceGo")
+                price = self._spot_now(region, raw) if spot else self._price(region, str(raw.get("InstanceType", "")))
+                found.append(instance_from(raw, region, price, self.currency))
+            token = str(body.get("NextToken") or "")
+            if not token:
+                return found
+
+    def _price(self, region: str, instance_type: str) -> float:
+        """Pay-as-you-go price per hour (DescribePrice); the account's currency is taken from it."""
+        key = (region, instance_type)
+        if key not in self._prices:
+            body = self.call(region, "DescribePrice", {"ResourceType": "instance", "InstanceType": instance_type,
+                                                       "PriceUnit": "Hour"})
+            price = (body.get("PriceInfo") or {}).get("Price") or {}
+            if price.get("Currency"):
+                self.currency = str(price["Currency"])
+            self._prices[key] = float(price.get("TradePrice") or 0.0)
+        return self._prices[key]
+
+    def _spot_now(self, region: str, raw: dict[str, Any]) -> float:
+        history = self.spot_prices(region, (str(raw.get("InstanceType", "")),), time.time() - 3 * 3600,
+                                   zone=str(raw.get("ZoneId", "")))
+        return history[-1].price if history else 0.0
+
+    def close(self) -> None:
+        self._clients.clear()
+
+    # ----------------------------------------------------------------- Provisioner
+
+    def instance_types(self, region: str) -> tuple[InstanceType, ...]:
+        body = self.call(region, "DescribeInstanceTypes", {"MaxResults": 1600})
+        types = []
+        for raw in _items(body, "InstanceTypes", "InstanceType"):
+            count = int(raw.get("GPUAmount") or 0)
+            if not count:
+                continue
+            types.append(InstanceType(
+                name=str(raw.get("InstanceTypeId", "")), gpu_model=str(raw.get("GPUSpec") or ""),
+                gpu_count=count, gpu_memory_gib=int(float(raw.get("GPUMemorySize") or 0) * count),
+                vcpus=int(raw.get("CpuCoreCount") or 0), memory_gib=int(float(raw.get("MemorySize") or 0)),
+                on_demand_price=0.0, network=f"{raw.get('InstanceBandwidthRx', '')}".strip(),
+                cloud="alibaba", currency=self.currency))
+        return tuple(types)
+
+    def on_demand_prices(self, regions: tuple[str, ...]) -> tuple[RegionPrice, ...]:
+        return tuple(RegionPrice(t.name, region, self._price(region, t.name))
+                     for region in regions for t in self.instance_types(region))
+
+    def spot_prices(self, region: str, instance_types: tuple[str, ...], since: float, *,
+                    zone: str = "") -> tuple[SpotPrice, ...]:
+        start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
+        out: list[SpotPrice] = []
+        for name in instance_types:
+            params = {"InstanceType": name, "NetworkType": "vpc", "StartTime": start, **({"ZoneId": zone} if zone else {})}
+            body = self.call(region, "DescribeSpotPriceHistory", params)
+            for point in _items(body, "SpotPrices", "SpotPriceType"):
+                out.append(SpotPrice(name, str(point.get("ZoneId", "")), float(point.get("SpotPrice") or 0.0),
+                                     ecs_time(point.get("Timestamp"))))
+        return tuple(sorted(out, key=lambda p: p.ts))
+
+    def offerings(self, region: str, instance_types: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """Zones with stock of each type now (DescribeAvailableResource; ``SoldOut`` is left out)."""
+        body = self.call(region, "DescribeAvailableResource", {"DestinationResource": "InstanceType",
+                                                               "InstanceChargeType": "PostPaid"})
+        zones: dict[str, list[str]] = {name: [] for name in instance_types}
+        for zone in _items(body, "AvailableZones", "AvailableZone"):
+            for group in _items(zone, "AvailableResources", "AvailableResource"):
+                for item in _items(group, "SupportedResources", "SupportedResource"):
+                    if item.get("Value") in zones and item.get("Status") == "Available":
+                        zones[str(item["Value"])].append(str(zone.get("ZoneId", "")))
+        return {name: tuple(z) for name, z in zones.items()}
+
+    def subnets(self, region: str) -> tuple[Subnet, ...]:
+        return ()
+
+    def security_groups(self, region: str) -> tuple[SecurityGroup, ...]:
+        return ()
+
+    def key_pairs(self, region: str) -> tuple[KeyPair, ...]:
+        return ()
+
+    def default_image(self, region: str, workload: Workload) -> MachineImage:
+        raise NotSupported("Alibaba Cloud has no default GPU image here: give an image id (e.g. an Ubuntu image with the GPU driver)")
+
+    def launch(self, spec: LaunchSpec, *, dry_run: bool = False) -> tuple[Instance, ...]:
+        """RunInstances (pay-as-you-go, or preemptible with ``SpotStrategy``); idempotent by ``ClientToken``."""
+        params = run_instances_params(spec, client_token=str(uuid.uuid4()))
+        if dry_run:
+            try:
+                self._invoke(spec.region, "RunInstances", {**params, "DryRun": True})
+            except Exception as exc:  # ECS answers a passing dry run with an error too
+                cause = dry_run_error(exc)
+                if cause is not None:
+                    raise cause from None
+            return ()
+        body = self.call(spec.region, "RunInstances", params)
+        ids = [str(x) for x in ((body.get("InstanceIdSets") or {}).get("InstanceIdSet") or [])]
+        return tuple(Instance(instance_id=i, instance_type=spec.instance_type, region=spec.region,
+                              availability_zone=spec.availability_zone, market=spec.market,
+                              state=InstanceState.PENDING, launch_time=time.time(), price_per_hour=0.0,
+                              tags=spec.tags, cloud="alibaba", currency=self.currency) for i in ids)
+
+    def start(self, region: str, instance_id: str) -> None:
+        self.call(region, "StartInstance", {"InstanceId": instance_id})
+
+    def stop(self, region: str, instance_id: str) -> None:
+        """Stop in economical mode where the instance allows it (ECS stops it in standard mode,
+        still billing, where it does not: the next poll shows ``StoppedMode``)."""
+        self.call(region, "StopInstance", {"InstanceId": instance_id, "StoppedMode": "StopCharging"})
+
+    def reboot(self, region: str, instance_id: str) -> None:
+        self.call(region, "RebootInstance", {"InstanceId": instance_id})
+
+    def terminate(self, region: str, instance_id: str) -> None:
+        self.call(region, "DeleteInstance", {"InstanceId": instance_id, "Force": True})
+
+
+def run_instances_params(spec: LaunchSpec, *, client_token: str) -> dict[str, Any]:
+    """The RunInstances parameters of a launch, in the documented names."""
+    params: dict[str, Any] = {
+        "InstanceType": spec.instance_type, "ImageId": spec.image_id, "Amount": spec.count,
+        "ClientToken": client_token, "InstanceChargeType": "PostPaid",
+        "SystemDisk": {"Size": str(spec.root_volume_gib), "Category": "cloud_essd",
+                       **({"Encrypted": "true"} if spec.encrypted else {}),
+                       **({"KMSKeyId": spec.kms_key_id} if spec.encrypted and spec.kms_key_id else {})},
+        "Tag": [{"Key": k, "Value": v} for k, v in spec.tags],
+    }
+    if spec.availability_zone:
+        params["ZoneId"] = spec.availability_zone
+    if spec.subnet_id:
+        params["VSwitchId"] = spec.subnet_id
+    if spec.security_group_ids:
+        params["SecurityGroupIds"] = list(spec.security_group_ids)
+    if spec.key_name:
+        params["KeyPairName"] = spec.key_name
+    if spec.imdsv2_required:
+        params["HttpTokens"] = "required"
+    if spec.market is Market.SPOT:
+        if spec.max_spot_price is not None:
+            params.update(SpotStrategy="SpotWithPriceLimit", SpotPriceLimit=spec.max_spot_price)
+        else:
+            params["SpotStrategy"] = "SpotAsPriceGo"
+    return params

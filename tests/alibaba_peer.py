@@ -1,0 +1,173 @@
+"""A local ECS peer: the RPC-style API (``POST /?Action=…`` with form or query parameters, JSON
+answers) in the documented request and response shapes, for the official SDK to talk to.
+
+It holds instances per region, answers DescribeInstances (GPUAmount, GPUSpec, StoppedMode,
+OperationLocks, Tags, NextToken), DescribeInstanceTypes, DescribeAvailableResource,
+DescribePrice, DescribeSpotPriceHistory, RunInstances (DryRun, ClientToken), Start/Stop/Reboot/
+DeleteInstance, and the documented errors (``InvalidInstanceType.NotFound``,
+``OperationDenied.NoStock``, ``Throttling.User``) when told to.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+TYPES = {  # Alibaba Cloud's published figures: GPU, count, GPU memory GiB each, vCPUs, memory GiB
+    "ecs.gn7i-c8g1.2xlarge": ("NVIDIA A10", 1, 24, 8, 30),
+    "ecs.gn6i-c4g1.xlarge": ("NVIDIA T4", 1, 16, 4, 15),
+    "ecs.gn7e-c16g1.4xlarge": ("NVIDIA A100", 1, 80, 16, 125),
+    "ecs.g7.large": ("", 0, 0, 2, 8),
+}
+PRICES = {"ecs.gn7i-c8g1.2xlarge": 14.9, "ecs.gn6i-c4g1.xlarge": 8.2, "ecs.gn7e-c16g1.4xlarge": 41.6, "ecs.g7.large": 0.6}
+
+
+@dataclass
+class EcsWorld:
+    instances: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    fail: dict[str, str] = field(default_factory=dict)  # action -> error code to answer once
+    sold_out: set[str] = field(default_factory=set)  # types with no stock
+    tokens: dict[str, list[str]] = field(default_factory=dict)  # ClientToken -> ids
+    currency: str = "CNY"
+    counter: int = 0
+
+    def add(self, instance_type: str, *, region: str = "cn-hangzhou", zone: str = "cn-hangzhou-i",
+            status: str = "Running", spot: str = "NoSpot", stopped_mode: str = "Not-applicable",
+            tags: dict[str, str] | None = None, charge: str = "PostPaid", locks: tuple[str, ...] = ()) -> str:
+        self.counter += 1
+        iid = f"i-bp{self.counter:018d}"
+        gpu, count, *_ = TYPES[instance_type]
+        self.instances[iid] = {
+            "InstanceId": iid, "InstanceName": f"node-{self.counter}", "InstanceType": instance_type,
+            "RegionId": region, "ZoneId": zone, "Status": status, "StoppedMode": stopped_mode,
+            "InstanceChargeType": charge, "SpotStrategy": spot, "GPUAmount": count, "GPUSpec": gpu,
+            "CreationTime": "2026-12-01T08:00Z", "StartTime": "2026-12-01T08:01Z",
+            "Tags": {"Tag": [{"TagKey": k, "TagValue": v} for k, v in (tags or {}).items()]},
+            "OperationLocks": {"LockReason": [{"LockReason": r} for r in locks]},
+        }
+        return iid
+
+
+def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    region = p.get("RegionId", "")
+    if action in world.fail:
+        code = world.fail.pop(action)
+        status = 400 if code.startswith(("Throttling", "Invalid", "OperationDenied")) else 403
+        return status, {"Code": code, "Message": f"{code} from the peer", "RequestId": "r-1"}
+    if action == "DescribeInstances":
+        rows = [i for i in world.instances.values() if i["RegionId"] == region]
+        start = int(p.get("NextToken") or 0)
+        size = int(p.get("MaxResults") or 10)
+        page = rows[start:start + size]
+        token = str(start + size) if start + size < len(rows) else ""
+        return 200, {"RequestId": "r", "TotalCount": len(rows), "NextToken": token, "Instances": {"Instance": page}}
+    if action == "DescribeInstanceTypes":
+        return 200, {"RequestId": "r", "InstanceTypes": {"InstanceType": [
+            {"InstanceTypeId": n, "GPUSpec": g, "GPUAmount": c, "GPUMemorySize": m, "CpuCoreCount": v,
+             "MemorySize": mem, "InstanceTypeFamily": n.rsplit(".", 1)[0].split("-")[0]}
+            for n, (g, c, m, v, mem) in TYPES.items()]}}
+    if action == "DescribeAvailableResource":
+        return 200, {"RequestId": "r", "AvailableZones": {"AvailableZone": [
+            {"ZoneId": zone, "RegionId": region, "Status": "Available", "AvailableResources": {"AvailableResource": [
+                {"Type": "InstanceType", "SupportedResources": {"SupportedResource": [
+                    {"Value": n, "Status": "SoldOut" if n in world.sold_out or zone.endswith("j") else "Available",
+                     "StatusCategory": "WithStock"} for n in TYPES]}}]}}
+            for zone in (f"{region}-i", f"{region}-j")]}}
+    if action == "DescribePrice":
+        name = p.get("InstanceType", "")
+        if name not in PRICES:
+            return 404, {"Code": "InvalidInstanceType.NotFound", "Message": "The specified InstanceType does not exist.", "RequestId": "r"}
+        price = PRICES[name]
+        return 200, {"RequestId": "r", "PriceInfo": {"Price": {"OriginalPrice": price, "DiscountPrice": 0.0,
+                                                               "TradePrice": price, "Currency": world.currency},
+                                                     "Rules": {"Rule": []}}}
+    if action == "DescribeSpotPriceHistory":
+        name = p.get("InstanceType", "")
+        base = PRICES.get(name, 1.0) * 0.3
+        return 200, {"RequestId": "r", "Currency": world.currency, "NextOffset": 0, "SpotPrices": {"SpotPriceType": [
+            {"ZoneId": p.get("ZoneId") or f"{region}-i", "InstanceType": name, "IoOptimized": "optimized",
+             "NetworkType": "vpc", "SpotPrice": round(base + d * 0.01, 3), "OriginPrice": PRICES.get(name, 1.0),
+             "Timestamp": f"2026-12-04T0{d}:00:00Z"} for d in range(3)]}}
+    if action == "RunInstances":
+        name = p.get("InstanceType", "")
+        if name not in TYPES:
+            return 404, {"Code": "InvalidInstanceType.NotFound", "Message": "The specified InstanceType does not exist.", "RequestId": "r"}
+        if name in world.sold_out:
+            return 400, {"Code": "OperationDenied.NoStock", "Message": "The resource is out of stock in the specified zone.", "RequestId": "r"}
+        if p.get("DryRun", "").lower() == "true":
+            return 400, {"Code": "DryRunOperation", "Message": "Request validation has been passed with DryRun flag set.", "RequestId": "r"}
+        token = p.get("ClientToken", "")
+        if token in world.tokens:
+            ids = world.tokens[token]
+        else:
+            tags = {p[f"Tag.{n}.Key"]: p.get(f"Tag.{n}.Value", "") for n in range(1, 21) if f"Tag.{n}.Key" in p}
+            ids = [world.add(name, region=region, zone=p.get("ZoneId") or f"{region}-i", status="Pending",
+                             spot=p.get("SpotStrategy", "NoSpot"), tags=tags) for _ in range(int(p.get("Amount") or 1))]
+            world.tokens[token] = ids
+        return 200, {"RequestId": "r", "OrderId": "o-1", "TradePrice": PRICES[name], "InstanceIdSets": {"InstanceIdSet": ids}}
+    if action in ("StartInstance", "StopInstance", "RebootInstance", "DeleteInstance"):
+        inst = world.instances.get(p.get("InstanceId", ""))
+        if inst is None:
+            return 404, {"Code": "InvalidInstanceId.NotFound", "Message": "The specified InstanceId does not exist.", "RequestId": "r"}
+        if action == "StartInstance":
+            inst.update(Status="Running", StoppedMode="Not-applicable")
+        elif action == "StopInstance":
+            economical = p.get("StoppedMode") == "StopCharging" and inst["InstanceChargeType"] == "PostPaid"
+            inst.update(Status="Stopped", StoppedMode="StopCharging" if economical else "KeepCharging")
+        elif action == "DeleteInstance":
+            del world.instances[inst["InstanceId"]]
+        return 200, {"RequestId": "r"}
+    return 400, {"Code": "InvalidAction.NotFound", "Message": f"unknown action {action}", "RequestId": "r"}
+
+
+class EcsPeer:
+    """The peer on 127.0.0.1; ``url`` is what ``[alibaba] endpoint`` takes."""
+
+    def __init__(self) -> None:
+        self.world = EcsWorld()
+        world = self.world
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                self._serve()
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._serve()
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                params = dict(parse_qsl(urlsplit(self.path).query, keep_blank_values=True))
+                params.update(parse_qsl(body, keep_blank_values=True))
+                action = params.get("Action") or self.headers.get("x-acs-action", "")
+                world.calls.append((action, params))
+                status, answer = _answer(world, action, params)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> EcsPeer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def actions(self) -> list[str]:
+        return [a for a, _ in self.world.calls]
