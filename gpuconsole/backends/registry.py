@@ -50,6 +50,7 @@ class SourceSettings(Protocol):
     namespaces: tuple[str, ...]
     watch_jobs: bool
     prometheus: PrometheusSettings | None
+    alibaba: Any  # the [alibaba] table as AlibabaSettings, None when absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,12 @@ def aws_configured(options: SourceSettings, env: Mapping[str, str] = os.environ)
     home = Path.home() / ".aws"
     files = (env.get("AWS_CONFIG_FILE") or home / "config", env.get("AWS_SHARED_CREDENTIALS_FILE") or home / "credentials")
     return any(Path(f).is_file() for f in files)
+
+
+def alibaba_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether Alibaba Cloud is set up: an ``[alibaba]`` table with regions (files only)."""
+    settings = getattr(options, "alibaba", None)
+    return bool(settings is not None and settings.regions)
 
 
 def kube_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
@@ -155,6 +162,29 @@ def _aws(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
     return AwsCloud(options.regions, options.profile, all_types=options.all_instance_types)
 
 
+def _alibaba(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
+    from gpuconsole.backends.alibaba import AlibabaCloud, AlibabaSettings  # the SDK is imported on first use
+
+    return AlibabaCloud(getattr(options, "alibaba", None) or AlibabaSettings())
+
+
+def alibaba_settings(**table: Any) -> Any:
+    """The ``[alibaba]`` table's settings (ValueError, one line, for a bad endpoint URL)."""
+    from gpuconsole.backends.alibaba import AlibabaSettings, split_endpoint
+
+    settings = AlibabaSettings(**table)
+    if settings.endpoint:
+        split_endpoint(settings.endpoint)
+    return settings
+
+
+def cloud_set(names: tuple[str, ...], options: SourceSettings, clock: Clock, world: World | None) -> Any:
+    """The clouds ``names`` (each a registered cloud source) as one source."""
+    from gpuconsole.backends.clouds import CloudSet
+
+    return CloudSet([build(CLOUD, name, options, clock=clock, world=world) for name in names])
+
+
 GPUS, JOBS, CLOUD = SourceKind.GPUS, SourceKind.JOBS, SourceKind.CLOUD
 
 SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
@@ -178,11 +208,17 @@ SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
     CLOUD: {
         "sim": SourceEntry(CLOUD, "sim", _sim_face(2)),
         "aws": SourceEntry(CLOUD, "aws", _aws, set_up=aws_configured),
+        "alibaba": SourceEntry(CLOUD, "alibaba", _alibaba, set_up=alibaba_configured),
         "off": _explained(CLOUD, "off", "cloud instances are turned off (--cloud off)", "start without --cloud off"),
         "none": _explained(CLOUD, "none", "no cloud account configured",
                            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region (--region)"),
     },
 }
+
+
+def cloud_names() -> tuple[str, ...]:
+    """The clouds a user can set up and list together (``--cloud aws,alibaba``)."""
+    return tuple(name for name, found in SOURCES[CLOUD].items() if found.set_up is not None)
 
 
 def entry(kind: SourceKind, name: str) -> SourceEntry:
@@ -200,7 +236,10 @@ def set_up(kind: SourceKind, name: str, options: SourceSettings, env: Mapping[st
 
 
 def build(kind: SourceKind, name: str, options: SourceSettings, *, clock: Clock, world: World | None = None) -> Any:
-    """The source ``name`` of ``kind``, built from ``options`` (``world``: the simulated one)."""
+    """The source ``name`` of ``kind``, built from ``options`` (``world``: the simulated one);
+    a cloud ``name`` may list several (``aws,alibaba``)."""
+    if kind is SourceKind.CLOUD and "," in name:
+        return cloud_set(tuple(name.split(",")), options, clock, world)
     return entry(kind, name).build(options, clock, world)
 
 

@@ -93,6 +93,12 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         prometheus = prometheus_settings(flags, args.config)
     except ValueError as exc:
         raise ArgumentError(f"Prometheus: {exc}") from None
+    from gpuconsole.core.fleet.cloud_config import alibaba_settings
+
+    try:
+        alibaba = alibaba_settings(args.config)
+    except ValueError as exc:
+        raise ArgumentError(str(exc)) from None
 
     sources = SourceOptions(
         demo=args.demo,
@@ -112,6 +118,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         namespaces=tuple(dict.fromkeys(args.namespaces)),
         watch_jobs=args.command in (None, "metrics"),  # other commands read once: a list, no watch threads
         prometheus=prometheus,
+        alibaba=alibaba,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
                              act_on_budgets=act_on_budgets, read_only=args.read_only, **_demo_clock(args))

@@ -39,7 +39,7 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         "jobs": to_jsonable(snap.jobs),
         "cronjobs": to_jsonable(snap.cronjobs),
         "nodes": to_jsonable(snap.nodes),
-        "instances": to_jsonable(snap.instances),
+        "instances": [{**to_jsonable(i), "bills_now": i.bills_now} for i in snap.instances],
         "budgets": [
             {**to_jsonable(b.budget), "spent": b.spent, "forecast": b.forecast, "burn_per_hour": b.burn_per_hour,
              "percent": b.percent, "crossed": to_jsonable(b.crossed)}

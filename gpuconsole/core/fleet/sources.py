@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuconsole.backends import registry
-from gpuconsole.core.fleet.source_names import CLOUD_SOURCES, GPU_SOURCES, JOB_SOURCES, check_region
+from gpuconsole.core.fleet.source_names import GPU_SOURCES, JOB_SOURCES, check_cloud, check_region
 from gpuconsole.model import SourceKind
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class SourceOptions:
     namespaces: tuple[str, ...] = ()  # empty: every namespace
     watch_jobs: bool = True  # a watch-fed cache (the console); False: each poll lists (snapshot)
     prometheus: PrometheusSettings | None = None  # --prometheus URL … or the config file's [prometheus]
+    alibaba: Any = None  # the config file's [alibaba] table (AlibabaSettings), None when absent
 
 
 def choose(options: SourceOptions, *, simulated: bool, env: Mapping[str, str] = os.environ) -> dict[SourceKind, str]:
@@ -62,7 +63,18 @@ def choose(options: SourceOptions, *, simulated: bool, env: Mapping[str, str] = 
         return {SourceKind.GPUS: gpu, SourceKind.JOBS: "sim", SourceKind.CLOUD: "sim"}
     return {SourceKind.GPUS: gpu,
             SourceKind.JOBS: _real(SourceKind.JOBS, options.jobs, "kube", options, env),
-            SourceKind.CLOUD: _real(SourceKind.CLOUD, options.cloud, "aws", options, env)}
+            SourceKind.CLOUD: _clouds(options, env)}
+
+
+def _clouds(options: SourceOptions, env: Mapping[str, str]) -> str:
+    """The cloud source: ``off``, the clouds asked for (comma-separated when several), or with
+    ``auto`` every cloud that is set up; ``none`` when none is."""
+    if options.cloud == "off":
+        return "off"
+    if options.cloud != "auto":
+        return options.cloud
+    found = [name for name in registry.cloud_names() if registry.set_up(SourceKind.CLOUD, name, options, env)]
+    return ",".join(found) if found else "none"
 
 
 def _real(kind: SourceKind, asked: str, name: str, options: SourceOptions, env: Mapping[str, str]) -> str:
@@ -80,8 +92,7 @@ def build_sources(options: SourceOptions, clock: Callable[[], float] = time.time
     """
     if options.gpus not in GPU_SOURCES:
         raise ValueError(f"unknown GPU source {options.gpus!r}: choose one of {', '.join(GPU_SOURCES)}")
-    if options.cloud not in CLOUD_SOURCES:
-        raise ValueError(f"unknown cloud {options.cloud!r}: choose one of {', '.join(CLOUD_SOURCES)}")
+    check_cloud(options.cloud)
     if options.jobs not in JOB_SOURCES:
         raise ValueError(f"unknown job source {options.jobs!r}: choose one of {', '.join(JOB_SOURCES)}")
     for region in options.regions:

@@ -1,0 +1,171 @@
+"""Several clouds at once behind the one cloud interface, and what tells the providers apart.
+
+:data:`PROVIDERS` declares each provider in a few lines (the name the command line and JSON use,
+its instance-id form, the prefix of its instance-type names, its title); :class:`CloudSet` polls
+every provider a session watches and sends each action to the provider that owns the instance,
+the region or the type. Adding a provider is a new adapter folder and one
+:func:`register_provider` call; nothing here names a cloud's API.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuconsole.backends.base import BackendError, Capability
+from gpuconsole.model import CloudReading, Instance, LaunchSpec
+from gpuconsole.model.cloud import EC2_INSTANCE_ID, ECS_INSTANCE_ID
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """One cloud as the rest of the console sees it.
+
+    Attributes:
+        name: what ``--cloud``, JSON's ``cloud`` and the CLOUD column say.
+        title: how a person names it.
+        instance_id: the form of its instance ids (its own check before any call).
+        type_prefix: how its instance-type names start ("" matches any: the fallback).
+        stop_note: what stopping does to its bill, for screens and the README.
+        launch_fields: the launch wizard's details, as ``(field, label)`` of :class:`LaunchSpec`.
+    """
+
+    name: str
+    title: str
+    instance_id: re.Pattern[str]
+    type_prefix: str = ""
+    stop_note: str = ""
+    launch_fields: tuple[tuple[str, str], ...] = ()
+
+
+PROVIDERS: dict[str, Provider] = {}
+
+
+def register_provider(provider: Provider) -> Provider:
+    PROVIDERS[provider.name] = provider
+    return provider
+
+
+register_provider(Provider(
+    "aws", "AWS", EC2_INSTANCE_ID, "",
+    "a stopped EC2 instance bills no compute; its EBS volumes bill on",
+    (("subnet_id", "Subnet"), ("security_group_ids", "Security groups"), ("key_name", "Key pair"),
+     ("kms_key_id", "EBS KMS key"), ("imdsv2_required", "IMDSv2"))))
+register_provider(Provider(
+    "alibaba", "Alibaba Cloud", ECS_INSTANCE_ID, "ecs.",
+    "a pay-as-you-go instance stopped in economical mode bills no compute; a subscription one, or one "
+    "stopped in standard mode (KeepCharging), bills on; disks bill on",
+    (("subnet_id", "VSwitch"), ("security_group_ids", "Security group"), ("key_name", "Key pair"),
+     ("kms_key_id", "Disk KMS key"), ("imdsv2_required", "Metadata tokens required"))))
+
+
+def provider_of_id(instance_id: str) -> Provider | None:
+    for provider in PROVIDERS.values():
+        if provider.instance_id.fullmatch(instance_id):
+            return provider
+    return None
+
+
+def provider_of_type(instance_type: str, among: Sequence[str]) -> str:
+    """The provider in ``among`` whose type names start like ``instance_type`` (the longest
+    prefix wins; a provider with no prefix takes the rest)."""
+    best = ""
+    length = -1
+    for name in among:
+        prefix = PROVIDERS[name].type_prefix if name in PROVIDERS else ""
+        if instance_type.startswith(prefix) and len(prefix) > length:
+            best, length = name, len(prefix)
+    if not best:
+        raise BackendError(f"no watched cloud offers {instance_type!r}")
+    return best
+
+
+class CloudSet:
+    """The clouds of one session as one :class:`CloudBackend` and :class:`Provisioner`."""
+
+    def __init__(self, members: Sequence[Any]) -> None:
+        self.members = {m.name: m for m in members}
+        self.name = ",".join(self.members)
+        self.capabilities = frozenset[Capability]().union(*(m.capabilities for m in members))
+        self.regions = tuple(dict.fromkeys(r for m in members for r in getattr(m, "regions", ())))
+        self.min_interval = max((getattr(m, "min_interval", 0.0) for m in members), default=0.0)
+        self.poll_timeout = max((getattr(m, "poll_timeout", 10.0) for m in members), default=10.0)
+        self._owner: dict[str, str] = {}
+
+    def poll_instances(self) -> CloudReading:
+        """Every member's instances; a failing member fails the poll, its message naming it
+        (spend never looks smaller because one cloud did not answer)."""
+        instances: list[Instance] = []
+        for name, member in self.members.items():
+            try:
+                reading = member.poll_instances()
+            except BackendError as exc:
+                raise type(exc)(f"{name}: {exc}") from None
+            instances.extend(reading.instances)
+        self._owner = {i.instance_id: i.cloud for i in instances}
+        return CloudReading(tuple(instances), taken_at=time.time())
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.close()
+
+    # ----------------------------------------------------------------- routing
+
+    def _by_region(self, region: str) -> Any:
+        for member in self.members.values():
+            if region in getattr(member, "regions", ()):
+                return member
+        return next(iter(self.members.values()))
+
+    def _by_instance(self, instance_id: str) -> Any:
+        name = self._owner.get(instance_id)
+        if name is None:
+            provider = provider_of_id(instance_id)
+            name = provider.name if provider else ""
+        if name not in self.members:
+            raise BackendError(f"{instance_id}: no watched cloud owns this instance")
+        return self.members[name]
+
+    def instance_types(self, region: str) -> tuple:
+        return self._by_region(region).instance_types(region)
+
+    def on_demand_prices(self, regions: tuple[str, ...]) -> tuple:
+        return tuple(p for m in self.members.values()
+                     for p in m.on_demand_prices(tuple(r for r in regions if r in getattr(m, "regions", ()))))
+
+    def spot_prices(self, region: str, instance_types: tuple[str, ...], since: float) -> tuple:
+        return self._by_region(region).spot_prices(region, instance_types, since)
+
+    def offerings(self, region: str, instance_types: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        return self._by_region(region).offerings(region, instance_types)
+
+    def subnets(self, region: str) -> tuple:
+        return self._by_region(region).subnets(region)
+
+    def security_groups(self, region: str) -> tuple:
+        return self._by_region(region).security_groups(region)
+
+    def key_pairs(self, region: str) -> tuple:
+        return self._by_region(region).key_pairs(region)
+
+    def default_image(self, region: str, workload: Any) -> Any:
+        return self._by_region(region).default_image(region, workload)
+
+    def launch(self, spec: LaunchSpec, *, dry_run: bool = False) -> tuple[Instance, ...]:
+        member = self.members[provider_of_type(spec.instance_type, tuple(self.members))]
+        return member.launch(spec, dry_run=dry_run)
+
+    def start(self, region: str, instance_id: str) -> None:
+        self._by_instance(instance_id).start(region, instance_id)
+
+    def stop(self, region: str, instance_id: str) -> None:
+        self._by_instance(instance_id).stop(region, instance_id)
+
+    def reboot(self, region: str, instance_id: str) -> None:
+        self._by_instance(instance_id).reboot(region, instance_id)
+
+    def terminate(self, region: str, instance_id: str) -> None:
+        self._by_instance(instance_id).terminate(region, instance_id)

@@ -1,0 +1,69 @@
+"""Each cloud's own table of the configuration file, beyond ``[aws]``: ``[alibaba]``.
+
+::
+
+    [alibaba]
+    regions = ["cn-hangzhou", "cn-shanghai"]         # required: the regions to watch
+    endpoint = "https://ecs.cn-hangzhou.aliyuncs.com"  # optional: a full URL (a VPC endpoint, a test peer)
+    profile = "gpu"                                   # optional: ~/.alibabacloud/credentials profile
+    currency = "CNY"                                  # until ECS's DescribePrice names it
+
+Regions of a cloud come from its own table; ``--region`` stays AWS's. Nothing is read from the
+network to decide: with ``--cloud auto`` Alibaba Cloud is watched exactly when the table has
+regions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from gpuconsole.backends import registry
+from gpuconsole.core.config import ConfigError, config_path
+from gpuconsole.core.config_decode import TableError, decode_table
+
+ALIBABA_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+(-\d{1,2})?$")
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class AlibabaTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The ``[alibaba]`` table as written."""
+
+    regions: Annotated[tuple[_Text, ...], msgspec.Meta(min_length=1)]
+    endpoint: _Text | None = None
+    profile: _Text | None = None
+    currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$", description="a currency code such as CNY")] = "CNY"
+
+
+def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> Any:
+    """The ``[alibaba]`` table as the adapter's settings; None without one.
+
+    Raises:
+        ConfigError: an unknown key, a bad region or endpoint (one line naming file and key).
+    """
+    path, _named = config_path(explicit, env)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None  # the budgets' reading of the same file reports these
+    table = data.get("alibaba")
+    if table is None:
+        return None
+    try:
+        decoded = decode_table(table, AlibabaTable)
+    except TableError as exc:
+        raise ConfigError(f"{path}: [alibaba] key {exc.key or 'alibaba'}: {exc.problem}") from None
+    for region in decoded.regions:
+        if not ALIBABA_REGION.match(region):
+            raise ConfigError(f"{path}: [alibaba] key regions: not an Alibaba Cloud region: {region!r} (e.g. cn-hangzhou)")
+    try:
+        return registry.alibaba_settings(regions=tuple(dict.fromkeys(decoded.regions)), endpoint=decoded.endpoint,
+                                         profile=decoded.profile, currency=decoded.currency)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: [alibaba] key endpoint: {exc}") from None

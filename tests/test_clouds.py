@@ -1,0 +1,137 @@
+"""Several clouds at once: ``--cloud`` lists, the ``[alibaba]`` table, ``cloud`` and ``bills_now``
+in JSON, and a third provider added in a few lines without touching the layer."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuconsole.backends import registry
+from gpuconsole.backends.base import Capability
+from gpuconsole.backends.clouds import PROVIDERS, CloudSet, Provider, provider_of_type, register_provider
+from gpuconsole.cli.main import main
+from gpuconsole.core.fleet.source_names import check_cloud
+from gpuconsole.model import CloudReading, Instance, InstanceState, Market, SourceKind
+from tests.alibaba_peer import EcsPeer
+
+FIELDS = {"instance_id", "instance_type", "gpus", "market", "state", "price_per_hour", "availability_zone", "region",
+          "cloud", "currency", "bills_now"}
+
+
+@pytest.fixture
+def ecs(monkeypatch):
+    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
+    with EcsPeer() as peer:
+        yield peer
+
+
+def _config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[alibaba]\nregions = ["cn-hangzhou"]\nendpoint = "{url}"\n')
+    return path
+
+
+def _snapshot(capsys, *argv: str) -> dict:
+    assert main(["snapshot", "--json", "--no-db", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_snapshot_json_lists_the_peers_gpu_instances(ecs, tmp_path, capsys):
+    running = ecs.world.add("ecs.gn7i-c8g1.2xlarge")
+    kept = ecs.world.add("ecs.gn6i-c4g1.xlarge", status="Stopped", stopped_mode="KeepCharging")
+    saved = ecs.world.add("ecs.gn7e-c16g1.4xlarge", status="Stopped", stopped_mode="StopCharging")
+    ecs.world.add("ecs.g7.large")
+    doc = _snapshot(capsys, "--cloud", "alibaba", "--config", str(_config(tmp_path, ecs.url)))
+    rows = {i["instance_id"]: i for i in doc["instances"]}
+    assert set(rows) == {running, kept, saved}
+    assert all(FIELDS <= set(r) for r in rows.values())
+    assert rows[running]["cloud"] == "alibaba" and rows[running]["currency"] == "CNY"
+    assert rows[running]["gpus"] == 1 and rows[running]["region"] == "cn-hangzhou"
+    assert [rows[i]["bills_now"] for i in (running, kept, saved)] == [True, True, False]
+
+
+def test_aws_and_alibaba_together(aws_peer, ecs, tmp_path, capsys):
+    ec2 = aws_peer.client("ec2")
+    made = ec2.run_instances(ImageId=aws_peer.image_id(), InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1)
+    aws_id = made["Instances"][0]["InstanceId"]
+    ali_id = ecs.world.add("ecs.gn7i-c8g1.2xlarge")
+    doc = _snapshot(capsys, "--cloud", "aws,alibaba", "--config", str(_config(tmp_path, ecs.url)))
+    clouds = {i["instance_id"]: (i["cloud"], i["currency"]) for i in doc["instances"]}
+    assert clouds[aws_id] == ("aws", "USD") and clouds[ali_id] == ("alibaba", "CNY")
+
+
+def test_auto_watches_every_cloud_set_up(aws_peer, ecs, tmp_path, capsys):
+    ali_id = ecs.world.add("ecs.gn7i-c8g1.2xlarge")
+    doc = _snapshot(capsys, "--config", str(_config(tmp_path, ecs.url)))
+    assert ali_id in {i["instance_id"] for i in doc["instances"]}
+    names = {s["name"] for s in doc["sources"]}
+    assert any("alibaba" in n for n in names), names
+
+
+def test_cloud_values():
+    assert check_cloud("aws, alibaba,aws") == "aws,alibaba"
+    assert check_cloud("off") == "off"
+    with pytest.raises(ValueError, match="unknown cloud 'gcp'"):
+        check_cloud("aws,gcp")
+
+
+def test_a_bad_alibaba_table_is_one_line(tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    path.write_text('[alibaba]\nregions = ["Hangzhou!"]\n')
+    assert main(["snapshot", "--json", "--no-db", "--cloud", "alibaba", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[alibaba] key regions" in err[0]
+
+
+# ----------------------------------------------------------------------- a third provider
+
+
+class FakeCloud:
+    """A provider written the way a new adapter would be: the neutral model, nothing else."""
+
+    name = "fakecloud"
+    regions = ("fk-north-1",)
+    capabilities = frozenset({Capability.STOP})
+
+    def __init__(self) -> None:
+        self.stopped: list[str] = []
+
+    def poll_instances(self) -> CloudReading:
+        one = Instance("fk-0001", "fk.gpu.a10", "fk-north-1", "fk-north-1a", Market.SPOT, InstanceState.RUNNING,
+                       time.time(), 1.5, gpus=1, gpu_model="A10", cloud="fakecloud", currency="EUR")
+        return CloudReading((one,), taken_at=time.time())
+
+    def stop(self, region: str, instance_id: str) -> None:
+        self.stopped.append(instance_id)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_third_provider_registers_in_a_few_lines(ecs, tmp_path, capsys, monkeypatch):
+    fake = FakeCloud()
+    monkeypatch.setitem(PROVIDERS, "fakecloud", PROVIDERS["aws"])  # undone after the test
+    register_provider(Provider("fakecloud", "Fake Cloud", re.compile(r"fk-\d{4}"), "fk."))
+    monkeypatch.setitem(registry.SOURCES[SourceKind.CLOUD], "fakecloud",
+                        registry.SourceEntry(SourceKind.CLOUD, "fakecloud", lambda _o, _c, _w: fake,
+                                             set_up=lambda _o, _e: False))
+    ali_id = ecs.world.add("ecs.gn7i-c8g1.2xlarge")
+    doc = _snapshot(capsys, "--cloud", "alibaba,fakecloud", "--config", str(_config(tmp_path, ecs.url)))
+    rows = {i["instance_id"]: i for i in doc["instances"]}
+    assert rows["fk-0001"]["cloud"] == "fakecloud" and rows["fk-0001"]["currency"] == "EUR"
+    assert rows[ali_id]["cloud"] == "alibaba"
+    both = CloudSet([fake, registry.build(SourceKind.CLOUD, "alibaba", _Settings(ecs.url), clock=time.time)])
+    both.poll_instances()
+    both.stop("fk-north-1", "fk-0001")
+    assert fake.stopped == ["fk-0001"] and provider_of_type("fk.gpu.a10", tuple(both.members)) == "fakecloud"
+
+
+class _Settings:
+    def __init__(self, url: str) -> None:
+        self.alibaba = registry.alibaba_settings(regions=("cn-hangzhou",), endpoint=url)
