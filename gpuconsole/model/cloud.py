@@ -127,6 +127,7 @@ class Instance(Value):
     cloud: str = "aws"  # the provider's name (CLOUDS)
     currency: str = "USD"  # of price_per_hour and accrued_cost: the account's own currency
     stopped_bills: bool = False  # a stopped instance whose compute still bills (ECS KeepCharging)
+    spot_stoppable: bool = False  # a spot instance its cloud lets a user stop and start (ECS preemptible)
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)
@@ -146,7 +147,9 @@ class Instance(Value):
     def stoppable_spot(self) -> bool:
         """A spot instance of a persistent request that is interrupted by stopping: EC2 lets a
         user stop it like an on-demand one (the request waits, disabled, until it is started)."""
-        return self.market is Market.SPOT and self.spot_type == "persistent" and self.spot_interruption == "stop"
+        if self.market is not Market.SPOT:
+            return False
+        return self.spot_stoppable or (self.spot_type == "persistent" and self.spot_interruption == "stop")
 
     @property
     def spot_kind(self) -> str:

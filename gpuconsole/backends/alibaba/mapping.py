@@ -99,8 +99,7 @@ def instance_from(raw: dict[str, Any], region: str, price: float, currency: str)
         tags=tags,
         state_reason=reason,
         spot_status="reclaiming" if reason else "",
-        spot_type="persistent" if spot else "",
-        spot_interruption="terminate" if spot else "",
+        spot_stoppable=spot,  # a preemptible instance stops like any pay-as-you-go one
         cloud="alibaba",
         currency=currency,
         stopped_bills=status == "Stopped" and stopped_bills(raw),
