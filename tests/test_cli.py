@@ -541,6 +541,8 @@ def check_decodes_into_the_model(doc: dict[str, Any]) -> None:
     for section, cls in [("gpus", Gpu), ("jobs", Job), ("instances", Instance), ("nodes", Node), ("cronjobs", CronJob), ("alerts", Alert)]:
         values = from_jsonable(tuple[cls, ...], doc[section])
         assert all(isinstance(v, cls) for v in values)
+        if cls is Instance:  # bills_now is derived (state, and whether a stopped one still bills)
+            assert [v.bills_now for v in values] == [raw.pop("bills_now") for raw in doc[section]]
         assert to_jsonable(values) == doc[section], section
     budgets = from_jsonable(tuple[Budget, ...], doc["budgets"])
     assert [b.name for b in budgets] == [b["name"] for b in doc["budgets"]]

@@ -42,7 +42,7 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         "instances": [{**to_jsonable(i), "bills_now": i.bills_now} for i in snap.instances],
         "budgets": [
             {**to_jsonable(b.budget), "spent": b.spent, "forecast": b.forecast, "burn_per_hour": b.burn_per_hour,
-             "percent": b.percent, "crossed": to_jsonable(b.crossed)}
+             "percent": b.percent, "crossed": to_jsonable(b.crossed), "left_out": b.left_out or None}
             for b in snap.budgets
         ],
         "sources": [

@@ -38,6 +38,7 @@ class ConfigFile:
 
     path: Path | None
     budgets: tuple[Budget, ...] = ()
+    rates: tuple[tuple[str, float], ...] = ()  # [money] rates: one unit of each currency in US dollars
 
 
 def config_path(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> tuple[Path, bool]:

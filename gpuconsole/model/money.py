@@ -59,6 +59,7 @@ class Budget(Value):
     notify_command: str = ""  # run by notify (shell), with the crossing in its environment
     webhook: str = ""  # POSTed a JSON body by notify
     origin: str = "store"  # "store" (added in the console or CLI), "config" (the config file), "demo"
+    currency: str = "USD"  # of amount; spend in another currency counts only through [money] rates
 
 
 class BudgetStatus(Value):
@@ -70,6 +71,7 @@ class BudgetStatus(Value):
     burn_per_hour: float
     crossed: tuple[Threshold, ...] = ()
     spend_basis: str = ""  # "" (the backend's own history), "CloudTrail history" or "since last start only"
+    left_out: str = ""  # spend in scope it cannot count: another currency without [money] rates
 
     @property
     def percent(self) -> float:

@@ -42,6 +42,7 @@ class BudgetTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     name: Annotated[str, msgspec.Meta(min_length=1, description="a budget name",
                                       extra={"missing": "every budget needs a name"})]
     amount: Annotated[float, msgspec.Meta(gt=0, description="a number of dollars more than 0")]
+    currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$", description="a currency code such as USD")] | None = None
     period: str | None = None
     scope: str | None = None
     thresholds: Annotated[list[str], msgspec.Meta(
@@ -82,7 +83,23 @@ def parse_config(text: str, path: Path) -> ConfigFile:
             raise ConfigError(f"{path}: [[budgets]] #{n} key name: budget {budget.name!r} is declared twice")
         seen.add(budget.name)
         out.append(budget)
-    return ConfigFile(path, tuple(out))
+    return ConfigFile(path, tuple(out), money_rates(data.get("money"), path))
+
+
+class MoneyTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The ``[money]`` table: what one unit of each currency is worth in US dollars."""
+
+    rates: dict[Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")], Annotated[float, msgspec.Meta(gt=0)]] = {}
+
+
+def money_rates(table: Any, path: Path) -> tuple[tuple[str, float], ...]:
+    if table is None:
+        return ()
+    try:
+        given = decode_table(table, MoneyTable)
+    except TableError as exc:
+        raise ConfigError(f"{path}: [money] key {exc.key or 'money'}: {exc.problem}") from None
+    return tuple(sorted(given.rates.items()))
 
 
 def budget_from_table(table: Mapping[str, Any], where: str) -> Budget:
@@ -98,7 +115,7 @@ def budget_from_table(table: Mapping[str, Any], where: str) -> Budget:
     except TableError as exc:
         raise ConfigError(f"{where if exc.unknown else label} key {exc.key or 'budgets'}: {exc.problem}") from None
     fields: dict[str, Any] = {"name": given.name, "amount": given.amount, "origin": "config"}
-    fields.update({key: value for key in ("scope", "notify_command", "webhook", "automatic")
+    fields.update({key: value for key in ("scope", "notify_command", "webhook", "automatic", "currency")
                    if (value := getattr(given, key)) is not None})
     try:
         if given.scope is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gpuconsole.core.money import costs
+from gpuconsole.core.money.currency import Rates, convert
 from gpuconsole.core.money.budget_words import (
     ACTION_WORDS,
     AMOUNT_RULE,
@@ -136,9 +137,12 @@ def period_open(budget: Budget, now: float) -> bool:
     return start <= now < end
 
 
-def evaluate(budget: Budget, instances: Sequence[Instance], now: float, jobs: Sequence[Job] = ()) -> BudgetStatus:
-    """Spend, burn rate, forecast and crossed thresholds of one budget at ``now``."""
-    scoped = in_scope(instances, budget.scope, jobs)
+def evaluate(budget: Budget, instances: Sequence[Instance], now: float, jobs: Sequence[Job] = (),
+             rates: Rates = ()) -> BudgetStatus:
+    """Spend, burn rate, forecast and crossed thresholds of one budget at ``now``, in the budget's
+    currency: spend in another one counts through ``rates`` (``[money] rates``), else is left
+    out and the status says so."""
+    scoped, left_out = convert(in_scope(instances, budget.scope, jobs), budget.currency, rates)
     start, end = period_bounds(budget, now)
     burn = costs.burn_per_hour(scoped)
     if now < start:
@@ -148,7 +152,8 @@ def evaluate(budget: Budget, instances: Sequence[Instance], now: float, jobs: Se
         spent = costs.spend(scoped, start, until)
         forecast = spent + burn * max(0.0, end - now) / 3600.0
     crossed = tuple(t for t in budget.thresholds if _crossed(t, budget.amount, spent, forecast))
-    return BudgetStatus(budget=budget, spent=spent, forecast=forecast, burn_per_hour=burn, crossed=crossed)
+    return BudgetStatus(budget=budget, spent=spent, forecast=forecast, burn_per_hour=burn, crossed=crossed,
+                        left_out=left_out)
 
 
 def _crossed(threshold: Threshold, amount: float, spent: float, forecast: float) -> bool:
@@ -157,9 +162,10 @@ def _crossed(threshold: Threshold, amount: float, spent: float, forecast: float)
 
 
 def evaluate_all(
-    budgets: Iterable[Budget], instances: Sequence[Instance], now: float, jobs: Sequence[Job] = ()
+    budgets: Iterable[Budget], instances: Sequence[Instance], now: float, jobs: Sequence[Job] = (),
+    rates: Rates = (),
 ) -> tuple[BudgetStatus, ...]:
-    return tuple(evaluate(b, instances, now, jobs) for b in budgets)
+    return tuple(evaluate(b, instances, now, jobs, rates) for b in budgets)
 
 
 def describe_crossing(status: BudgetStatus) -> str | None:

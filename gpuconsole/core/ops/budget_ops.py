@@ -215,7 +215,7 @@ class BudgetOps:
         book = self.book
         with self._lock:
             book.size_sprint(snapshot.instances)
-            statuses = rules.evaluate_all(book.budgets(), snapshot.instances, now, snapshot.jobs)
+            statuses = rules.evaluate_all(book.budgets(), snapshot.instances, now, snapshot.jobs, book.config.rates)
             if snapshot.spend_basis:  # a real cloud's spend says whether CloudTrail's history is in it
                 statuses = tuple(msgspec.structs.replace(st, spend_basis=snapshot.spend_basis) for st in statuses)
             pending, due = plan(statuses, snapshot, now, book.fired, self._retry_at, self._acted)
