@@ -33,6 +33,7 @@ COLUMNS = [
     ("COST", "cost", 8),
     ("UPTIME", "uptime", 6),
     ("AZ", "az", 10),
+    ("CLOUD", "cloud", 7),  # the provider: aws, alibaba
     ("ID", "id", 19),
     ("OWNER", "owner", 8),
 ]
@@ -49,6 +50,13 @@ def state_style(state: InstanceState, palette: Palette):  # noqa: ANN201 - rich 
     return palette.dim
 
 
+def state_cell(inst: Instance, palette: Palette) -> object:
+    """The state, and for a stopped instance whose cloud still bills its compute, ``stopped $``."""
+    if inst.state is InstanceState.STOPPED and inst.bills_now:
+        return text("stopped $", palette.warn)
+    return text(inst.state.value, state_style(inst.state, palette))
+
+
 def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object, ...]:
     gpus = f"{inst.gpus}×{short_model(inst.gpu_model)}" if inst.gpus else "-"
     running = inst.state.billed
@@ -57,11 +65,12 @@ def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object
         text(inst.instance_type),
         text(gpus),
         text(inst.market.value, palette.accent if inst.market is Market.SPOT else None),
-        text(inst.state.value, state_style(inst.state, palette)),
+        state_cell(inst, palette),
         right(f"{inst.price_per_hour:.2f}"),
         right(money(inst.accrued_cost)),
         right(age(now - inst.launch_time) if running else "-"),
         text(inst.availability_zone),
+        text(inst.cloud),
         text(inst.instance_id),
         text(inst.tag("Owner") or ""),
     )
@@ -121,7 +130,7 @@ class InstancesPane(Pane):
         open_provision_wizard(self.app)  # type: ignore[arg-type]
 
     def compose_body(self) -> ComposeResult:
-        yield LiveTable(COLUMNS, id="instance-table", gives={"az": 6, "owner": 5}, taggable=True)
+        yield LiveTable(COLUMNS, id="instance-table", gives={"az": 6, "owner": 5, "cloud": 4}, taggable=True)
 
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.instances:
@@ -136,7 +145,7 @@ class InstancesPane(Pane):
         rows: list[Row] = [
             (inst.instance_id, instance_cells(inst, now, palette))
             for inst in order
-            if self.matches(inst.instance_id, inst.instance_type, inst.availability_zone, inst.market.value,
+            if self.matches(inst.instance_id, inst.instance_type, inst.availability_zone, inst.market.value, inst.cloud,
                             inst.state.value, inst.gpu_model, inst.name, *(v for _, v in inst.tags))
         ]
         self.query_one(LiveTable).sync(rows)
@@ -147,9 +156,12 @@ class InstancesPane(Pane):
             return None
         line = Text(f"{inst.instance_id} {inst.name}  ".replace("  ", " ", 1), style=palette.strong)
         market = f"{inst.market.value} ({inst.spot_kind})" if inst.spot_kind else inst.market.value
-        line.append(f"{inst.region}/{inst.availability_zone} · {market} at ${inst.price_per_hour:.3f}/h")
+        unit = "$" if inst.currency == "USD" else f"{inst.currency} "
+        line.append(f"{inst.region}/{inst.availability_zone} · {market} at {unit}{inst.price_per_hour:.3f}/h")
         if inst.gpus:
-            line.append(f" (${inst.price_per_hour / inst.gpus:.3f} per GPU-h)")
+            line.append(f" ({unit}{inst.price_per_hour / inst.gpus:.3f} per GPU-h)")
+        if inst.state is InstanceState.STOPPED:
+            line.append(" · stopped, still billing its compute" if inst.bills_now else " · stopped, compute not billed")
         if inst.node:
             line.append(f" · node {inst.node}")
         return line
