@@ -46,7 +46,7 @@ class EcsWorld:
             "InstanceId": iid, "InstanceName": f"node-{self.counter}", "InstanceType": instance_type,
             "RegionId": region, "ZoneId": zone, "Status": status, "StoppedMode": stopped_mode,
             "InstanceChargeType": charge, "SpotStrategy": spot, "GPUAmount": count, "GPUSpec": gpu,
-            "CreationTime": "2026-12-01T08:00Z", "StartTime": "2026-12-01T08:01Z",
+            "ImageId": "ubuntu_22_04_x64_20G_alibase_20240101.vhd", "CreationTime": "2026-12-01T08:00Z", "StartTime": "2026-12-01T08:01Z",
             "Tags": {"Tag": [{"TagKey": k, "TagValue": v} for k, v in (tags or {}).items()]},
             "OperationLocks": {"LockReason": [{"LockReason": r} for r in locks]},
         }

@@ -74,7 +74,7 @@ def test_start_reboot_delete(peer, cloud):
 def test_reclaim_notice_of_a_preemptible_instance(peer, cloud):
     peer.world.add("ecs.gn6i-c4g1.xlarge", spot="SpotAsPriceGo", locks=("Recycling",))
     (one,) = cloud.poll_instances().instances
-    assert one.market is Market.SPOT and "reclaimed" in one.state_reason
+    assert one.market is Market.SPOT and "reclaimed" in one.state_reason and one.spot_status == "marked-for-termination"
     assert one.price_per_hour == pytest.approx(2.48)  # the last DescribeSpotPriceHistory point
 
 

@@ -21,6 +21,47 @@ from gpuconsole.model.cloud import EC2_INSTANCE_ID, ECS_INSTANCE_ID
 
 
 @dataclass(frozen=True, slots=True)
+class IdChecks:
+    """A provider's own forms of the ids a launch names, each with the line said when it is wrong."""
+
+    region: tuple[re.Pattern[str], str]
+    image_id: tuple[re.Pattern[str], str]
+    subnet_id: tuple[re.Pattern[str], str]
+    security_group: tuple[re.Pattern[str], str]
+    kms_key_id: tuple[re.Pattern[str], str]
+    image_word: str = "an image"
+    reserved_tag_prefixes: tuple[str, ...] = ()
+
+
+_HEX_ID = r"(?:[0-9a-f]{8}|[0-9a-f]{17})"
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_KEY_ID = rf"(?:{_UUID}|mrk-[0-9a-f]{{32}})"
+_ALIAS = r"alias/[A-Za-z0-9/_-]{1,250}"
+AWS_CHECKS = IdChecks(
+    region=(re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$"), "is not a region name like us-east-1"),
+    image_id=(re.compile(rf"^ami-{_HEX_ID}$"), "an AMI id is ami- followed by 8 or 17 hex digits"),
+    subnet_id=(re.compile(rf"^subnet-{_HEX_ID}$"), "a subnet id is subnet- followed by 8 or 17 hex digits"),
+    security_group=(re.compile(rf"^sg-{_HEX_ID}$"), "is not a security group id (sg-…)"),
+    kms_key_id=(re.compile(rf"^(?:{_KEY_ID}|{_ALIAS}|arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{{12}}:(?:key/{_KEY_ID}|{_ALIAS}))$"),
+                "use a key id, a key ARN or alias/NAME"),
+    image_word="an image (AMI)",
+    reserved_tag_prefixes=("aws:",),
+)
+# Alibaba Cloud's forms: regions such as cn-hangzhou or ap-southeast-1, public images by name
+# (ubuntu_22_04_x64_20G_alibase_….vhd) or custom ones (m-…), VSwitches vsw-…, groups sg-…, KMS
+# keys by id (key-…) or alias; tag keys may not start with aliyun or acs: (TagResources).
+ALIBABA_CHECKS = IdChecks(
+    region=(re.compile(r"^[a-z]{2}(-[a-z]+)+(-\d{1,2})?$"), "is not a region name like cn-hangzhou"),
+    image_id=(re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,127}$"), "an image id is m-… or a public image name"),
+    subnet_id=(re.compile(r"^vsw-[0-9a-z]{8,30}$"), "a VSwitch id is vsw- followed by letters and digits"),
+    security_group=(re.compile(r"^sg-[0-9a-z]{8,30}$"), "is not a security group id (sg-…)"),
+    kms_key_id=(re.compile(r"^(?:key-[0-9a-zA-Z-]{4,64}|[0-9a-f-]{36}|alias/[A-Za-z0-9/_-]{1,250})$"),
+                "use a KMS key id (key-…) or alias/NAME"),
+    reserved_tag_prefixes=("aliyun", "acs:"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Provider:
     """One cloud as the rest of the console sees it.
 
@@ -31,6 +72,7 @@ class Provider:
         type_prefix: how its instance-type names start ("" matches any: the fallback).
         stop_note: what stopping does to its bill, for screens and the README.
         launch_fields: the launch wizard's details, as ``(field, label)`` of :class:`LaunchSpec`.
+        checks: its own id forms, checked before a launch reaches it.
     """
 
     name: str
@@ -39,6 +81,7 @@ class Provider:
     type_prefix: str = ""
     stop_note: str = ""
     launch_fields: tuple[tuple[str, str], ...] = ()
+    checks: IdChecks = AWS_CHECKS
 
 
 PROVIDERS: dict[str, Provider] = {}
@@ -53,13 +96,13 @@ register_provider(Provider(
     "aws", "AWS", EC2_INSTANCE_ID, "",
     "a stopped EC2 instance bills no compute; its EBS volumes bill on",
     (("subnet_id", "Subnet"), ("security_group_ids", "Security groups"), ("key_name", "Key pair"),
-     ("kms_key_id", "EBS KMS key"), ("imdsv2_required", "IMDSv2"))))
+     ("kms_key_id", "EBS KMS key"), ("imdsv2_required", "IMDSv2")), AWS_CHECKS))
 register_provider(Provider(
     "alibaba", "Alibaba Cloud", ECS_INSTANCE_ID, "ecs.",
     "a pay-as-you-go instance stopped in economical mode bills no compute; a subscription one, or one "
     "stopped in standard mode (KeepCharging), bills on; disks bill on",
     (("subnet_id", "VSwitch"), ("security_group_ids", "Security group"), ("key_name", "Key pair"),
-     ("kms_key_id", "Disk KMS key"), ("imdsv2_required", "Metadata tokens required"))))
+     ("kms_key_id", "Disk KMS key"), ("imdsv2_required", "Metadata tokens required")), ALIBABA_CHECKS))
 
 
 def provider_of_id(instance_id: str) -> Provider | None:
@@ -67,6 +110,11 @@ def provider_of_id(instance_id: str) -> Provider | None:
         if provider.instance_id.fullmatch(instance_id):
             return provider
     return None
+
+
+def provider_for_type(instance_type: str) -> Provider:
+    """The registered provider whose type names start like ``instance_type`` (AWS for the rest)."""
+    return PROVIDERS[provider_of_type(instance_type, tuple(PROVIDERS))]
 
 
 def provider_of_type(instance_type: str, among: Sequence[str]) -> str:

@@ -128,6 +128,7 @@ class Instance(Value):
     currency: str = "USD"  # of price_per_hour and accrued_cost: the account's own currency
     stopped_bills: bool = False  # a stopped instance whose compute still bills (ECS KeepCharging)
     spot_stoppable: bool = False  # a spot instance its cloud lets a user stop and start (ECS preemptible)
+    image_id: str = ""  # the image it was launched from, where its cloud says ("": unknown)
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)

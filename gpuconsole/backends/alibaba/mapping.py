@@ -98,8 +98,9 @@ def instance_from(raw: dict[str, Any], region: str, price: float, currency: str)
         name=str(raw.get("InstanceName") or ""),
         tags=tags,
         state_reason=reason,
-        spot_status="reclaiming" if reason else "",
+        spot_status="marked-for-termination" if reason else "",  # the neutral word spot-recover reads
         spot_stoppable=spot,  # a preemptible instance stops like any pay-as-you-go one
+        image_id=str(raw.get("ImageId") or ""),
         cloud="alibaba",
         currency=currency,
         stopped_bills=status == "Stopped" and stopped_bills(raw),

@@ -1,24 +1,15 @@
 """A launch request (:class:`~gpuconsole.model.LaunchSpec`) checked field by field before the
-cloud sees it: names and ids in EC2's shapes, counts, volume sizes, KMS keys and tags."""
+cloud sees it: counts, volume sizes and tags here, and names and ids in the forms of the provider
+that offers the type (its own checks, declared with it in :mod:`gpuconsole.backends.clouds`)."""
 
 from __future__ import annotations
 
 import re
 
+from gpuconsole.backends.clouds import provider_for_type
 from gpuconsole.model import LaunchSpec, Market
 
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-_HEX_ID = r"(?:[0-9a-f]{8}|[0-9a-f]{17})"
-_AMI = re.compile(rf"^ami-{_HEX_ID}$")
-_SUBNET = re.compile(rf"^subnet-{_HEX_ID}$")
-_SECURITY_GROUP = re.compile(rf"^sg-{_HEX_ID}$")
-_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-_KEY_ID = rf"(?:{_UUID}|mrk-[0-9a-f]{{32}})"
-_ALIAS = r"alias/[A-Za-z0-9/_-]{1,250}"
-_KMS_KEY = re.compile(
-    rf"^(?:{_KEY_ID}|{_ALIAS}|arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{{12}}:(?:key/{_KEY_ID}|{_ALIAS}))$"
-)
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9.-]+$")
 MAX_COUNT = 100
 MIN_ROOT_GIB = 8
 MAX_ROOT_GIB = 16384
@@ -30,18 +21,19 @@ MAX_TAGS = 50
 def validate(spec: LaunchSpec) -> dict[str, str]:
     """Field name (a :class:`LaunchSpec` attribute, or ``tag:Owner``) → one-line message."""
     problems: dict[str, str] = {}
+    checks = provider_for_type(spec.instance_type).checks
     if not spec.region:
         problems["region"] = "choose a region"
-    elif not _REGION.match(spec.region):
-        problems["region"] = f"{spec.region!r} is not a region name like us-east-1"
+    elif not checks.region[0].match(spec.region):
+        problems["region"] = f"{spec.region!r} {checks.region[1]}"
     if not spec.instance_type:
         problems["instance_type"] = "choose an instance type"
     elif not _INSTANCE_TYPE.match(spec.instance_type):
         problems["instance_type"] = f"{spec.instance_type!r} is not an instance type like g5.xlarge"
     if not spec.image_id:
-        problems["image_id"] = "choose an image (AMI)"
-    elif not _AMI.match(spec.image_id):
-        problems["image_id"] = "an AMI id is ami- followed by 8 or 17 hex digits"
+        problems["image_id"] = f"choose {checks.image_word}"
+    elif not checks.image_id[0].match(spec.image_id):
+        problems["image_id"] = checks.image_id[1]
     if not 1 <= spec.count <= MAX_COUNT:
         problems["count"] = f"launch between 1 and {MAX_COUNT} instances"
     if not MIN_ROOT_GIB <= spec.root_volume_gib <= MAX_ROOT_GIB:
@@ -49,18 +41,18 @@ def validate(spec: LaunchSpec) -> dict[str, str]:
     if spec.kms_key_id:
         if not spec.encrypted:
             problems["kms_key_id"] = "a KMS key applies only to an encrypted volume"
-        elif not _KMS_KEY.match(spec.kms_key_id):
-            problems["kms_key_id"] = "use a key id, a key ARN or alias/NAME"
+        elif not checks.kms_key_id[0].match(spec.kms_key_id):
+            problems["kms_key_id"] = checks.kms_key_id[1]
     if spec.max_spot_price is not None:
         if spec.market is not Market.SPOT:
             problems["max_spot_price"] = "a maximum price applies only to spot"
         elif not spec.max_spot_price > 0:
             problems["max_spot_price"] = "the maximum spot price must be more than 0"
-    if spec.subnet_id and not _SUBNET.match(spec.subnet_id):
-        problems["subnet_id"] = "a subnet id is subnet- followed by 8 or 17 hex digits"
-    bad_groups = [g for g in spec.security_group_ids if not _SECURITY_GROUP.match(g)]
+    if spec.subnet_id and not checks.subnet_id[0].match(spec.subnet_id):
+        problems["subnet_id"] = checks.subnet_id[1]
+    bad_groups = [g for g in spec.security_group_ids if not checks.security_group[0].match(g)]
     if bad_groups:
-        problems["security_group_ids"] = f"{bad_groups[0]!r} is not a security group id (sg-…)"
+        problems["security_group_ids"] = f"{bad_groups[0]!r} {checks.security_group[1]}"
     if len(spec.key_name) > 255:
         problems["key_name"] = "a key pair name is at most 255 characters"
     if len(spec.tags) > MAX_TAGS:
@@ -74,8 +66,8 @@ def validate(spec: LaunchSpec) -> dict[str, str]:
             problems[field_name] = "a tag key cannot be empty"
         elif len(key) > MAX_TAG_KEY:
             problems[field_name] = f"a tag key is at most {MAX_TAG_KEY} characters"
-        elif key.lower().startswith("aws:"):
-            problems[field_name] = "tag keys starting with aws: are reserved"
+        elif reserved := next((p for p in checks.reserved_tag_prefixes if key.lower().startswith(p)), None):
+            problems[field_name] = f"tag keys starting with {reserved} are reserved"
         elif key in seen:
             problems[field_name] = "the same tag key is given twice"
         elif len(value) > MAX_TAG_VALUE:

@@ -44,9 +44,10 @@ class CloudActuator:
             raise ActionFailed(str(exc)) from exc
 
     def relaunch(self, rule: Rule, inst: Instance, on_demand: bool, figures: str) -> str:
-        """The same type and tags, in the next zone that offers it (any zone when on demand)."""
+        """The same type, image (where its cloud says; else the default one) and tags, in the next
+        zone that offers it (any zone when on demand)."""
         try:
-            image = self.cloud.default_image(inst.region, Workload.TRAINING).image_id
+            image = inst.image_id or self.cloud.default_image(inst.region, Workload.TRAINING).image_id
             zones = self.cloud.offerings(inst.region, (inst.instance_type,)).get(inst.instance_type, ())
         except ActionError as exc:
             raise ActionFailed(str(exc)) from exc
