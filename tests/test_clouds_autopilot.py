@@ -67,3 +67,38 @@ def test_spot_recover_replaces_a_reclaimed_preemptible_instance(home: Path, ecs:
     assert tags["Pool"] == "train" and reclaimed in tags.values()
     actors = {r.actor for r in AuditLog(home / "audit.db").records() if r.action == "launch"}
     assert actors == {"autopilot:spot"}
+
+
+def test_idle_stop_stops_an_idle_alibaba_instance_through_the_action_path(tmp_path: Path, ecs: EcsPeer) -> None:
+    """The engine decides on live figures; the stop goes through the action path (audited as the
+    rule) to StopInstance in economical mode."""
+    import msgspec
+
+    from gpuconsole.backends.alibaba import AlibabaCloud, AlibabaSettings
+    from gpuconsole.core.access.access import UsersTable
+    from gpuconsole.core.access.guard import Guard
+    from gpuconsole.core.access.mfa import MfaStore
+    from gpuconsole.core.ops.actions import ActionLog
+    from gpuconsole.core.ops.autopilot.actuator import CloudActuator
+    from tests.test_autopilot import IDLE, engine_for, gpu, snap
+
+    idle = ecs.world.add("ecs.gn7i-c8g1.2xlarge", tags={"Pool": "serve"})
+    busy = ecs.world.add("ecs.gn7i-c8g1.2xlarge", tags={"Pool": "serve"})
+    cloud = AlibabaCloud(AlibabaSettings(regions=("cn-hangzhou",), endpoint=ecs.url))
+    nodes = {idle: "cn-hangzhou.192.168.0.1", busy: "cn-hangzhou.192.168.0.2"}
+    fleet = tuple(msgspec.structs.replace(i, node=nodes[i.instance_id]) for i in cloud.poll_instances().instances)
+    now = [1_800_000_000.0]
+    audit = AuditLog(tmp_path / "audit.db", lambda: now[0])
+    guard = Guard(UsersTable(tmp_path / "users.toml"), MfaStore(tmp_path / "mfa.json"), audit, user="ops")
+    from gpuconsole.core.ops.cloud_ops import CloudOps
+
+    ops = CloudOps(cloud, lambda: None, clock=lambda: now[0], log=ActionLog(guard=guard))
+    engine = engine_for(IDLE)
+    gpus = (gpu(nodes[idle], 0.0), gpu(nodes[busy], 0.0, process=True))
+    engine.tick(snap(now[0], fleet, gpus), CloudActuator(ops))
+    now[0] += 31 * 60
+    [decision] = engine.tick(snap(now[0], fleet, gpus), CloudActuator(ops))
+    assert decision.verb == "stop" and decision.ok, decision.outcome
+    assert [p["InstanceId"] for a, p in ecs.world.calls if a == "StopInstance"] == [idle]
+    assert ecs.world.instances[idle]["StoppedMode"] == "StopCharging"
+    assert {r.actor for r in audit.records() if r.action == "stop"} == {"autopilot:autostop"}
