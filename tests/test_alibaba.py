@@ -146,3 +146,15 @@ def test_no_connection_leaves_127_0_0_1(peer, cloud, monkeypatch):
     peer.world.add("ecs.gn7i-c8g1.2xlarge")
     cloud.poll_instances()
     assert reached and all(a[0] == "127.0.0.1" for a in reached if isinstance(a, tuple))
+
+
+def test_published_figures_fill_what_the_api_leaves_out(peer, cloud):
+    from gpuconsole.backends.alibaba.source import published_types
+
+    known = published_types()
+    assert {known[n].gpu_model for n in ("ecs.gn6i-c4g1.xlarge", "ecs.gn7i-c8g1.2xlarge", "ecs.gn7e-c16g1.4xlarge",
+                                         "ecs.gn6v-c8g1.2xlarge", "ecs.gn8is.2xlarge")} == {
+        "NVIDIA T4", "NVIDIA A10", "NVIDIA A100", "NVIDIA V100", "NVIDIA L20"}
+    assert known["ecs.gn7i-c8g1.2xlarge"].gpu_memory_gib == 24  # per GPU, as the EC2 catalog counts it
+    types = {t.name: t for t in cloud.instance_types(REGION)}
+    assert types["ecs.gn7e-c16g1.4xlarge"].gpu_memory_gib == 80

@@ -10,8 +10,11 @@ use, from a worker thread; credentials come from the standard chain (environment
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from functools import cache
+from importlib import resources
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +59,15 @@ def split_endpoint(url: str) -> tuple[str, str]:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"not an endpoint URL: {url!r} (e.g. https://ecs.cn-hangzhou.aliyuncs.com)")
     return parts.netloc, parts.scheme
+
+
+@cache
+def published_types() -> dict[str, InstanceType]:
+    """Alibaba Cloud's published GPU types, bundled (``gpuconsole/data/alibaba_catalog.json``):
+    the figures DescribeInstanceTypes leaves out, and the catalog without credentials."""
+    text = resources.files("gpuconsole.data").joinpath("alibaba_catalog.json").read_text(encoding="utf-8")
+    return {t["name"]: InstanceType(**t, on_demand_price=0.0, cloud="alibaba", currency="")
+            for t in json.loads(text)["types"]}
 
 
 def is_gpu_type(name: str) -> bool:
@@ -185,9 +197,12 @@ class AlibabaCloud:
             count = int(raw.get("GPUAmount") or 0)
             if not count:
                 continue
+            name = str(raw.get("InstanceTypeId", ""))
+            known = published_types().get(name)
+            memory = float(raw.get("GPUMemorySize") or 0) or (known.gpu_memory_gib if known else 0)
             types.append(InstanceType(
-                name=str(raw.get("InstanceTypeId", "")), gpu_model=str(raw.get("GPUSpec") or ""),
-                gpu_count=count, gpu_memory_gib=int(float(raw.get("GPUMemorySize") or 0) * count),
+                name=name, gpu_model=str(raw.get("GPUSpec") or (known.gpu_model if known else "")),
+                gpu_count=count, gpu_memory_gib=int(memory),
                 vcpus=int(raw.get("CpuCoreCount") or 0), memory_gib=int(float(raw.get("MemorySize") or 0)),
                 on_demand_price=0.0, network=f"{raw.get('InstanceBandwidthRx', '')}".strip(),
                 cloud="alibaba", currency=self.currency))
