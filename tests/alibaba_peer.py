@@ -59,6 +59,10 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
         code = world.fail.pop(action)
         status = 400 if code.startswith(("Throttling", "Invalid", "OperationDenied")) else 403
         return status, {"Code": code, "Message": f"{code} from the peer", "RequestId": "r-1"}
+    if action == "GetCallerIdentity":  # STS, version 2015-04-01
+        return 200, {"RequestId": "r", "IdentityType": "RAMUser", "AccountId": "1234567890123456",
+                     "PrincipalId": "2071234567890", "UserId": "2071234567890",
+                     "Arn": "acs:ram::1234567890123456:user/gpu-operator"}
     if action == "DescribeInstances":
         rows = [i for i in world.instances.values() if i["RegionId"] == region]
         start = int(p.get("NextToken") or 0)

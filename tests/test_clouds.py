@@ -135,3 +135,20 @@ def test_a_third_provider_registers_in_a_few_lines(ecs, tmp_path, capsys, monkey
 class _Settings:
     def __init__(self, url: str) -> None:
         self.alibaba = registry.alibaba_settings(regions=("cn-hangzhou",), endpoint=url)
+
+
+def test_access_whoami_reports_the_alibaba_caller(ecs, tmp_path, capsys):
+    path = _config(tmp_path, ecs.url)
+    path.write_text(path.read_text() + f'sts_endpoint = "{ecs.url}"\n')
+    assert main(["access", "whoami", "--json", "--cloud", "aws,alibaba", "--config", str(path), "--no-db",
+                 "--gpus", "off", "--jobs", "off"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    section = answer["alibaba"]
+    assert section["caller"] == "acs:ram::1234567890123456:user/gpu-operator"
+    assert section["account"] == "1234567890123456" and section["identity_type"] == "RAMUser"
+    assert "GetCallerIdentity" in ecs.actions()
+
+
+def test_whoami_leaves_out_a_cloud_not_watched(capsys):
+    assert main(["access", "whoami", "--json", "--cloud", "off", "--no-db", "--gpus", "off", "--jobs", "off"]) == 0
+    assert "alibaba" not in json.loads(capsys.readouterr().out)

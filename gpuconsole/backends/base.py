@@ -350,6 +350,17 @@ class CredentialSwitching(Protocol):
 
 
 @runtime_checkable
+class CallerIdentity(Protocol):
+    """A cloud that says whom its calls run as (Alibaba Cloud's STS GetCallerIdentity):
+    ``account``, ``caller`` (the principal's ARN) and ``identity_type``."""
+
+    name: str
+
+    def caller_identity(self) -> dict[str, str]:
+        ...
+
+
+@runtime_checkable
 class NamedProfile(Protocol):
     """A cloud that uses a named credentials profile (``None``: the default chain)."""
 

@@ -51,6 +51,7 @@ class AlibabaSettings:
     endpoint: str | None = None
     profile: str | None = None
     currency: str = "CNY"
+    sts_endpoint: str = "https://sts.aliyuncs.com"
 
 
 def split_endpoint(url: str) -> tuple[str, str]:
@@ -187,6 +188,28 @@ class AlibabaCloud:
 
     def close(self) -> None:
         self._clients.clear()
+
+    def caller_identity(self) -> dict[str, str]:
+        """Whom the calls run as: STS ``GetCallerIdentity`` (RPC, version 2015-04-01)."""
+        from alibabacloud_tea_openapi import models as openapi
+        from alibabacloud_tea_openapi import utils_models
+        from alibabacloud_tea_openapi.client import Client
+        from darabonba.runtime import RuntimeOptions
+
+        host, protocol = split_endpoint(self.settings.sts_endpoint)
+        config = openapi.Config(credential=self._credential(), endpoint=host, protocol=protocol,
+                                read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS)
+        params = utils_models.Params(action="GetCallerIdentity", version="2015-04-01", protocol=protocol.upper(),
+                                     pathname="/", method="POST", auth_type="AK", style="RPC",
+                                     req_body_type="formData", body_type="json")
+        try:
+            answer = Client(config).call_api(params, utils_models.OpenApiRequest(query={}),
+                                             RuntimeOptions(read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS))
+        except Exception as exc:  # mapped like every other call
+            raise backend_error(exc, "STS") from None
+        body = dict((answer or {}).get("body") or {})
+        return {"account": str(body.get("AccountId", "")), "caller": str(body.get("Arn", "")),
+                "identity_type": str(body.get("IdentityType", ""))}
 
     # ----------------------------------------------------------------- Provisioner
 

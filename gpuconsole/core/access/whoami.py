@@ -25,6 +25,7 @@ from gpuconsole.backends.base import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
+    CallerIdentity,
     CredentialSwitching,
     JobBackend,
     KubeconfigContexts,
@@ -61,7 +62,7 @@ class WhoamiContext:
     rbac: ClusterPermissions | None = None
 
 
-Section = Callable[[WhoamiContext], dict[str, Any]]
+Section = Callable[[WhoamiContext], "dict[str, Any] | None"]  # None: a system this console does not watch
 
 
 def login_section(ctx: WhoamiContext) -> dict[str, Any]:
@@ -107,6 +108,28 @@ def aws_section(ctx: WhoamiContext) -> dict[str, Any]:
     except BackendError as exc:
         section["tls"] = f"unknown ({one_line(exc)})"
     section["tls_floor"] = "TLS 1.2 (botocore)"
+    return section
+
+
+def cloud_identities(ctx: WhoamiContext) -> list[Any]:
+    """The watched clouds that say whom their calls run as (each member of a cloud set)."""
+    members = getattr(ctx.cloud, "members", None)
+    clouds = list(members.values()) if isinstance(members, dict) else [ctx.cloud]
+    return [c for c in clouds if isinstance(c, CallerIdentity)]
+
+
+def alibaba_section(ctx: WhoamiContext) -> dict[str, Any] | None:
+    """Alibaba Cloud's caller (STS GetCallerIdentity), when the console watches it."""
+    found = [c for c in cloud_identities(ctx) if c.name == "alibaba"]
+    if not found:
+        return None
+    cloud = found[0]
+    section: dict[str, Any] = {"configured": True, "profile": getattr(cloud, "profile", None) or "default chain",
+                               "missing": []}
+    try:
+        section.update(cloud.caller_identity())
+    except BackendError as exc:
+        section["caller_error"] = one_line(exc)
     return section
 
 
@@ -218,6 +241,7 @@ def tls_section(ctx: WhoamiContext) -> dict[str, Any]:
 SECTIONS: list[tuple[str, Section]] = [
     ("gpuconsole", login_section),
     ("aws", aws_section),
+    ("alibaba", alibaba_section),
     ("mfa", mfa_section),
     ("kubernetes", kubernetes_section),
     ("tls", tls_section),
@@ -229,7 +253,9 @@ def whoami(ctx: WhoamiContext) -> dict[str, dict[str, Any]]:
     answer = {}
     for name, provider in SECTIONS:
         try:
-            answer[name] = provider(ctx)
+            section = provider(ctx)
+            if section is not None:  # a system this console does not watch
+                answer[name] = section
         except Exception as exc:  # noqa: BLE001 - one failing system never hides the others
             answer[name] = {"error": one_line(exc), "missing": []}
     return answer

@@ -7,6 +7,7 @@
     endpoint = "https://ecs.cn-hangzhou.aliyuncs.com"  # optional: a full URL (a VPC endpoint, a test peer)
     profile = "gpu"                                   # optional: ~/.alibabacloud/credentials profile
     currency = "CNY"                                  # until ECS's DescribePrice names it
+    sts_endpoint = "https://sts.aliyuncs.com"         # optional: where access whoami asks GetCallerIdentity
 
 Regions of a cloud come from its own table; ``--region`` stays AWS's. Nothing is read from the
 network to decide: with ``--cloud auto`` Alibaba Cloud is watched exactly when the table has
@@ -39,6 +40,7 @@ class AlibabaTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     endpoint: _Text | None = None
     profile: _Text | None = None
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$", description="a currency code such as CNY")] = "CNY"
+    sts_endpoint: _Text = "https://sts.aliyuncs.com"
 
 
 def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> Any:
@@ -64,6 +66,7 @@ def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] 
             raise ConfigError(f"{path}: [alibaba] key regions: not an Alibaba Cloud region: {region!r} (e.g. cn-hangzhou)")
     try:
         return registry.alibaba_settings(regions=tuple(dict.fromkeys(decoded.regions)), endpoint=decoded.endpoint,
-                                         profile=decoded.profile, currency=decoded.currency)
+                                         profile=decoded.profile, currency=decoded.currency,
+                                         sts_endpoint=decoded.sts_endpoint)
     except ValueError as exc:
         raise ConfigError(f"{path}: [alibaba] key endpoint: {exc}") from None
