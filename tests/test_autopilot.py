@@ -475,3 +475,28 @@ def test_on_the_simulator_scale_out_comes_after_the_duration_not_before(tmp_path
         console.close()
     assert verbs[:7] == ["none"] * 7  # 15 … 105 s: pending, but not for two minutes yet
     assert verbs[7] == "launch"  # 120 s
+
+
+def test_on_a_shared_machine_a_logins_own_rule_plans_and_never_acts(tmp_path: Path) -> None:
+    """Site settings exist: rules that act come from the site config (or ``rule add``); a rule
+    in a login's own config file is kept, plan only, and says so in its decision."""
+    from gpuconsole.core.ops.autopilot.loading import console_rules
+
+    rule = '[[rules]]\nname = "{name}"\nkind = "idle-stop"\nscope = "all"\nidle_for = "30m"\n'
+    site = tmp_path / "site.toml"
+    site.write_text(rule.format(name="site-idle"))
+    mine = tmp_path / "mine.toml"
+    mine.write_text(rule.format(name="my-idle") + rule.format(name="site-idle"))  # the site's name: the site's wins
+    rules = console_rules(mine, AutopilotState(), demo=False, site_config=site)
+    assert [(r.name, r.plan_only) for r in rules] == [("site-idle", False), ("my-idle", True)]
+    assert [(r.name, r.plan_only) for r in console_rules(mine, AutopilotState(), demo=False)] == [
+        ("my-idle", False), ("site-idle", False)]  # a machine of one login: its own rules act
+    engine, hands = Engine(list(rules), AutopilotState()), Hands()
+    pool = (inst("i-1", "n1"),)
+    idle = (gpu("n1", 0.0),)
+    engine.tick(snap(0.0, pool, idle), hands)
+    decisions = {d.rule: d for d in engine.tick(snap(1900.0, pool, idle), hands)}
+    assert decisions["site-idle"].verb == "stop" and decisions["site-idle"].ok
+    assert decisions["my-idle"].verb == "stop" and decisions["my-idle"].ok is None
+    assert "plan only: on a shared machine a rule acts only from the site config" in decisions["my-idle"].reason
+    assert hands.calls == [("stop", "i-1")]  # the site's rule alone

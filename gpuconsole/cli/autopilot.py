@@ -102,11 +102,12 @@ def _open_state(args: argparse.Namespace | None = None) -> Any:
 
 def _rules(args: argparse.Namespace, state: Any) -> Any:
     """The config file's and the database's rules (in a demo without any, the demo's)."""
+    from gpuconsole.core.access.site import site_rules_file
     from gpuconsole.core.ops.autopilot.loading import console_rules
     from gpuconsole.core.ops.autopilot.rules import RuleError
 
     try:
-        return console_rules(args.config, state, demo=args.demo)
+        return console_rules(args.config, state, demo=args.demo, site_config=site_rules_file())
     except RuleError as exc:
         raise BadInput(str(exc)) from None
 

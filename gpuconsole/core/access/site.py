@@ -52,6 +52,11 @@ class SiteSettings:
     config: Path | None = None
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    @property
+    def shared(self) -> bool:
+        """Whether this is a shared machine: the site declares users or a config of its own."""
+        return self.users is not None or self.config is not None
+
     def audit_db(self, euid: int | None = None) -> Path | None:
         """The audit log the site names for this login (``[audit] db``), or None for each
         login's own. The path must be a login's own: it starts with ``~`` (that login's home,
@@ -99,6 +104,15 @@ def load_site(folder: Path | None = None) -> SiteSettings:
     if access.get("users"):
         site_users = Path(str(access["users"])).expanduser()
     return SiteSettings(folder, site_users, config if tables else None, tables)
+
+
+def site_rules_file(site: SiteSettings | None = None) -> Path | None:
+    """On a shared machine, the site's config file (where rules that act by themselves come
+    from: :func:`gpuconsole.core.ops.autopilot.loading.console_rules`); else None."""
+    site = site or load_site()
+    if not site.shared:
+        return None
+    return site.folder / paths.SITE_CONFIG_NAME
 
 
 def resolve(explicit_config: Path | str | None = None, env: Mapping[str, str] = os.environ,

@@ -180,6 +180,7 @@ def autopilot(options: ConsoleOptions, wires: Wires, actions: ActionLog) -> Auto
     """The autopilot of this console: it runs where the console acts by itself (the full-screen
     console), on the demo's rules in a demo; one-shot commands show no rules."""
     from gpuconsole.core.ops.autopilot import leader
+    from gpuconsole.core.access.site import site_rules_file
     from gpuconsole.core.ops.autopilot.loading import console_rules, state_path
     from gpuconsole.core.ops.autopilot.state import AutopilotState
 
@@ -202,7 +203,7 @@ def autopilot(options: ConsoleOptions, wires: Wires, actions: ActionLog) -> Auto
     def rules(st: AutopilotState) -> tuple[Any, ...]:
         if error:
             raise RuleError(error)
-        return console_rules(options.config_path, st, demo=demo) if acts else ()
+        return console_rules(options.config_path, st, demo=demo, site_config=site_rules_file()) if acts else ()
 
     return AutopilotService(rules, state, cloud=lambda: wires.current().cloud, log=actions,
                             clock=options.clock, leadership=lead, act=acts and not options.read_only,

@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gpuconsole.core.ops.autopilot.expr import evaluate, figures_of, longest_duration
 from gpuconsole.core.ops.autopilot.figures import GpuIndex, needed_sources, not_live, pool_figures
-from gpuconsole.core.ops.autopilot.rules import Rule
+from gpuconsole.core.ops.autopilot.rules import PLAN_ONLY_NOTE, Rule
 from gpuconsole.core.ops.autopilot.state import AutopilotState
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, Market, SourceKind, SourceState
 
@@ -118,7 +118,9 @@ class Engine:
         out = []
         for rule in self.rules:
             decision = self._decide(rule, snapshot, index)
-            if actuator is not None and decision.acts:
+            if decision.acts and rule.plan_only:
+                decision = replace(decision, reason=f"{decision.reason}; {PLAN_ONLY_NOTE}")
+            elif actuator is not None and decision.acts:
                 decision = self._carry_out(rule, decision, snapshot, actuator)
             self.last[rule.name] = decision
             out.append(decision)

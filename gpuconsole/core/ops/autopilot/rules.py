@@ -148,6 +148,12 @@ class Scope:
         return self.kind != "namespace" or job.namespace == self.key
 
 
+# The origin of a rule from a login's own config file on a shared machine: it plans, never acts.
+PLAN_ONLY = "login"
+PLAN_ONLY_NOTE = ("plan only: on a shared machine a rule acts only from the site config or `rule add` "
+                  "(admin, MFA, audited)")
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One autopilot rule (the fields a kind does not use keep their defaults)."""
@@ -170,6 +176,11 @@ class Rule:
     idle_for_s: float = 1800.0
     idle_threshold: float = 5.0
     fallback_after: int = 2
+
+    @property
+    def plan_only(self) -> bool:
+        """A rule that decides but never acts (a login's own rule on a shared machine)."""
+        return self.origin == PLAN_ONLY
 
     @property
     def actor(self) -> str:
