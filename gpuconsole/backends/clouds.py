@@ -71,7 +71,9 @@ class Provider:
         instance_id: the form of its instance ids (its own check before any call).
         type_prefix: how its instance-type names start ("" matches any: the fallback).
         stop_note: what stopping does to its bill, for screens and the README.
-        launch_fields: the launch wizard's details, as ``(field, label)`` of :class:`LaunchSpec`.
+        launch_fields: the launch wizard's details step, as ``(LaunchSpec field, label)``: the
+            wizard shows each field under the label its provider gives it, and leaves out a field
+            the provider does not declare.
         checks: its own id forms, checked before a launch reaches it.
     """
 
@@ -95,14 +97,21 @@ def register_provider(provider: Provider) -> Provider:
 register_provider(Provider(
     "aws", "AWS", EC2_INSTANCE_ID, "",
     "a stopped EC2 instance bills no compute; its EBS volumes bill on",
-    (("subnet_id", "Subnet"), ("security_group_ids", "Security groups"), ("key_name", "Key pair"),
-     ("kms_key_id", "EBS KMS key"), ("imdsv2_required", "IMDSv2")), AWS_CHECKS))
+    (("count", "Count"), ("image_id", "AMI"), ("key_name", "Key pair"), ("subnet_id", "Subnet"),
+     ("root_volume_gib", "Root GiB"), ("encrypted", "Encryption"), ("kms_key_id", "KMS key"),
+     ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), AWS_CHECKS))
 register_provider(Provider(
     "alibaba", "Alibaba Cloud", ECS_INSTANCE_ID, "ecs.",
     "a pay-as-you-go instance stopped in economical mode bills no compute; a subscription one, or one "
     "stopped in standard mode (KeepCharging), bills on; disks bill on",
-    (("subnet_id", "VSwitch"), ("security_group_ids", "Security group"), ("key_name", "Key pair"),
-     ("kms_key_id", "Disk KMS key"), ("imdsv2_required", "Metadata tokens required")), ALIBABA_CHECKS))
+    (("count", "Count"), ("image_id", "Image"), ("key_name", "Key pair"), ("subnet_id", "VSwitch"),
+     ("root_volume_gib", "System GiB"), ("encrypted", "Encryption"), ("kms_key_id", "KMS key"),
+     ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), ALIBABA_CHECKS))
+
+
+def launch_fields(instance_type: str) -> tuple[tuple[str, str], ...]:
+    """The details a launch of ``instance_type`` asks for, as its provider declares them."""
+    return provider_for_type(instance_type).launch_fields
 
 
 def provider_of_id(instance_id: str) -> Provider | None:

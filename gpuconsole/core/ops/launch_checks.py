@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-from gpuconsole.backends.clouds import provider_for_type
+from gpuconsole.backends.clouds import launch_fields, provider_for_type
+
+__all__ = ["launch_fields", "validate"]
 from gpuconsole.model import LaunchSpec, Market
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9.-]+$")

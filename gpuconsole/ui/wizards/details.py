@@ -12,8 +12,9 @@ from __future__ import annotations
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Checkbox, Input, Select, SelectionList, Static
+from textual.widgets import Checkbox, Input, Label, Select, SelectionList, Static
 
+from gpuconsole.core.ops.launch_checks import launch_fields
 from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import (
     KeyPair,
@@ -84,6 +85,8 @@ class DetailsStep(Step):
     def enter(self) -> None:
         choice = self.wizard.choice
         self.query_one("#details-context", Static).update(choice.describe())
+        if choice.instance_type is not None:
+            self._declared_fields(choice.instance_type.name)
         if self._choices_for != choice.region:
             self._choices_for = choice.region
             self.query_one("#details-note", Static).update("Loading key pairs, subnets and security groups…")
@@ -94,6 +97,18 @@ class DetailsStep(Step):
         self._show_subnets()
         self.check()
         self.query_one("#count", Input).focus()
+
+    def _declared_fields(self, instance_type: str) -> None:
+        """Label each field as the type's provider declares it; hide a field it does not declare."""
+        declared = dict(launch_fields(instance_type))
+        for field in self.query(Field):
+            if field.field_name.startswith("tag:"):
+                continue
+            label = declared.get(field.field_name)
+            field.display = label is not None
+            if label is not None and label != field.label:
+                field.label = label
+                field.query_one(".field-label", Label).update(label)
 
     # ------------------------------------------------------------------ loading
     @work(thread=True, exclusive=True, exit_on_error=False, group="wizard-choices", description="network choices")
