@@ -152,3 +152,32 @@ def test_access_whoami_reports_the_alibaba_caller(ecs, tmp_path, capsys):
 def test_whoami_leaves_out_a_cloud_not_watched(capsys):
     assert main(["access", "whoami", "--json", "--cloud", "off", "--no-db", "--gpus", "off", "--jobs", "off"]) == 0
     assert "alibaba" not in json.loads(capsys.readouterr().out)
+
+
+class _Billing:
+    name = "billing"
+    regions = ("us-east-1",)
+    capabilities = frozenset()
+
+    def volumes(self, region):
+        return (region,)
+
+    def cost_and_usage(self, start, end, group_by_tag=None):
+        return ("billed",)
+
+    def poll_instances(self):
+        return CloudReading((), taken_at=0.0)
+
+    def close(self):
+        pass
+
+
+def test_a_cloud_set_keeps_the_capabilities_of_its_members():
+    from gpuconsole.backends.base import BillingReports, CredentialSwitching, VolumeListing
+
+    both = CloudSet([_Billing(), FakeCloud()])
+    assert isinstance(both, BillingReports) and isinstance(both, VolumeListing)
+    assert not isinstance(both, CredentialSwitching)  # no member switches credentials
+    assert both.cost_and_usage(0, 1) == ("billed",)
+    assert both.volumes("us-east-1") == ("us-east-1",)
+    assert both.volumes("fk-north-1") == ()  # a region the other cloud watches

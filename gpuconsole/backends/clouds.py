@@ -152,6 +152,28 @@ class CloudSet:
         self.poll_timeout = max((getattr(m, "poll_timeout", 10.0) for m in members), default=10.0)
         self._owner: dict[str, str] = {}
 
+    def __getattr__(self, name: str) -> Any:
+        """A capability only some members have (billing reports, run history, volumes, roles,
+        keys): the set has it when a member has it, and calls go to that member; a call about a
+        region another member watches, or an instance another member owns, answers nothing."""
+        members = self.__dict__.get("members") or {}
+        owners = [m for m in members.values() if not name.startswith("_") and hasattr(m, name)]
+        if not owners:
+            raise AttributeError(name)
+        owner = owners[0]
+        found = getattr(owner, name)
+        if name == "volumes":
+            return lambda region: () if self._watched_elsewhere(owner, region) else found(region)
+        if name == "instance_history":
+            def history(region: str, instance_id: str, since: float, until: float) -> tuple:
+                mine = self._owner.get(instance_id, owner.name) == owner.name
+                return found(region, instance_id, since, until) if mine else ()
+            return history
+        return found
+
+    def _watched_elsewhere(self, owner: Any, region: str) -> bool:
+        return any(region in getattr(m, "regions", ()) for m in self.members.values() if m is not owner)
+
     def poll_instances(self) -> CloudReading:
         """Every member's instances; a failing member fails the poll, its message naming it
         (spend never looks smaller because one cloud did not answer)."""
