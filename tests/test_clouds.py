@@ -54,6 +54,16 @@ def test_snapshot_json_lists_the_peers_gpu_instances(ecs, tmp_path, capsys):
     assert rows[running]["cloud"] == "alibaba" and rows[running]["currency"] == "CNY"
     assert rows[running]["gpus"] == 1 and rows[running]["region"] == "cn-hangzhou"
     assert [rows[i]["bills_now"] for i in (running, kept, saved)] == [True, True, False]
+    assert doc["spend"]["burn_per_hour"] == 0  # yuan are not added to a dollar total…
+    assert doc["spend"]["left_out"] == "leaves out 3 instances billed in CNY (no [money] rates for CNY)"
+
+
+def test_money_rates_convert_the_fleet_totals(ecs, tmp_path, capsys):
+    ecs.world.add("ecs.gn7i-c8g1.2xlarge")
+    path = _config(tmp_path, ecs.url)
+    path.write_text(path.read_text() + "[money]\nrates = { CNY = 0.5 }\n")
+    doc = _snapshot(capsys, "--cloud", "alibaba", "--config", str(path))
+    assert doc["spend"]["burn_per_hour"] == pytest.approx(14.9 * 0.5) and doc["spend"]["left_out"] is None
 
 
 def test_aws_and_alibaba_together(aws_peer, ecs, tmp_path, capsys):

@@ -50,7 +50,8 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         ],
         "alerts": to_jsonable(snap.alerts),
         "spend": {"today": snap.spend_today, "month": snap.spend_month, "burn_per_hour": snap.burn_per_hour,
-                  "billed_month": snap.billed_month, "billed_note": snap.billed_note},
+                  "billed_month": snap.billed_month, "billed_note": snap.billed_note,
+                  "left_out": snap.spend_left_out or None},
         "pending_actions": to_jsonable(snap.pending_actions),
         "costs": cost_section(snap),
     }

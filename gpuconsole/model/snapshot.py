@@ -120,6 +120,7 @@ class FleetSnapshot(Value):
     billed_month: float | None = None  # month to date as the cloud's billing (Cost Explorer) says
     billed_note: str = ""  # where that figure comes from and how old it is
     spend_basis: str = ""  # what the spend covers: "" (the backend's own history), "CloudTrail history", "since last start only"
+    spend_left_out: str = ""  # spend in another currency the totals leave out (no [money] rates)
     day_difference: str = ""  # the fleet's estimate vs Cost Explorer for the last full day, one line
     demo: bool = False
     autopilot: tuple[AutopilotRuleStatus, ...] = ()  # the autopilot's rules, in the console that runs it

@@ -15,6 +15,7 @@ import msgspec
 
 from gpuconsole.core.fleet.alerts import derive_alerts
 from gpuconsole.core.money import costs
+from gpuconsole.core.money.currency import BASE, convert
 from gpuconsole.core.money.reconcile import last_day_line
 from gpuconsole.core.money.run_history import basis_text
 from gpuconsole.core.money.storage import storage_cost
@@ -80,8 +81,10 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
         billed_month = explorer.total()
         billed_note = f"Cost Explorer, {explorer.age_text()}"
     loose = cloud.loose_volumes()
-    spend_today = costs.spend(instances, costs.day_start(now), now) + storage_cost(loose, costs.day_start(now), now)
-    spend_month = costs.spend(instances, costs.month_start(now), now) + storage_cost(loose, costs.month_start(now), now)
+    # Fleet totals are in US dollars: another currency counts through [money] rates, else is left out.
+    counted, left_out = convert(instances, BASE, services.budget_ops.book.config.rates)
+    spend_today = costs.spend(counted, costs.day_start(now), now) + storage_cost(loose, costs.day_start(now), now)
+    spend_month = costs.spend(counted, costs.month_start(now), now) + storage_cost(loose, costs.month_start(now), now)
     if isinstance(cloud_reading, CloudReading):
         spend_today = cloud_reading.spend_today if cloud_reading.spend_today is not None else spend_today
         spend_month = cloud_reading.spend_month if cloud_reading.spend_month is not None else spend_month
@@ -95,7 +98,8 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
         sources=readings.sources,
         spend_today=spend_today,
         spend_month=spend_month,
-        burn_per_hour=costs.burn_per_hour(instances),
+        burn_per_hour=costs.burn_per_hour(counted),
+        spend_left_out=left_out,
         idle=idle,
         billed_month=billed_month,
         billed_note=billed_note,
