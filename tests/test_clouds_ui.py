@@ -16,7 +16,7 @@ from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.ops.launch_checks import launch_fields, validate
 from gpuconsole.model import LaunchSpec, SourceKind
 from tests.alibaba_peer import EcsPeer
-from tests.driving import column, running
+from tests.driving import column, pane_text, running
 from tests.test_clouds import FakeCloud
 
 
@@ -55,6 +55,10 @@ async def test_a_third_provider_shows_in_the_instances_pane(ecs, fake):
         assert sorted(clouds) == ["alibaba", "alibaba", "fakecloud"]
         states = dict(zip(column(app, "instance-table", "id"), column(app, "instance-table", "state"), strict=True))
         assert states[stopped] == "stopped $"  # standard mode: still billing
+        await pilot.press("1")
+        await pilot.pause()
+        overview = pane_text(app, "overview")
+        assert "totals leaves out 2 instances billed in CNY, 1 instance billed in EUR" in overview
 
 
 def test_the_wizard_details_are_the_providers_own(fake):

@@ -160,6 +160,8 @@ class BudgetsPane(Pane):
                     f"burning {money(status.burn_per_hour)}/h, forecast {money(status.forecast)}; scope {b.scope}")
         if status.spend_basis:  # a real cloud's spend: with CloudTrail's history, or since the last start only
             line.append(f" · spend: {status.spend_basis}", style=palette.dim)
+        if status.left_out:  # spend in another currency than the budget's, without [money] rates
+            line.append(f" · {status.left_out}", style=palette.warn)
         return line
 
     # ------------------------------------------------------------------ actions

@@ -87,7 +87,7 @@ def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
 
 
 def instances_card(snap: FleetSnapshot, palette: Palette) -> Text:
-    billed = [i for i in snap.instances if i.state.billed]
+    billed = [i for i in snap.instances if i.bills_now]  # a stopped one its cloud still bills counts
     spot = sum(1 for i in billed if i.market is Market.SPOT)
     gpus = sum(i.gpus for i in billed)
     lines = [
@@ -116,6 +116,8 @@ def spend_card(snap: FleetSnapshot, palette: Palette) -> Text:
         lines.append(_line(("vs bill ", palette.dim), snap.day_difference))
     if snap.spend_basis:
         lines.append(_line((f"spend: {snap.spend_basis}", palette.dim)))
+    if snap.spend_left_out:  # another currency, never added to the dollars without [money] rates
+        lines.append(_line((f"totals {snap.spend_left_out}", palette.warn)))
     return _lines(lines)
 
 
