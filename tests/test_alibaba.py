@@ -158,3 +158,11 @@ def test_published_figures_fill_what_the_api_leaves_out(peer, cloud):
     assert known["ecs.gn7i-c8g1.2xlarge"].gpu_memory_gib == 24  # per GPU, as the EC2 catalog counts it
     types = {t.name: t for t in cloud.instance_types(REGION)}
     assert types["ecs.gn7e-c16g1.4xlarge"].gpu_memory_gib == 80
+
+
+def test_an_ack_nodes_provider_id_names_its_instance():
+    from gpuconsole.backends.kube.records import _instance_id
+
+    assert _instance_id("cn-hangzhou.i-bp1g6zv0ce8oghu7k2xx") == "i-bp1g6zv0ce8oghu7k2xx"
+    assert _instance_id("aws:///us-east-1a/i-0123456789abcdef0") == "i-0123456789abcdef0"
+    assert _instance_id("gce://project/zone/name") is None and _instance_id("cn-hangzhou.192.168.0.1") is None

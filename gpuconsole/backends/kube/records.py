@@ -369,11 +369,15 @@ def pod_record(obj: Mapping[str, Any] | schema.Pod) -> PodRecord:
 
 
 def _instance_id(provider_id: Any) -> str | None:
-    """``aws:///us-east-1a/i-0abc…`` → ``i-0abc…``; other clouds' ids are not instance ids here."""
-    if not isinstance(provider_id, str) or not provider_id.startswith("aws://"):
+    """``aws:///us-east-1a/i-0abc…`` → ``i-0abc…``; an ACK node's ``cn-hangzhou.i-bp1…`` (Alibaba
+    Cloud's controller) → ``i-bp1…``; other clouds' ids are not instance ids here."""
+    if not isinstance(provider_id, str):
         return None
-    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
-    return last if last.startswith("i-") else None
+    if provider_id.startswith("aws://"):
+        last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+        return last if last.startswith("i-") else None
+    region, _, last = provider_id.partition(".")
+    return last if region and "/" not in provider_id and last.startswith("i-") and "." not in last else None
 
 
 def node_record(obj: Mapping[str, Any]) -> NodeRecord | None:
