@@ -178,6 +178,16 @@ def alibaba_settings(**table: Any) -> Any:
     return settings
 
 
+def published_types(cloud: str) -> dict[str, Any]:
+    """A cloud's GPU types as it publishes them, bundled (no credentials needed); ``{}`` for a
+    cloud whose types come from the shared catalog."""
+    if cloud == "alibaba":
+        from gpuconsole.backends.alibaba import published_types as alibaba_types
+
+        return alibaba_types()
+    return {}
+
+
 def cloud_set(names: tuple[str, ...], options: SourceSettings, clock: Clock, world: World | None) -> Any:
     """The clouds ``names`` (each a registered cloud source) as one source."""
     from gpuconsole.backends.clouds import CloudSet

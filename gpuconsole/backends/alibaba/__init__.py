@@ -5,6 +5,6 @@
 from __future__ import annotations
 
 from gpuconsole.backends.alibaba.mapping import backend_error, instance_from
-from gpuconsole.backends.alibaba.source import AlibabaCloud, AlibabaSettings, split_endpoint
+from gpuconsole.backends.alibaba.source import AlibabaCloud, AlibabaSettings, published_types, split_endpoint
 
-__all__ = ["AlibabaCloud", "AlibabaSettings", "backend_error", "instance_from", "split_endpoint"]
+__all__ = ["AlibabaCloud", "AlibabaSettings", "backend_error", "instance_from", "published_types", "split_endpoint"]

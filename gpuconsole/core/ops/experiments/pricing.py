@@ -8,6 +8,8 @@ discount of GPU spot capacity, and the analysis says so in its source line.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 
 from gpuconsole.core.money.catalog import REFERENCE_REGION, Catalog, bundled_catalog
@@ -32,10 +34,13 @@ class ArmPrices:
         self.region = region
 
     def on_demand(self, instance_type: str) -> float:
-        price = self.catalog.price(instance_type, self.region)
+        """Per hour; NaN (unknown) for a type on another cloud (``alibaba:…``) the catalog has no
+        price for, never 0."""
+        cloud, _, name = instance_type.rpartition(":")
+        price = self.catalog.price(name, self.region)
         if price is None:
-            itype = self.catalog.get(instance_type)
-            price = itype.on_demand_price if itype is not None else 0.0
+            itype = self.catalog.get(name)
+            price = itype.on_demand_price if itype is not None else (math.nan if cloud else 0.0)
         return price
 
     def spot_price(self, instance_type: str) -> float:

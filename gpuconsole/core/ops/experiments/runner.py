@@ -15,6 +15,8 @@ what the round and ``max_cost`` allow. Every call blocks on the cluster: run it 
 
 from __future__ import annotations
 
+import math
+
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -202,6 +204,10 @@ class ExperimentRunner:
         for arm, repeat, attempt in self._due(runs):
             price = self.prices.hourly(arm.instance_type, arm.market)
             estimate = self._estimate(arm, price, runs)
+            if self.spec.max_cost is not None and math.isnan(price):  # an unknown price never passes a cap
+                self.store.set_state(self.spec.name, "budget",
+                                     f"max_cost ${self.spec.max_cost:,.2f}: the price of {arm.title} is unknown")
+                return
             if self.spec.max_cost is not None and spent + estimate > self.spec.max_cost:
                 self.store.set_state(self.spec.name, "budget",
                                      f"max_cost ${self.spec.max_cost:,.2f} reached: ${spent:,.2f} spent, "

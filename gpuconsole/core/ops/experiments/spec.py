@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from gpuconsole.backends import registry
+from gpuconsole.backends.clouds import provider_for_type
 from gpuconsole.core.config_decode import TableError, decode_table
 from gpuconsole.core.money.budgets import namespace_problem
 from gpuconsole.core.money.catalog import bundled_catalog
@@ -102,11 +104,21 @@ class Arm(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         f"lowercase a-z, 0-9 and '-', at most {ARM_NAME_MAX} characters"))] = ""
 
     @property
+    def cloud(self) -> str:
+        """The cloud an arm names (``alibaba:ecs.gn7i-c8g1.2xlarge``), ``""`` when it names none."""
+        return self.instance_type.split(":", 1)[0] if ":" in self.instance_type else ""
+
+    @property
+    def type_name(self) -> str:
+        """The instance type without its cloud: what the node's instance-type label says."""
+        return self.instance_type.split(":", 1)[-1]
+
+    @property
     def key(self) -> str:
         """A short label name for the arm: ``g5-xlarge-spot``."""
         if self.name:
             return self.name
-        base = self.instance_type.replace(".", "-").replace("xlarge", "xl")
+        base = self.type_name.replace(".", "-").replace("xlarge", "xl")
         extra = f"-{self.mig_profile.replace('.', '')}" if self.mig_profile else ""
         return f"{base}{extra}-{'spot' if self.market == 'spot' else 'od'}"
 
@@ -138,7 +150,7 @@ class ExperimentSpec:
 
     def job_request(self, arm: Arm, repeat: int, attempt: int, owner: str = "") -> JobRequest:
         """The Job of one run: pinned to the arm's instance type, labelled with its place."""
-        selector = (("node.kubernetes.io/instance-type", arm.instance_type),)
+        selector = (("node.kubernetes.io/instance-type", arm.type_name),)
         if arm.market == "spot":
             selector += (("karpenter.sh/capacity-type", "spot"),)
         labels = (("gpuconsole.io/experiment", self.name), ("gpuconsole.io/arm", arm.key),
@@ -214,7 +226,7 @@ KNOWN_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(ExperimentF
 
 def from_mapping(data: Mapping[str, Any], known_type: Callable[[str], bool] | None = None) -> ExperimentSpec:
     """Check an experiment given as a mapping (a form builds one too)."""
-    known = known_type or (lambda name: bundled_catalog().get(name) is not None)
+    known = known_type or known_anywhere
     try:
         given = decode_table(dict(data), ExperimentFile)
     except TableError as exc:
@@ -255,11 +267,21 @@ def _metric(table: MetricTable) -> Metric:
     return Metric(regex=regex, unit=table.unit.strip(), better=better)
 
 
+def known_anywhere(name: str) -> bool:
+    """Whether an instance type is in the bundled catalog or a cloud's published list."""
+    return bundled_catalog().get(name) is not None or any(name in registry.published_types(c) for c in registry.cloud_names())
+
+
 def _arms(arms: list[Arm], known: Callable[[str], bool]) -> tuple[Arm, ...]:
-    """The arms, each of a known instance type and MIG profile, none the same as another."""
+    """The arms, each of a known instance type (on the cloud it names) and MIG profile, none the
+    same as another."""
     for index, arm in enumerate(arms):
         where = f"arms[{index}]"
-        if not known(arm.instance_type):
+        if arm.cloud and arm.cloud not in registry.cloud_names():
+            raise SpecError(f"{where}.instance_type", f"unknown cloud {arm.cloud!r}: write aws: or alibaba:")
+        if arm.cloud and provider_for_type(arm.type_name).name != arm.cloud:
+            raise SpecError(f"{where}.instance_type", f"{arm.type_name!r} is not an instance type of {arm.cloud}")
+        if not known(arm.type_name):
             raise SpecError(f"{where}.instance_type", f"unknown instance type {arm.instance_type!r}")
         if arm.mig_profile and arm.mig_profile not in MIG_PROFILES:
             raise SpecError(f"{where}.mig_profile", "not a MIG profile: e.g. 1g.10gb, 3g.40gb")
