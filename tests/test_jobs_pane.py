@@ -367,8 +367,8 @@ async def test_the_job_queue_is_ordered_before_the_pane_is_first_shown():
         assert len(pane.jobs.keys()) == len(app.snapshot.jobs)
 
 
-async def test_a_big_queue_follows_its_readings_off_the_ui_thread(monkeypatch):
-    """A queue of BACKGROUND_ROWS jobs or more is merged into its index in a worker: the UI
+async def test_a_queue_merged_in_a_worker_keeps_its_filter_and_sort(monkeypatch):
+    """The queue's first ordering runs in a worker (and a reading that comes meanwhile): the UI
     thread keeps showing (and filtering) the last merged reading until the next one is ready,
     a filter typed meanwhile is narrowed in the new index already, and a sort chosen while a
     merge is in flight is never undone by it."""
@@ -376,10 +376,8 @@ async def test_a_big_queue_follows_its_readings_off_the_ui_thread(monkeypatch):
 
     import msgspec
 
-    from gpuconsole.ui.panes import jobs as jobs_module
     from gpuconsole.ui.widgets.row_index import RowIndex
 
-    monkeypatch.setattr(jobs_module, "BACKGROUND_ROWS", 1)  # the demo's queue counts as big
     real_update = RowIndex.update
     threads: list[str] = []
 
@@ -402,6 +400,7 @@ async def test_a_big_queue_follows_its_readings_off_the_ui_thread(monkeypatch):
         renamed = tuple(msgspec.structs.replace(j, name=f"zz-{j.name}") if j.state is JobState.RUNNING else j
                         for j in snap.jobs)
         pane.filter_text = "zz-"
+        pane._follow(renamed, warm=True)  # noqa: SLF001 - merged in a worker, as a first ordering is
         pane.show(msgspec.structs.replace(snap, jobs=renamed), pane.palette)
         await wait_until(lambda: pane.jobs.items is renamed)
         await pilot.pause()
