@@ -191,3 +191,11 @@ def test_a_cloud_set_keeps_the_capabilities_of_its_members():
     assert both.cost_and_usage(0, 1) == ("billed",)
     assert both.volumes("us-east-1") == ("us-east-1",)
     assert both.volumes("fk-north-1") == ()  # a region the other cloud watches
+
+
+def test_the_text_report_names_each_instances_cloud_and_currency(ecs, tmp_path, capsys):
+    ecs.world.add("ecs.gn6i-c4g1.xlarge", status="Stopped", stopped_mode="KeepCharging")
+    assert main(["snapshot", "--wide", "--no-db", "--cloud", "alibaba", "--config", str(_config(tmp_path, ecs.url))]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "ecs.gn6i-c4g1.xlarge" in line)
+    assert "alibaba" in row and "stopped $" in row and "8.200 CNY" in row

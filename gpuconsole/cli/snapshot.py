@@ -2,7 +2,8 @@
 
 The JSON document has the sections ``gpus``, ``jobs``, ``cronjobs``, ``nodes``, ``instances``,
 ``budgets``, ``sources``, ``alerts`` and ``spend``; field names are those of
-:mod:`gpuconsole.model`, times are POSIX seconds, money is US dollars.
+:mod:`gpuconsole.model`, times are POSIX seconds; an instance's money is in its ``currency``, the
+totals in US dollars (``spend.left_out`` names what another currency leaves out).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, TextIO
 from gpuconsole.cli.table import WIDTH, Column, cut, render_table, wrap
 from gpuconsole.core.fleet.console import Console
 from gpuconsole.cli.gpus import gpu_document
-from gpuconsole.model import FleetSnapshot, to_jsonable
+from gpuconsole.model import FleetSnapshot, InstanceState, to_jsonable
 
 SCHEMA = "gpuconsole.snapshot/1"
 
@@ -25,8 +26,8 @@ GPU_COLUMNS = (Column("NODE", key=True), Column("IDX", right=True, key=True), Co
 JOB_COLUMNS = (Column("STATE", give=1, least=7), Column("NAMESPACE", give=2, least=9), Column("NAME", key=True),
                Column("GPUS", right=True), Column("AGE", right=True), Column("REASON", give=4, least=8))
 INSTANCE_COLUMNS = (Column("ID", key=True), Column("TYPE", give=1, least=9), Column("AZ", give=3, least=6),
-                    Column("MARKET", give=2, least=6), Column("STATE", give=2, least=7), Column("$/H", right=True),
-                    Column("COST", right=True))
+                    Column("CLOUD", give=4, least=3), Column("MARKET", give=2, least=6), Column("STATE", give=2, least=7),
+                    Column("$/H", right=True), Column("COST", right=True))
 
 
 def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
@@ -122,8 +123,11 @@ def render_text(snap: FleetSnapshot, width: int | None = WIDTH) -> str:
                 for j in snap.jobs]
         lines += ["", *render_table(JOB_COLUMNS, rows, width)]
     if snap.instances:
-        rows = [(i.instance_id, i.instance_type, i.availability_zone, i.market.value, i.state.value,
-                 f"{i.price_per_hour:.3f}", money(i.accrued_cost)) for i in snap.instances]
+        rows = [(i.instance_id, i.instance_type, i.availability_zone, i.cloud, i.market.value,
+                 "stopped $" if i.state is InstanceState.STOPPED and i.bills_now else i.state.value,
+                 f"{i.price_per_hour:.3f}" + ("" if i.currency == "USD" else f" {i.currency}"),
+                 money(i.accrued_cost) if i.currency == "USD" else f"{i.accrued_cost:,.2f} {i.currency}")
+                for i in snap.instances]
         lines += ["", *render_table(INSTANCE_COLUMNS, rows, width)]
     if snap.budgets:
         lines.append("")
