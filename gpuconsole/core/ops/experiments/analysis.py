@@ -52,7 +52,7 @@ def interval(values: Sequence[float], statistic: Callable[..., float] = np.media
     if data.size == 0:
         return (math.nan, math.nan)
     if data.size < 2 or np.all(data == data[0]):
-        point = float(statistic(data))
+        point = float(data[0])  # one value, or one value many times: its mean and median, exactly
         return (point, point)
     rng = np.random.default_rng(_seed(data))
     picks = rng.integers(0, data.size, (RESAMPLES, data.size))
