@@ -84,3 +84,13 @@ def test_the_full_screen_console_draws_through_the_real_streams() -> None:
             assert sys.stdout is real
         assert isinstance(sys.stdout, InertStream)
     assert sys.stdout is real
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("i-0123456789abcdef0", True), ("i-12345678", True), ("i-bp1g6zv0ce8oghu7k2pm", True),
+    ("i-0123456789ABCDEF0", False), ("i-123", False), (f"i-{OSC52}", False), ("i-0123456789abcdef0 ", False),
+])
+def test_an_instance_id_has_its_clouds_own_form(text: str, ok: bool) -> None:
+    from gpuconsole.model.cloud import is_instance_id
+
+    assert is_instance_id(text) is ok
