@@ -174,3 +174,24 @@ def test_runs_are_followed_through_the_watch(kube) -> None:
     finish_all(kube, names)
     wait_until(lambda: not runner.tick())
     assert all(r.counts for r in runner.store.runs(runner.spec.name))
+
+
+def test_an_arm_whose_price_nobody_knows_never_passes_max_cost(kube) -> None:
+    """A price that cannot be known is NaN, not 0: with a cap, that arm's run is not submitted."""
+    import math
+
+    class NoG6Price(ArmPrices):
+        def hourly(self, instance_type: str, market: str) -> float:
+            return math.nan if instance_type.startswith("g6") else super().hourly(instance_type, market)
+
+    backend = kube.backend(watch=False)
+    clock = FrozenClock(1_700_000_000.0)
+    store = ExperimentStore()
+    runner = ExperimentRunner(parse_text(EXAMPLE), JobOps(backend, clock, ActionLog()), store,
+                              lambda: backend.poll_jobs().jobs, source=EXAMPLE, prices=NoG6Price(), owner="ana",
+                              clock=clock)
+    runner.tick()
+    names = [j["metadata"]["name"] for j in submitted(kube.server, NS)]
+    assert names and not any("-g6-" in n for n in names)
+    row = store.experiment(runner.spec.name)
+    assert row.state == "budget" and "the price of" in row.message and "is unknown" in row.message
