@@ -15,6 +15,7 @@ Modules:
     money: budgets, thresholds, budget actions, idle GPUs and cost lines.
     access: roles, users, the acting principal and audit records.
     snapshot: source health, alerts, readings and the fleet snapshot.
+    serving: inference services, their replicas, HPA, SLO, serving figures and readings.
     codec: to plain JSON types and back.
 
 Other layers import names from this package (``from gpuconsole.model import Gpu``).
@@ -63,6 +64,18 @@ from gpuconsole.model.money import (
     Threshold,
     ThresholdBasis,
 )
+from gpuconsole.model.serving import (
+    PodSeries,
+    Rollout,
+    Service,
+    ServiceHpa,
+    ServiceKind,
+    ServiceReplica,
+    ServicesReading,
+    ServiceSlo,
+    ServingReading,
+    ServingSeries,
+)
 from gpuconsole.model.snapshot import (
     Alert,
     CloudReading,
@@ -77,11 +90,13 @@ from gpuconsole.model.snapshot import (
 from gpuconsole.model.value import Tags, Value, tag_of
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AutopilotRuleStatus", "AuditRecord", "BillingSpan", "Budget", "BudgetAction",
-    "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot", "Gpu", "GpuProcess",
-    "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType", "Job", "JobState",
-    "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market", "MigMode", "MigSlice",
-    "Node", "PendingAction", "Principal", "RegionPrice", "Role", "SecurityGroup", "Severity", "SourceKind",
-    "SourceState", "SourceStatus", "SpotPrice", "Subnet", "Tags", "Threshold", "ThresholdBasis", "User",
-    "Value", "VgpuInstance", "Volume", "Workload", "from_jsonable", "tag_of", "to_jsonable",
+    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
+    "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
+    "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
+    "Job", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market",
+    "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "RegionPrice", "Role", "Rollout",
+    "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
+    "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",
+    "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "Workload",
+    "from_jsonable", "tag_of", "to_jsonable",
 ]

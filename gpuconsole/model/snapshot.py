@@ -10,6 +10,7 @@ from gpuconsole.model.cloud import Instance
 from gpuconsole.model.fleet import Gpu
 from gpuconsole.model.jobs import CronJob, Job, Node
 from gpuconsole.model.money import BudgetStatus, CostLine, IdleGpu, PendingAction
+from gpuconsole.model.serving import Service
 from gpuconsole.model.value import Value
 
 
@@ -24,11 +25,12 @@ class SourceState(str, enum.Enum):
 
 
 class SourceKind(str, enum.Enum):
-    """The three faces a backend can have."""
+    """The faces a backend can have."""
 
     GPUS = "gpus"
     JOBS = "jobs"
     CLOUD = "cloud"
+    SERVICES = "services"  # inference services: the cluster's GPU Deployments and their serving figures
 
 
 
@@ -125,6 +127,7 @@ class FleetSnapshot(Value):
     demo: bool = False
     autopilot: tuple[AutopilotRuleStatus, ...] = ()  # the autopilot's rules, in the console that runs it
     autopilot_leader: str = ""  # who holds the autopilot's lease or lock ("" when none runs)
+    services: tuple[Service, ...] = ()  # inference services, with their figures, cost and SLO
 
     def source(self, kind: SourceKind) -> SourceStatus | None:
         for status in self.sources:

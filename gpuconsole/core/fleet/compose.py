@@ -44,6 +44,7 @@ class Readings:
         gpus / jobs / cloud: each source's latest reading (None before the first, or no source).
         sources: every source's status.
         alerts: the console's own alerts (the cache, key hygiene), listed first.
+        services: the inference services' latest reading.
     """
 
     gpus: object | None
@@ -51,12 +52,14 @@ class Readings:
     cloud: object | None
     sources: tuple[SourceStatus, ...]
     alerts: tuple[Alert, ...] = ()
+    services: object | None = None
 
     @classmethod
     def of(cls, reading: Callable[[SourceKind], object | None], sources: tuple[SourceStatus, ...],
            alerts: tuple[Alert, ...] = ()) -> Readings:
         """The readings ``reading(kind)`` gives for each kind, with ``sources`` and ``alerts``."""
-        return cls(reading(SourceKind.GPUS), reading(SourceKind.JOBS), reading(SourceKind.CLOUD), sources, alerts)
+        return cls(reading(SourceKind.GPUS), reading(SourceKind.JOBS), reading(SourceKind.CLOUD), sources, alerts,
+                   reading(SourceKind.SERVICES))
 
 
 def compose(readings: Readings, services: Services, now: float) -> FleetSnapshot:
@@ -111,10 +114,12 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
     budgets = tuple(status.budget for status in budget_states)
     cron_lines, cron_warnings = services.cron_costs(jobs_reading, cloud_reading, cronjobs, jobs, instances, budgets, now)
     autopilot = services.autopilot
+    served, slo_alerts = services.serving.compose(readings.services, snapshot, services.budget_ops.book.config.rates, now)
     snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines,
-                                       autopilot=autopilot.statuses(now), autopilot_leader=autopilot.holder)
+                                       autopilot=autopilot.statuses(now), autopilot_leader=autopilot.holder,
+                                       services=served)
     cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
-    return derive_alerts(snapshot, [*readings.alerts, *autopilot.alerts(now)], budget_alerts + cron_alerts)
+    return derive_alerts(snapshot, [*readings.alerts, *autopilot.alerts(now), *slo_alerts], budget_alerts + cron_alerts)
 
 
 def day_difference(explorer: CostExplorer | None, instances: tuple[Instance, ...], now: float) -> str:

@@ -38,6 +38,7 @@ from gpuconsole.model import (
     CloudReading,
     GpuReading,
     JobsReading,
+    ServicesReading,
     SourceKind,
     SourceState,
     SourceStatus,
@@ -45,12 +46,20 @@ from gpuconsole.model import (
 
 log = logging.getLogger(__name__)
 
-Reading = GpuReading | JobsReading | CloudReading
+Reading = GpuReading | JobsReading | CloudReading | ServicesReading
 
 READING_TYPES: dict[SourceKind, type] = {
     SourceKind.GPUS: GpuReading,
     SourceKind.JOBS: JobsReading,
     SourceKind.CLOUD: CloudReading,
+    SourceKind.SERVICES: ServicesReading,
+}
+# The method each kind of source is polled with.
+POLLS: dict[SourceKind, str] = {
+    SourceKind.GPUS: "poll_gpus",
+    SourceKind.JOBS: "poll_jobs",
+    SourceKind.CLOUD: "poll_instances",
+    SourceKind.SERVICES: "poll_services",
 }
 
 
@@ -161,11 +170,8 @@ class _Runner:
 
     # ------------------------------------------------------------------ loop
     def _poll_fn(self) -> Callable[[], Reading]:
-        if self.kind is SourceKind.GPUS:
-            return self.source.poll_gpus
-        if self.kind is SourceKind.JOBS:
-            return self.source.poll_jobs
-        return self.source.poll_instances
+        poll: Callable[[], Reading] = getattr(self.source, POLLS[self.kind])
+        return poll
 
     def _loop(self) -> None:
         poll = self._poll_fn()

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpuconsole.core.ops.cloud_ops import CloudOps
     from gpuconsole.core.ops.gpu_ops import GpuOps
     from gpuconsole.core.ops.job_ops import JobOps
+    from gpuconsole.core.serving.join import ServingBook
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Services:
         demo: whether this is the simulated world.
         idle: how long each GPU has been idle while billed (kept between snapshots).
         cron_costs: the schedules' monthly costs, kept until a reading or the budgets change.
+        serving: the ``[services]`` configuration and the SLO states watched so far.
     """
 
     guard: Guard
@@ -59,3 +61,4 @@ class Services:
     demo: bool
     idle: IdleTracker
     cron_costs: CronCostMemo
+    serving: ServingBook

@@ -33,6 +33,8 @@ from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.core.ops.cloud_ops import CloudOps
 from gpuconsole.core.ops.gpu_ops import GpuOps
 from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.core.serving.config import load as load_serving
+from gpuconsole.core.serving.join import ServingBook
 from gpuconsole.model import JobsReading, SourceKind
 
 if TYPE_CHECKING:
@@ -130,7 +132,16 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
         demo=options.sources.demo,
         idle=IdleTracker(),
         cron_costs=CronCostMemo(),
+        serving=keep.serving if keep is not None else serving_book(options),
     )
+
+
+def serving_book(options: ConsoleOptions) -> ServingBook:
+    """The ``[services]`` table of the configuration file (its defaults, and why, when it is bad)."""
+    try:
+        return ServingBook(load_serving(options.config_path))
+    except ConfigError as exc:
+        return ServingBook(error=str(exc))
 
 
 def with_jobs(services: Services, source: object) -> Services:

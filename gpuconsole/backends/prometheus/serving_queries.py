@@ -1,0 +1,167 @@
+"""The PromQL of inference servers' figures, one query per figure for every service, and its answers.
+
+No I/O. Each answer named in :class:`~gpuconsole.model.serving.SeriesName` is one query: the
+terms of every family that reports it (vLLM, NVIDIA Triton, Hugging Face TGI), each summed by
+the ``namespace`` and ``pod`` labels (and ``le`` for a histogram's buckets) and labelled with its
+family, joined by ``or``. So a refresh sends the same dozen queries for one service or for five
+hundred, and the core adds up each service's pods. Rates are over the window (``[services]
+window``); histogram buckets are read as rates (``rate(…_bucket[window])``) and the core takes
+``histogram_quantile`` of each service's summed buckets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import msgspec
+
+from gpuconsole.backends.prometheus.mapping import _braces
+from gpuconsole.model import PodSeries, ServingSeries
+from gpuconsole.model.serving import SeriesName as S
+
+VLLM, TRITON, TGI = "vllm", "triton", "tgi"
+FAMILIES: tuple[str, ...] = (VLLM, TRITON, TGI)
+
+# {answer: ((family, expression), ...)}: ``{w}`` is the window, ``{s}`` the selector's braces.
+TERMS: dict[str, tuple[tuple[str, str], ...]] = {
+    S.OK: ((VLLM, "rate(vllm:request_success_total{s}[{w}])"),
+           (TRITON, "rate(nv_inference_request_success{s}[{w}])"),
+           (TGI, "rate(tgi_request_success{s}[{w}])")),
+    S.ERRORS: ((TRITON, "rate(nv_inference_request_failure{s}[{w}])"),
+               (TGI, "rate(tgi_request_failure{s}[{w}])")),
+    S.LATENCY_BUCKET: ((VLLM, "rate(vllm:e2e_request_latency_seconds_bucket{s}[{w}])"),
+                       (TGI, "rate(tgi_request_duration_bucket{s}[{w}])")),
+    S.LATENCY_QUANTILE: ((TRITON, "nv_inference_request_summary_us{s} / 1e6"),),
+    S.LATENCY_SUM: ((VLLM, "rate(vllm:e2e_request_latency_seconds_sum{s}[{w}])"),
+                    (TRITON, "rate(nv_inference_request_duration_us{s}[{w}]) / 1e6"),
+                    (TGI, "rate(tgi_request_duration_sum{s}[{w}])")),
+    S.LATENCY_COUNT: ((VLLM, "rate(vllm:e2e_request_latency_seconds_count{s}[{w}])"),
+                      (TRITON, "rate(nv_inference_request_success{s}[{w}])"),
+                      (TGI, "rate(tgi_request_duration_count{s}[{w}])")),
+    S.TTFT_BUCKET: ((VLLM, "rate(vllm:time_to_first_token_seconds_bucket{s}[{w}])"),),
+    S.TOKENS: ((VLLM, "rate(vllm:generation_tokens_total{s}[{w}])"),
+               (TGI, "rate(tgi_request_generated_tokens_sum{s}[{w}])")),
+    S.INFERENCES: ((TRITON, "rate(nv_inference_count{s}[{w}])"),),
+    S.RUNNING: ((VLLM, "vllm:num_requests_running{s}"),
+                (TGI, "tgi_batch_current_size{s}")),
+    S.WAITING: ((VLLM, "vllm:num_requests_waiting{s}"),
+                (TRITON, "nv_inference_pending_request_count{s}"),
+                (TGI, "tgi_queue_size{s}")),
+    S.QUEUE_SUM: ((TRITON, "rate(nv_inference_queue_duration_us{s}[{w}]) / 1e6"),
+                  (TGI, "rate(tgi_request_queue_duration_sum{s}[{w}])")),
+    # vLLM's KV-cache use is a ratio per replica, under its new name or the older one.
+    S.KV_CACHE: ((VLLM, "vllm:kv_cache_usage_perc{s} or vllm:gpu_cache_usage_perc{s}"),),
+}
+# The answers whose series keep one more label than the pod: a bucket's bound, a summary's quantile.
+EXTRA_LABEL = {S.LATENCY_BUCKET: "le", S.TTFT_BUCKET: "le", S.LATENCY_QUANTILE: "quantile"}
+# The answers an SLO is judged on, read again over each SLO's own window.
+SLO_ANSWERS = (S.OK, S.ERRORS, S.LATENCY_BUCKET, S.LATENCY_QUANTILE, S.TTFT_BUCKET)
+MEAN = {S.KV_CACHE}  # averaged over a pod's series (one per model) rather than summed
+MAXIMUM = {S.LATENCY_QUANTILE}  # a summary's quantile: the slowest of a pod's models
+
+
+def window_text(seconds: float) -> str:
+    """A PromQL duration: ``2m``, ``90s``."""
+    whole = int(round(seconds))
+    return f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+
+
+def figure_query(name: str, window_s: float, selector: str = "") -> str:
+    """The one query of answer ``name`` (without a window suffix) for every service of every family."""
+    by = "namespace, pod" + (f", {EXTRA_LABEL[name]}" if name in EXTRA_LABEL else "")
+    how = "avg" if name in MEAN else "max" if name in MAXIMUM else "sum"
+    w, s = window_text(window_s), _braces(selector)
+    terms = [f'label_replace({how} by ({by}) ({expr.format(w=w, s=s)}), "family", "{family}", "", "")'
+             for family, expr in TERMS[name]]
+    if EXTRA_LABEL.get(name) == "le":
+        # The buckets of a pod that served nothing in the window say nothing: left out (all of
+        # them, so that the bounds of a pod's buckets stay whole where it did serve).
+        terms = [f"({term} and on (namespace, pod) ({_total(expr, w, s)} > 0))" for term, (_f, expr) in
+                 zip(terms, TERMS[name], strict=True)]
+    return " or ".join(terms)
+
+
+def _total(bucket_expr: str, w: str, s: str) -> str:
+    """The per-pod count of requests in the window, from a histogram's bucket expression."""
+    return "sum by (namespace, pod) (" + bucket_expr.replace("_bucket{s}", "_count{s}").format(w=w, s=s) + ")"
+
+
+def custom_query(promql: str, window_s: float) -> str:
+    """A ``[[services.metrics]]`` figure's PromQL with ``{window}`` replaced by the window."""
+    return promql.replace("{window}", window_text(window_s))
+
+
+# ---------------------------------------------------------------------- answers
+
+
+class _Labels(msgspec.Struct):
+    namespace: str = ""
+    pod: str = ""
+    family: str = ""
+    le: str | None = None
+    quantile: str | None = None
+
+
+class _Sample(msgspec.Struct):
+    metric: _Labels
+    value: tuple[float, str]
+
+
+class _Data(msgspec.Struct):
+    resultType: str  # noqa: N815 - the API's name
+    result: list[_Sample]
+
+
+class _Answer(msgspec.Struct):
+    status: str
+    data: _Data
+
+
+_DECODER = msgspec.json.Decoder(_Answer)
+
+
+class ServingAnswerError(ValueError):
+    """An answer that is not an instant vector."""
+
+
+def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
+    """One answer as the pods' series (a series without ``namespace`` and ``pod`` labels, or whose
+    value is not a finite number, says nothing of a pod and is left out).
+
+    Args:
+        family: the family of every series (a ``[[services.metrics]]`` query), else each series'
+            own ``family`` label.
+    """
+    try:
+        answer = _DECODER.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ServingAnswerError(f"an answer that is not an instant vector: {exc}") from None
+    if answer.data.resultType != "vector":
+        raise ServingAnswerError(f"expected a vector, got {answer.data.resultType!r}")
+    return ServingSeries(name, tuple(_series(answer.data.result, family)))
+
+
+def _series(samples: Iterable[_Sample], family: str) -> Iterable[PodSeries]:
+    for sample in samples:
+        labels = sample.metric
+        if not labels.namespace or not labels.pod:
+            continue
+        value = number(sample.value[1])
+        if value is None:
+            continue
+        extra = labels.le if labels.le is not None else labels.quantile
+        bound = number(extra) if extra is not None else None
+        if extra is not None and bound is None and extra not in ("+Inf", "Inf"):
+            continue
+        if extra in ("+Inf", "Inf"):
+            bound = math.inf
+        yield PodSeries(labels.namespace, labels.pod, value, family or labels.family or "custom", bound)
+
+
+def number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None

@@ -1,0 +1,181 @@
+"""Each service's serving figures from its pods' answers: sums, means and histogram quantiles.
+
+A :class:`~gpuconsole.model.ServingReading` holds one answer per figure for every pod of every
+service; :func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
+what is a mean (latency sum over count), and takes the quantiles of the service's summed bucket
+rates exactly as Prometheus's ``histogram_quantile`` does. A figure no pod answered stays None;
+each figure says which family it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
+
+from gpuconsole.model import PodSeries, Service, ServingReading
+from gpuconsole.model.serving import ADDITIVE, FIGURES
+from gpuconsole.model.serving import SeriesName as S
+
+PodKey = tuple[str, str]  # (namespace, pod)
+QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
+TTFT_QUANTILE = 0.99  # ttft_ms is the 99th percentile of the time to the first token
+
+
+class PodIndex:
+    """A reading's answers by name and pod, built once per reading."""
+
+    def __init__(self, reading: ServingReading | None) -> None:
+        self.by_name: dict[str, dict[PodKey, list[PodSeries]]] = {}
+        if reading is None:
+            return
+        for answer in reading.answers:
+            pods = self.by_name.setdefault(answer.name, defaultdict(list))
+            for series in answer.series:
+                pods[(series.namespace, series.pod)].append(series)
+
+    def of(self, name: str, pods: Sequence[PodKey]) -> list[PodSeries]:
+        """Every series of answer ``name`` for ``pods``."""
+        found = self.by_name.get(name)
+        if not found:
+            return []
+        out: list[PodSeries] = []
+        for pod in pods:
+            out.extend(found.get(pod, ()))
+        return out
+
+
+def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float | None:
+    """The ``q`` quantile of cumulative ``(upper bound, count)`` buckets, as PromQL's
+    ``histogram_quantile``: linear within the bucket the rank falls in, the highest finite
+    bound when it falls in the ``+Inf`` bucket; None without a ``+Inf`` bucket or any count."""
+    merged: dict[float, float] = defaultdict(float)
+    for bound, count in buckets:
+        merged[bound] += count
+    ordered = sorted(merged.items())
+    if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
+        return None
+    counts, top = [], 0.0
+    for _bound, count in ordered:  # a count lower than the one below it is the scrape's skew
+        top = max(top, count)
+        counts.append(top)
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    index = next(i for i, count in enumerate(counts) if count >= rank)
+    if index == len(ordered) - 1:
+        return ordered[-2][0]
+    end = ordered[index][0]
+    if index == 0:
+        if end <= 0:
+            return end
+        start, below = 0.0, 0.0
+    else:
+        start, below = ordered[index - 1][0], counts[index - 1]
+    inside = counts[index] - below
+    return start + (end - start) * ((rank - below) / inside if inside > 0 else 0.0)
+
+
+def _sum(series: list[PodSeries]) -> float | None:
+    return math.fsum(s.value for s in series) if series else None
+
+
+def _families(series: list[PodSeries]) -> str:
+    return "+".join(sorted({s.family for s in series}))
+
+
+def _ratio(top: float | None, bottom: float | None, scale: float = 1.0) -> float | None:
+    if top is None or bottom is None or bottom <= 0:
+        return None
+    return top / bottom * scale
+
+
+def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tuple[dict[str, float | None], dict[str, str]]:
+    """The figures of the service whose pods are ``pods``, and each known figure's family.
+
+    Args:
+        suffix: the answers of another window (``@300``), for an SLO measured over its own.
+    """
+    def of(name: str) -> list[PodSeries]:
+        return index.of(name + suffix, pods)
+
+    figures: dict[str, float | None] = dict.fromkeys(FIGURES)
+    families: dict[str, str] = {}
+
+    def put(figure: str, value: float | None, *used: list[PodSeries]) -> None:
+        if value is None:
+            return
+        figures[figure] = value
+        families[figure] = _families([s for group in used for s in group])
+
+    ok, errors = of(S.OK), of(S.ERRORS)
+    ok_rate, error_rate = _sum(ok), _sum(errors)
+    if ok_rate is not None:
+        put("rps", ok_rate + (error_rate or 0.0), ok, errors)
+    put("error_ratio", _ratio(error_rate, (ok_rate or 0.0) + (error_rate or 0.0)), errors)
+    buckets = of(S.LATENCY_BUCKET)
+    summary = of(S.LATENCY_QUANTILE)
+    for figure, q in QUANTILES:
+        value = histogram_quantile(q, ((s.le, s.value) for s in buckets if s.le is not None)) if buckets else None
+        if value is not None:
+            put(figure, value * 1000.0, buckets)
+        else:  # a summary's quantile (Triton's, where enabled): the slowest replica's
+            said = [s for s in summary if s.le is not None and abs(s.le - q) < 1e-9]
+            if said:
+                put(figure, max(s.value for s in said) * 1000.0, said)
+    lat_sum, lat_count = of(S.LATENCY_SUM), of(S.LATENCY_COUNT)
+    put("mean_ms", _ratio(_sum(lat_sum), _sum(lat_count), 1000.0), lat_sum)
+    ttft = of(S.TTFT_BUCKET)
+    ttft_s = histogram_quantile(TTFT_QUANTILE, ((s.le, s.value) for s in ttft if s.le is not None)) if ttft else None
+    put("ttft_ms", ttft_s * 1000.0 if ttft_s is not None else None, ttft)
+    for figure, name in (("tokens_per_s", S.TOKENS), ("inferences_per_s", S.INFERENCES), ("running", S.RUNNING),
+                         ("queue_depth", S.WAITING)):
+        series = of(name)
+        put(figure, _sum(series), series)
+    queued = of(S.QUEUE_SUM)
+    put("queue_ms", _ratio(_sum(queued), _sum(lat_count), 1000.0), queued)
+    kv = of(S.KV_CACHE)
+    put("kv_cache", math.fsum(s.value for s in kv) / len(kv) if kv else None, kv)
+    for figure in FIGURES:  # [[services.metrics]] figures: named after the figure itself
+        custom = of(figure)
+        if custom and figures[figure] is None:
+            put(figure, _sum(custom) if figure in ADDITIVE else max(s.value for s in custom), custom)
+    return figures, families
+
+
+def pods_of(service: Service) -> list[PodKey]:
+    return [(service.namespace, r.pod) for r in service.replicas]
+
+
+def with_figures(services: Iterable[Service], index: PodIndex) -> list[Service]:
+    """``services`` with the figures the answers of ``index`` give for their pods (and each
+    replica with its own requests/s, running and waiting)."""
+    out = []
+    for service in services:
+        figures, families = figures_of(index, pods_of(service))
+        out.append(_with(service, figures, families, index))
+    return out
+
+
+def _replica_figure(index: PodIndex, name: str, pod: PodKey) -> float | None:
+    return _sum(index.of(name, (pod,)))
+
+
+def _with(service: Service, figures: Mapping[str, float | None], families: Mapping[str, str],
+          index: PodIndex) -> Service:
+    known = {k: v for k, v in figures.items() if v is not None}
+    if not known:
+        return service
+    replicas = []
+    for replica in service.replicas:
+        pod = (service.namespace, replica.pod)
+        ok, errors = _replica_figure(index, S.OK, pod), _replica_figure(index, S.ERRORS, pod)
+        replicas.append(msgspec.structs.replace(
+            replica, rps=ok + (errors or 0.0) if ok is not None else None,
+            running=_replica_figure(index, S.RUNNING, pod), waiting=_replica_figure(index, S.WAITING, pod)))
+    sources = tuple((f, families[f]) for f in FIGURES if f in known)
+    shown = ",".join(sorted({part for _f, fam in sources for part in fam.split("+")}))
+    return msgspec.structs.replace(service, **known, replicas=tuple(replicas), sources=sources, metrics_source=shown)
