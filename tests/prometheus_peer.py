@@ -254,15 +254,16 @@ def free_port() -> int:
 
 
 class PrometheusProcess:
-    """A Prometheus server of its own, scraping ``targets`` every second."""
+    """A Prometheus server of its own, scraping ``targets`` every second (or as ``scrape``, the
+    ``scrape_configs`` section of its configuration, says)."""
 
-    def __init__(self, binary: str, workdir: Path, targets: list[str]) -> None:
+    def __init__(self, binary: str, workdir: Path, targets: list[str], scrape: str | None = None) -> None:
         self.port = free_port()
         config = workdir / "prometheus.yml"
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: dcgm\n    static_configs:\n"
-            f"      - targets: [{', '.join(repr(t) for t in targets)}]\n",
+            + (scrape or "scrape_configs:\n  - job_name: dcgm\n    static_configs:\n"
+               f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"),
             encoding="utf-8",
         )
         self.log = (workdir / "prometheus.log").open("wb")

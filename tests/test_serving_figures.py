@@ -186,3 +186,26 @@ def test_the_services_table_reads_window_metrics_and_slos() -> None:
                      "slo": [{"service": "chat/llm", "p99_ms": 300, "window": "5m"}]})
     assert config.window_s == 90.0 and config.custom == (("ray", "rps", "sum by (namespace, pod) (rate(x[{window}]))"),)
     assert config.slos["chat/llm"].window_s == 300.0 and config.slo_windows() == (300.0,)
+
+
+def test_a_breach_is_sent_through_the_notify_path_like_any_other_alert(tmp_path) -> None:
+    from gpuconsole.core.notify.config import channels_from_data
+    from gpuconsole.core.notify.outbox import Outbox
+    from gpuconsole.core.notify.sender import NotifySender
+    from tests.notify_peer import Receiver
+
+    receiver = Receiver()
+    try:
+        book = ServingBook(ServingConfig(slos={"chat/vllm-llama3": Slo("chat/vllm-llama3", p99_ms=300.0)}))
+        now = 1_764_480_000.0
+        found, alerts = book.compose(ServicesReading((LLM,), now, SERVING), FleetSnapshot(taken_at=now), (), now)
+        snapshot = FleetSnapshot(taken_at=now, services=found, alerts=alerts)
+        sender = NotifySender(channels_from_data({"notify": [{"kind": "webhook", "url": receiver.url}]}),
+                              Outbox(tmp_path / "notify.db"), lambda: now)
+        sender.cycle(snapshot)
+        [body] = receiver.bodies()
+        assert body["id"] == "slo:chat/vllm-llama3" and body["status"] == "firing"
+        assert body["labels"] == {"namespace": "chat", "service": "vllm-llama3"}
+        assert "p99 975 ms over 300 ms" in body["summary"]
+    finally:
+        receiver.stop()

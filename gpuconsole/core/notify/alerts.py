@@ -49,6 +49,7 @@ KINDS: dict[str, AlertKind] = {k.name: k for k in (
     AlertKind("rule-paused", "GpuconsoleRulePaused", 0.0),
     AlertKind("gpu-xid", "GpuconsoleGpuXid", 0.0),
     AlertKind("security", "GpuconsoleSecurity", 0.0),
+    AlertKind("slo", "GpuconsoleSloBreached", 0.0),
     AlertKind("test", "GpuconsoleTest", 0.0),
 )}
 
@@ -94,6 +95,7 @@ def conditions(snap: FleetSnapshot) -> dict[str, NotifyAlert]:
     found += _paused_rules(snap)
     found += _xid(snap)
     found += _security(snap)
+    found += _slo_breaches(snap)
     out = {a.identity: a for a in found}
     return {k: v.with_demo() for k, v in out.items()} if snap.demo else out
 
@@ -200,6 +202,21 @@ def _security(snap: FleetSnapshot) -> Iterable[NotifyAlert]:
             subject = alert.message.split(" is ")[0].split(" expire")[0]
             yield NotifyAlert(identity=f"security:{subject}", kind="security", severity=alert.severity,
                               summary=alert.message, labels=(("finding", subject),))
+
+
+def _slo_breaches(snap: FleetSnapshot) -> Iterable[NotifyAlert]:
+    """An inference service missing its SLO ([[services.slo]]), since it began to."""
+    for alert in snap.alerts:
+        if alert.source != "services":
+            continue
+        key = alert.message.split(" ", 1)[0]
+        service = next((s for s in snap.services if s.key == key), None)
+        if service is None or service.slo is None:
+            continue
+        details = tuple((name, f"{value:,.3g}") for name, value in service.slo.values)
+        yield NotifyAlert(identity=f"slo:{key}", kind="slo", severity=alert.severity, summary=alert.message,
+                          details=details, labels=(("namespace", service.namespace), ("service", service.name)),
+                          since=service.slo.since)
 
 
 def autopilot_actions(rules: Iterable[AutopilotRuleStatus], now: float) -> list[NotifyAlert]:
