@@ -132,6 +132,13 @@ def _sim_face(index: int) -> Callable[[SourceSettings, Clock, World | None], Any
     return build
 
 
+def _sim_services(options: SourceSettings, clock: Clock, world: World | None) -> Any:
+    from gpuconsole.backends.sim import SimServicesBackend
+
+    gpus = (world if world is not None else simulated_world(options, clock))[0]
+    return SimServicesBackend(gpus.sim)
+
+
 def _nvml(_options: SourceSettings, clock: Clock, _world: World | None) -> Any:
     from gpuconsole.backends.nvml import NvmlSource  # pynvml is imported only when it is used
 
@@ -195,7 +202,7 @@ def cloud_set(names: tuple[str, ...], options: SourceSettings, clock: Clock, wor
     return CloudSet([build(CLOUD, name, options, clock=clock, world=world) for name in names])
 
 
-GPUS, JOBS, CLOUD = SourceKind.GPUS, SourceKind.JOBS, SourceKind.CLOUD
+GPUS, JOBS, CLOUD, SERVICES = SourceKind.GPUS, SourceKind.JOBS, SourceKind.CLOUD, SourceKind.SERVICES
 
 SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
     GPUS: {
@@ -222,6 +229,13 @@ SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
         "off": _explained(CLOUD, "off", "cloud instances are turned off (--cloud off)", "start without --cloud off"),
         "none": _explained(CLOUD, "none", "no cloud account configured",
                            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region (--region)"),
+    },
+    SERVICES: {
+        "sim": SourceEntry(SERVICES, "sim", _sim_services),
+        "off": _explained(SERVICES, "off", "inference services are turned off (--services off)",
+                          "start without --services off"),
+        "none": _explained(SERVICES, "none", "no Kubernetes cluster configured",
+                           "point KUBECONFIG at a kubeconfig, or create ~/.kube/config (or pass --kubeconfig)"),
     },
 }
 
@@ -280,6 +294,7 @@ def simulated_world(options: SourceSettings, clock: Clock) -> World:
         clock=clock,
         # The demo shows a spot interruption within minutes (and the autopilot recovering it).
         interrupt_spot_after=DEMO_INTERRUPTION_S if options.demo else None,
+        serving=options.demo,  # and an inference pool, with a burst a few minutes in
     )
 
 

@@ -23,6 +23,7 @@ from gpuconsole.backends.sim.sources import (
     SimCloudBackend,
     SimGpuSource,
     SimJobBackend,
+    SimServicesBackend,
 )
 from gpuconsole.backends.sim.storms import DEMO_INTERRUPTION_S, STORM_AFTER_S, interrupt_spot
 from gpuconsole.backends.sim.world import SimWorld
@@ -38,6 +39,7 @@ __all__ = [
     "SimCloudBackend",
     "SimGpuSource",
     "SimJobBackend",
+    "SimServicesBackend",
     "SimWorld",
     "make_sim",
     "render",
@@ -52,6 +54,7 @@ def make_sim(
     clock: Callable[[], float] | None = None,
     jobs: int | None = None,
     interrupt_spot_after: float | None = None,
+    serving: bool = False,
 ) -> tuple[SimGpuSource, SimJobBackend, SimCloudBackend]:
     """Build a simulated world and the three backend faces that share it.
 
@@ -65,9 +68,12 @@ def make_sim(
         jobs: list about this many jobs, the live ones plus static history (``--demo-jobs``).
         interrupt_spot_after: interrupt the oldest spot instance this many seconds after the
             start (the demo's, so its spot recovery acts within minutes); None: only as drawn.
+        serving: add the inference pool on nodes of its own (the demo's); its services are read
+            through ``SimServicesBackend(gpus.sim)``.
     """
     now = clock if clock is not None else time.time
-    world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start, jobs=jobs)
+    world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start, jobs=jobs,
+                     serving=serving)
     begin = world._now
     if interrupt_spot_after is not None:
         interrupt_spot(world, begin + interrupt_spot_after, 1)

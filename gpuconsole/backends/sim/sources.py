@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.backends.sim import catalog
+from gpuconsole.backends.sim import catalog, serving_api
 from gpuconsole.backends.sim.faults import FaultPlan
 from gpuconsole.backends.sim.workload import PYTORCH
 from gpuconsole.backends.sim.world import SimWorld
@@ -33,6 +33,7 @@ from gpuconsole.model import (
     Market,
     RegionPrice,
     SecurityGroup,
+    ServicesReading,
     SourceKind,
     SpotPrice,
     Subnet,
@@ -177,6 +178,43 @@ class SimJobBackend:
 
     def close(self) -> None:
         self.sim.close(SourceKind.JOBS)
+
+
+class SimServicesBackend:
+    """The simulated cluster's inference services, with their pods' serving figures.
+
+    A :class:`~gpuconsole.backends.base.ServiceControl` (scale, rollout restart, a replica's
+    log, describe) and a :class:`~gpuconsole.backends.base.ServiceHistory` (the last hour).
+    """
+
+    name: str = "sim"
+    capabilities: frozenset[Capability] = frozenset()
+
+    def __init__(self, sim: SimCloud) -> None:
+        self.sim = sim
+
+    def poll_services(self) -> ServicesReading:
+        return self.sim.read(SourceKind.SERVICES, SimWorld.services_reading)
+
+    def scale_service(self, kind: str, namespace: str, name: str, replicas: int) -> None:
+        self.sim.act(lambda w: w.scale_service(namespace, name, replicas))
+
+    def restart_service(self, kind: str, namespace: str, name: str) -> None:
+        self.sim.act(lambda w: w.restart_service(namespace, name))
+
+    def service_logs(self, namespace: str, pod: str, *, tail_lines: int = 1000, follow: bool = False,
+                     stop: threading.Event | None = None) -> Iterator[str]:
+        yield from self.sim.act(lambda w: serving_api.log_lines(w.serving_pool, namespace, pod, w.now, tail_lines))
+
+    def describe_service(self, kind: str, namespace: str, name: str) -> str:
+        return self.sim.act(lambda w: serving_api.describe(w.serving_pool, namespace, name, w.now))
+
+    def service_history(self, namespace: str, pods: tuple[str, ...], figure: str, since: float, until: float,
+                        step: float) -> tuple[tuple[float, float], ...]:
+        return self.sim.act(lambda w: serving_api.history(w.serving_pool, namespace, pods, figure, since, until))
+
+    def close(self) -> None:
+        self.sim.close(SourceKind.SERVICES)
 
 
 class SimCloudBackend:

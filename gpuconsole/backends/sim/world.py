@@ -28,6 +28,8 @@ from gpuconsole.backends.sim.lifecycle import HISTORY_LEN
 from gpuconsole.backends.sim.provisioning import Provisioning
 from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.seeding import Seeding
+from gpuconsole.backends.sim.serving_pool import ServingPool
+from gpuconsole.backends.sim.serving_readings import Totals, render_serving, services_reading
 from gpuconsole.backends.sim.state import SimInstance
 from gpuconsole.backends.sim.workload import (
     MEAN_GPUS_PER_JOB,
@@ -44,6 +46,7 @@ from gpuconsole.model import (
     JobsReading,
     JobState,
     Node,
+    ServicesReading,
     SpotPrice,
 )
 
@@ -60,10 +63,12 @@ class SimWorld(Provisioning, JobApi, Seeding):
         start: sim time of the first reading (POSIX seconds); None takes the wall clock once.
         jobs: None for the live jobs only; N to list about N jobs, the rest of them history
             that never changes (see :mod:`.archive`).
+        serving: add the inference pool (:mod:`.serving_pool`) on nodes of its own; the rest of
+            the world is the same with it or without.
     """
 
     def __init__(self, seed: int = 7, nodes: int | None = None, start: float | None = None,
-                 jobs: int | None = None) -> None:
+                 jobs: int | None = None, serving: bool = False) -> None:
         if nodes is not None and nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         if jobs is not None and jobs < 0:
@@ -105,6 +110,15 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._archive, self._archive_queued, self._archive_view = {}, {}, ()
         if jobs:
             self._seed_archive(jobs)
+        self._serving = ServingPool(seed, self._now) if serving else None
+        self._serving_totals = Totals()
+        if self._serving is not None:
+            for inst in self._serving.instances:
+                self._instances[inst.instance_id] = inst
+            for g in self._serving.gpus:
+                self._gpus.append(g)
+                self._gpu_by_uuid[g.uuid] = g
+            self._serving.step(self._now)
         telemetry.warm_up(self._gpus, self._noise.random)
         self._init_provisioning()
 
@@ -150,6 +164,9 @@ class SimWorld(Provisioning, JobApi, Seeding):
             self._purge(now)
         for job in self._scheduler.schedule(self._pending):
             self._start(job, now)
+        if self._serving is not None:
+            self._serving.step(now)
+            self._serving_totals.add(self._serving, now)
         telemetry.step_gpus(self._gpus, self._noise.random)
         if now % HISTORY_EVERY_S == 0:
             self._record_history(now)
@@ -176,8 +193,39 @@ class SimWorld(Provisioning, JobApi, Seeding):
                  mig_allocated=_mig_held(i) if i.slices else ())
             for i in self._scheduler.nodes
         )
+        if self._serving is not None:
+            nodes += self._serving.nodes()
         jobs = tuple([j.to_model() for j in self._jobs.values()]) + self._archive_view
         return JobsReading(jobs, cronjobs, nodes, self._now)
+
+    def services_reading(self) -> ServicesReading:
+        """The inference pool's services and their pods' serving figures (none without a pool)."""
+        if self._serving is None:
+            return ServicesReading((), self._now)
+        return services_reading(self._serving, self._now)
+
+    @property
+    def serving_pool(self) -> ServingPool:
+        """The inference pool (KeyError when this world has none)."""
+        if self._serving is None:
+            raise KeyError("this simulated cluster serves no models")
+        return self._serving
+
+    def serving_metrics(self) -> str:
+        """The pool's servers' ``/metrics`` (vLLM's and Triton's families), for the exporter."""
+        return render_serving(self._serving, self._serving_totals) if self._serving is not None else ""
+
+    def scale_service(self, namespace: str, name: str, replicas: int) -> None:
+        """Set a pool service's replicas (KeyError for a service the pool does not hold)."""
+        if self._serving is None:
+            raise KeyError(f"no service {namespace}/{name} in the cluster")
+        self._serving.scale(namespace, name, replicas, self._now)
+
+    def restart_service(self, namespace: str, name: str) -> None:
+        """Replace every pod of a pool service (a rollout restart)."""
+        if self._serving is None:
+            raise KeyError(f"no service {namespace}/{name} in the cluster")
+        self._serving.restart(namespace, name, self._now)
 
     def cloud_reading(self) -> CloudReading:
         now = self._now

@@ -45,6 +45,7 @@ class SourceOptions:
     watch_jobs: bool = True  # a watch-fed cache (the console); False: each poll lists (snapshot)
     prometheus: PrometheusSettings | None = None  # --prometheus URL … or the config file's [prometheus]
     alibaba: Any = None  # the config file's [alibaba] table (AlibabaSettings), None when absent
+    services: str = "auto"  # inference services: auto, kube, sim or off
 
 
 def choose(options: SourceOptions, *, simulated: bool, env: Mapping[str, str] = os.environ) -> dict[SourceKind, str]:
@@ -60,10 +61,21 @@ def choose(options: SourceOptions, *, simulated: bool, env: Mapping[str, str] = 
     else:
         gpu = "sim" if simulated else "none"
     if options.demo and simulated:
-        return {SourceKind.GPUS: gpu, SourceKind.JOBS: "sim", SourceKind.CLOUD: "sim"}
+        return {SourceKind.GPUS: gpu, SourceKind.JOBS: "sim", SourceKind.CLOUD: "sim",
+                SourceKind.SERVICES: "off" if options.services == "off" else "sim"}
     return {SourceKind.GPUS: gpu,
             SourceKind.JOBS: _real(SourceKind.JOBS, options.jobs, "kube", options, env),
-            SourceKind.CLOUD: _clouds(options, env)}
+            SourceKind.CLOUD: _clouds(options, env),
+            SourceKind.SERVICES: _services(options, env)}
+
+
+def _services(options: SourceOptions, env: Mapping[str, str]) -> str:
+    """Inference services come from the cluster the jobs come from (``off`` with ``--jobs off``)."""
+    if options.services == "off" or options.jobs == "off":
+        return "off"
+    if "kube" in registry.SOURCES[SourceKind.SERVICES]:
+        return _real(SourceKind.SERVICES, options.services, "kube", options, env)
+    return "none"
 
 
 def _clouds(options: SourceOptions, env: Mapping[str, str]) -> str:

@@ -56,6 +56,8 @@ class ActionKind(str, enum.Enum):
     KEY_CREATE = "key-create"
     KEY_DEACTIVATE = "key-deactivate"
     KEY_DELETE = "key-delete"
+    SCALE_SERVICE = "scale-service"
+    RESTART_SERVICE = "restart-service"
 
     @property
     def destructive(self) -> bool:
@@ -78,8 +80,8 @@ AUTOMATIC_TERMINATE_ACTION = "terminate-spot"
 
 # What the autopilot may do as ``autopilot:<rule>`` (the request names the rule in its ``rule``
 # param): launch and stop; terminate only a spot instance (params say ``market`` spot), which
-# a rule's ``spot = "terminate"`` asked for.
-AUTOPILOT_KINDS = frozenset({ActionKind.LAUNCH, ActionKind.STOP, ActionKind.TERMINATE})
+# a rule's ``spot = "terminate"`` asked for; set a service's replicas (a ``serve-scale`` rule).
+AUTOPILOT_KINDS = frozenset({ActionKind.LAUNCH, ActionKind.STOP, ActionKind.TERMINATE, ActionKind.SCALE_SERVICE})
 AUTOPILOT_PREFIX = "autopilot:"
 
 

@@ -67,8 +67,9 @@ def gpu_use(gpus: Iterable[Gpu]) -> tuple[dict[PodKey, list[float]], dict[str, l
 
 
 def is_idle(replica: ServiceReplica) -> bool:
-    """A replica whose GPUs compute under 5 % and that shows no request served or running."""
-    if replica.gpu_utilization is None or replica.gpu_utilization >= IDLE_UTILIZATION or not replica.node:
+    """A ready replica whose GPUs compute under 5 % and that shows no request served or running
+    (one still loading its model is not idle yet)."""
+    if replica.gpu_utilization is None or replica.gpu_utilization >= IDLE_UTILIZATION or not replica.ready:
         return False
     return not ((replica.rps or 0.0) > 0 or (replica.running or 0.0) > 0)
 
