@@ -94,14 +94,14 @@ def verify_cli(capsys) -> tuple[int, str, str]:
 # --------------------------------------------------------------------------- CloudWatch Logs
 
 
-def test_every_record_goes_to_one_stream_per_host_with_its_chain_hash(anchored, aws_peer) -> None:  # noqa: F811
+def test_every_record_goes_to_one_stream_per_host_and_login_with_its_chain_hash(anchored, aws_peer) -> None:  # noqa: F811
     act(anchored, 3)
     sent = remote_messages(aws_peer)
     local = anchored.records()
     assert [m["record"]["hash"] for m in sent] == [r.hash for r in local]
-    assert {m["host"] for m in sent} == {socket.gethostname()}
+    assert {(m["host"], m["login"]) for m in sent} == {(socket.gethostname(), audit_sink.login_name())}
     streams = aws_peer.client("logs").describe_log_streams(logGroupName=GROUP)["logStreams"]
-    assert [s["logStreamName"] for s in streams] == [socket.gethostname()]
+    assert [s["logStreamName"] for s in streams] == [f"{socket.gethostname()}/{audit_sink.login_name()}"]
     assert sent[1]["record"]["prev_hash"] == local[0].hash and sent[0]["record"]["params"] == local[0].params
     assert "PutLogEvents" in aws_peer.proxy.actions()
 
@@ -373,9 +373,11 @@ def test_an_action_of_a_command_reaches_the_copy(anchored, aws_peer, tmp_path, c
 
 
 def test_records_forged_in_the_shared_copy_are_shown_as_such(anchored, aws_peer, tmp_path, capsys) -> None:  # noqa: F811
-    """bob's own keys write into the shared copy directly: a second record 2 of priya's chain,
-    a record of his own in priya's name, and a chain with a record missing. The auditor's view
-    flags each, never shows it as genuine."""
+    """bob's own keys write into his own stream of the shared copy directly with boto3 (IAM lets
+    him write no other): a record 2 of priya's chain, a record in priya's name under his own login,
+    two versions of his own record 1; carol's and dave's streams hold a chain with a record missing
+    and one that does not link. The auditor's view flags each, never shows it as genuine, and
+    priya's genuine records and her own verify stay untouched."""
     from gpuconsole.core.access.audit import GENESIS, record_hash
     from gpuconsole.model import AuditRecord
 
@@ -389,28 +391,35 @@ def test_records_forged_in_the_shared_copy_are_shown_as_such(anchored, aws_peer,
         digest = record_hash(seq, ts, actor, "admin", "terminate", target, params, "ok", prev)
         return AuditRecord(seq, ts, actor, "admin", "terminate", target, params, "ok", prev, digest)
 
-    forged = [
-        audit_sink.encode(made(2, "priya", "i-0ffffffffffffffff", genuine.prev_hash), "bastion", "priya"),
-        audit_sink.encode(made(1, "priya", "i-0eeeeeeeeeeeeeeee", GENESIS), "bastion", "bob"),
-        audit_sink.encode(made(1, "carol", "i-01", GENESIS), "bastion", "carol"),
-        audit_sink.encode(made(3, "carol", "i-03", "f" * 64), "bastion", "carol"),
-        audit_sink.encode(made(1, "dave", "i-0d1", GENESIS), "bastion", "dave"),
-        audit_sink.encode(made(2, "dave", "i-0d2", "f" * 64), "bastion", "dave"),  # not linked to record 1
-    ]
+    streams = {
+        "bastion/bob": [
+            audit_sink.encode(made(2, "priya", "i-0ffffffffffffffff", genuine.prev_hash), "bastion", "priya"),
+            audit_sink.encode(made(1, "priya", "i-0eeeeeeeeeeeeeeee", GENESIS), "bastion", "bob"),
+            audit_sink.encode(made(1, "bob", "i-0b2", GENESIS), "bastion", "bob"),
+        ],
+        "bastion/carol": [audit_sink.encode(made(1, "carol", "i-01", GENESIS), "bastion", "carol"),
+                          audit_sink.encode(made(3, "carol", "i-03", "f" * 64), "bastion", "carol")],
+        "bastion/dave": [audit_sink.encode(made(1, "dave", "i-0d1", GENESIS), "bastion", "dave"),
+                         audit_sink.encode(made(2, "dave", "i-0d2", "f" * 64), "bastion", "dave")],  # not linked
+    }
     logs = aws_peer.client("logs")
-    logs.create_log_stream(logGroupName=GROUP, logStreamName="bob-own")
-    logs.put_log_events(logGroupName=GROUP, logStreamName="bob-own",
-                        logEvents=[{"timestamp": int(time.time() * 1000), "message": m} for m in forged])
+    for stream, messages in streams.items():
+        logs.create_log_stream(logGroupName=GROUP, logStreamName=stream)
+        logs.put_log_events(logGroupName=GROUP, logStreamName=stream,
+                            logEvents=[{"timestamp": int(time.time() * 1000), "message": m} for m in messages])
     capsys.readouterr()
     assert main(["audit", "list", "--json"]) == 0
     out, err = capsys.readouterr()
     records = json.loads(out)["records"]
     by_target = {r["target"]: r["result"] for r in records}
-    assert by_target["i-0bbbbbbbbbbbbbbbb"].startswith("untrusted (fork)")  # the genuine one is in doubt too
-    assert by_target["i-0ffffffffffffffff"].startswith("untrusted (fork)")
-    assert by_target["i-0eeeeeeeeeeeeeeee"].startswith("untrusted (identity mismatch)")
-    assert by_target["i-0aaaaaaaaaaaaaaaa"] == by_target["i-0d1"] == "ok"
-    assert by_target["i-0d2"].startswith("untrusted (break)")
-    assert "fork: record 2 of priya@bastion was sent 2 times with different contents" in err
-    assert "identity mismatch: bob@bastion sent a record in the name of priya" in err
+    assert by_target["i-0aaaaaaaaaaaaaaaa"] == by_target["i-0bbbbbbbbbbbbbbbb"] == "ok"  # priya's own, genuine
+    assert by_target["i-0ffffffffffffffff"].startswith("untrusted (identity mismatch)")
+    assert by_target["i-0eeeeeeeeeeeeeeee"].startswith("untrusted (")  # bob's own record 1, in two versions
+    assert by_target["i-0b2"].startswith("untrusted (fork)")
+    assert by_target["i-0d1"] == "ok" and by_target["i-0d2"].startswith("untrusted (break)")
+    assert not any(r["result"] == "ok" and r["actor"] == "priya" and r["target"].startswith("i-0f") for r in records)
+    assert "identity mismatch: record 2 of priya@bastion is in the stream bastion/bob, which only bob writes" in err
+    assert "fork: record 1 of bob@bastion was sent 2 times with different contents" in err
     assert "gap: records 2–2 of carol@bastion are missing from the copy" in err
+    mine = audit_sink.anchor(priya)
+    assert [r.record.seq for r in mine.remote()] == [1, 2]  # priya's verify reads her own stream alone
