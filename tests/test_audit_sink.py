@@ -177,12 +177,16 @@ def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_pe
     assert rc == 0 and "queued" not in out
 
 
-def test_the_environment_cannot_send_the_copy_elsewhere_and_verify_names_where_it_read(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811
+def test_the_environment_cannot_send_the_copy_elsewhere_and_verify_names_where_it_read(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
     """A login's AWS_ENDPOINT_URL_CLOUDWATCH_LOGS (or AWS_ENDPOINT_URL, or a profile's
     endpoint_url) pointing at a server of its own changes nothing: the endpoint is pinned."""
     elsewhere = f"http://127.0.0.1:{free_port()}"
     for variable in ("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS"):
         monkeypatch.setenv(variable, elsewhere)
+    own_config = tmp_path / "aws-config"
+    own_config.write_text(f"[default]\nendpoint_url = {elsewhere}\nservices = mine\n\n"
+                          f"[services mine]\nlogs =\n  endpoint_url = {elsewhere}\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(own_config))
     audit = default_guard().audit
     act(audit, 2)
     assert [m["record"]["seq"] for m in remote_messages_at(aws_peer)] == [1, 2]
@@ -201,6 +205,20 @@ def test_a_record_queued_longer_than_max_lag_fails_verify(anchored, aws_peer, tm
     write_config(tmp_path, monkeypatch, copy_table(aws_peer, "max_lag = 30\n"))
     rc, out, _ = verify_cli(capsys)
     assert rc == 0 and "2 not yet sent (queued)" in out
+
+
+def test_queued_records_deleted_from_the_queue_fail_verify(anchored, aws_peer, capsys) -> None:  # noqa: F811
+    """dave cuts the copy off, acts, then empties his queue file: the records the copy never got
+    and nothing still queues are found."""
+    act(anchored, 1)
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", "cut off", status=503)
+    anchored.append("dave", "developer", "terminate", "i-0123456789abcdef0", (), "ok")
+    queue = audit_sink.anchor(anchored).queue_path
+    assert len(queue.read_text().splitlines()) == 1
+    queue.write_text("")
+    aws_peer.proxy.reset()
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "record 2 is extra in the local log: the remote copy" in err and "never received it" in err
 
 
 def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
