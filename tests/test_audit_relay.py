@@ -27,7 +27,7 @@ from gpuconsole.core.access.guard import Guard
 from gpuconsole.core.access.mfa import MfaStore
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, run_action
 from tests.access_world import INSTANCE
-from tests.nonroot import nobody_runner
+from tests.nonroot import NOBODY, nobody_home, nobody_runner, run_as_nobody
 
 FORGED = {"op": "append", "actor": "alice", "role": "admin", "action": "terminate", "target": INSTANCE,
           "params": {"region": "us-east-1"}, "result": "ok"}
@@ -119,23 +119,78 @@ def test_the_manifest_names_the_socket_and_the_chain(capsys) -> None:
     assert "audit relay --socket /run/x/audit.sock --db /var/lib/gpuconsole/audit-relay.db" in units
 
 
-def test_the_relay_command_serves_as_root_and_takes_site_roles(tmp_path) -> None:
+def start_relay(socket_path: Path, db: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``gpuconsole audit relay`` as root, once its socket answers."""
+    if socket_path.exists():
+        socket_path.unlink()
+    server = subprocess.Popen([sys.executable, "-m", "gpuconsole", "audit", "relay", "--socket", str(socket_path),
+                               "--db", str(db)], env=env, stderr=subprocess.PIPE, text=True)
+    for _ in range(400):
+        if socket_path.exists():
+            break
+        time.sleep(0.05)
+    return server
+
+
+def test_the_relay_command_serves_as_root_and_a_restart_loses_no_record(tmp_path) -> None:
     where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
     os.chmod(where, 0o755)
     socket_path, db = where / "audit.sock", tmp_path / "relay" / "chain.db"
     env = {**os.environ, "GPUCONSOLE_SITE_DIR": str(tmp_path / "no-site")}
-    server = subprocess.Popen([sys.executable, "-m", "gpuconsole", "audit", "relay", "--socket", str(socket_path),
-                               "--db", str(db)], env=env, stderr=subprocess.PIPE, text=True)
+    server = start_relay(socket_path, db, env)
     try:
-        for _ in range(200):
-            if socket_path.exists():
-                break
-            time.sleep(0.05)
         assert ask(socket_path, {"op": "ping"}) == {"ok": True}
         assert as_nobody(socket_path, FORGED)["ok"]
         assert [r.actor for r in AuditLog(db).records()] == ["nobody"]
         assert (os.stat(db).st_mode & 0o777) == 0o600 and (os.stat(socket_path).st_mode & 0o777) == 0o666
+        server.terminate()
+        server.wait(10)
+        server = start_relay(socket_path, db, env)  # systemd's Restart=always
+        assert as_nobody(socket_path, {**FORGED, "action": "start"})["seq"] == 2
+        assert [(r.seq, r.actor, r.action) for r in AuditLog(db).records()] == [(1, "nobody", "terminate"),
+                                                                                (2, "nobody", "start")]
+        assert ask(socket_path, {"op": "verify"})["ok"]
     finally:
         server.terminate()
         server.wait(10)
         shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
+def bastion(relay):
+    """A root-owned site folder naming the relay and making ``nobody`` an admin, and its home."""
+    nobody_runner()  # skips, saying why, where no non-root login can be used
+    socket_path, log = relay
+    site = Path(tempfile.mkdtemp(prefix="gpuconsole-site-"))
+    os.chmod(site, 0o755)
+    (site / "users.json").write_text(json.dumps({"users": {"nobody": {"role": "admin"}, "root": {"role": "admin"}}}))
+    (site / "config.toml").write_text(f'[audit]\nrelay = "{socket_path}"\n')
+    for name in ("users.json", "config.toml"):
+        os.chmod(site / name, 0o644)
+    home = nobody_home()
+    yield site, home, socket_path, log
+    shutil.rmtree(site, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_real_login_acts_only_while_the_relay_takes_its_records_under_its_own_name(bastion) -> None:
+    """nobody's ``budget add`` reaches the relay first, under the name the kernel gives its uid
+    whatever its environment claims; with the relay down it does not run, in one line."""
+    site, home, socket_path, log = bastion
+    env = {"GPUCONSOLE_SITE_DIR": str(site), "GPUCONSOLE_LOGIN": "alice", "LOGNAME": "alice", "USER": "alice"}
+    add = ["budget", "add", "sprint", "--amount", "100", "--db", str(home / "cache.db")]
+    done = run_as_nobody(add, home, env)
+    assert done.returncode == 0, done.stderr
+    assert [(r.actor, r.action, r.result) for r in log.records()] == [
+        ("nobody", "budget-add", "started"), ("nobody", "budget-add", "ok")]
+    os.rename(socket_path, socket_path.with_name("away.sock"))  # the relay is down
+    try:
+        done = run_as_nobody([*add[:2], "spare", *add[3:]], home, env)
+    finally:
+        os.rename(socket_path.with_name("away.sock"), socket_path)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "the audit relay at" in done.stderr and "cannot be reached" in done.stderr
+    assert len(log.records()) == 2  # nothing of the second try ran, nothing was recorded elsewhere
+    listed = run_as_nobody(["budget", "list", "--json", "--db", str(home / "cache.db")], home, env)
+    assert "spare" not in listed.stdout and "sprint" in listed.stdout
+    assert log.verify().ok

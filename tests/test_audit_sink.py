@@ -94,14 +94,14 @@ def verify_cli(capsys) -> tuple[int, str, str]:
 # --------------------------------------------------------------------------- CloudWatch Logs
 
 
-def test_every_record_goes_to_one_stream_per_host_with_its_chain_hash(anchored, aws_peer) -> None:  # noqa: F811
+def test_every_record_goes_to_one_stream_per_host_and_login_with_its_chain_hash(anchored, aws_peer) -> None:  # noqa: F811
     act(anchored, 3)
     sent = remote_messages(aws_peer)
     local = anchored.records()
     assert [m["record"]["hash"] for m in sent] == [r.hash for r in local]
-    assert {m["host"] for m in sent} == {socket.gethostname()}
+    assert {(m["host"], m["login"]) for m in sent} == {(socket.gethostname(), audit_sink.login_name())}
     streams = aws_peer.client("logs").describe_log_streams(logGroupName=GROUP)["logStreams"]
-    assert [s["logStreamName"] for s in streams] == [socket.gethostname()]
+    assert [s["logStreamName"] for s in streams] == [f"{socket.gethostname()}/{audit_sink.login_name()}"]
     assert sent[1]["record"]["prev_hash"] == local[0].hash and sent[0]["record"]["params"] == local[0].params
     assert "PutLogEvents" in aws_peer.proxy.actions()
 
@@ -177,12 +177,16 @@ def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_pe
     assert rc == 0 and "queued" not in out
 
 
-def test_the_environment_cannot_send_the_copy_elsewhere_and_verify_names_where_it_read(anchored, aws_peer, monkeypatch, capsys) -> None:  # noqa: F811
+def test_the_environment_cannot_send_the_copy_elsewhere_and_verify_names_where_it_read(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
     """A login's AWS_ENDPOINT_URL_CLOUDWATCH_LOGS (or AWS_ENDPOINT_URL, or a profile's
     endpoint_url) pointing at a server of its own changes nothing: the endpoint is pinned."""
     elsewhere = f"http://127.0.0.1:{free_port()}"
     for variable in ("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS"):
         monkeypatch.setenv(variable, elsewhere)
+    own_config = tmp_path / "aws-config"
+    own_config.write_text(f"[default]\nendpoint_url = {elsewhere}\nservices = mine\n\n"
+                          f"[services mine]\nlogs =\n  endpoint_url = {elsewhere}\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(own_config))
     audit = default_guard().audit
     act(audit, 2)
     assert [m["record"]["seq"] for m in remote_messages_at(aws_peer)] == [1, 2]
@@ -201,6 +205,20 @@ def test_a_record_queued_longer_than_max_lag_fails_verify(anchored, aws_peer, tm
     write_config(tmp_path, monkeypatch, copy_table(aws_peer, "max_lag = 30\n"))
     rc, out, _ = verify_cli(capsys)
     assert rc == 0 and "2 not yet sent (queued)" in out
+
+
+def test_queued_records_deleted_from_the_queue_fail_verify(anchored, aws_peer, capsys) -> None:  # noqa: F811
+    """dave cuts the copy off, acts, then empties his queue file: the records the copy never got
+    and nothing still queues are found."""
+    act(anchored, 1)
+    aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", "cut off", status=503)
+    anchored.append("dave", "developer", "terminate", "i-0123456789abcdef0", (), "ok")
+    queue = audit_sink.anchor(anchored).queue_path
+    assert len(queue.read_text().splitlines()) == 1
+    queue.write_text("")
+    aws_peer.proxy.reset()
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and "record 2 is extra in the local log: the remote copy" in err and "never received it" in err
 
 
 def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_peer, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
@@ -373,9 +391,11 @@ def test_an_action_of_a_command_reaches_the_copy(anchored, aws_peer, tmp_path, c
 
 
 def test_records_forged_in_the_shared_copy_are_shown_as_such(anchored, aws_peer, tmp_path, capsys) -> None:  # noqa: F811
-    """bob's own keys write into the shared copy directly: a second record 2 of priya's chain,
-    a record of his own in priya's name, and a chain with a record missing. The auditor's view
-    flags each, never shows it as genuine."""
+    """bob's own keys write into his own stream of the shared copy directly with boto3 (IAM lets
+    him write no other): a record 2 of priya's chain, a record in priya's name under his own login,
+    two versions of his own record 1; carol's and dave's streams hold a chain with a record missing
+    and one that does not link. The auditor's view flags each, never shows it as genuine, and
+    priya's genuine records and her own verify stay untouched."""
     from gpuconsole.core.access.audit import GENESIS, record_hash
     from gpuconsole.model import AuditRecord
 
@@ -389,28 +409,35 @@ def test_records_forged_in_the_shared_copy_are_shown_as_such(anchored, aws_peer,
         digest = record_hash(seq, ts, actor, "admin", "terminate", target, params, "ok", prev)
         return AuditRecord(seq, ts, actor, "admin", "terminate", target, params, "ok", prev, digest)
 
-    forged = [
-        audit_sink.encode(made(2, "priya", "i-0ffffffffffffffff", genuine.prev_hash), "bastion", "priya"),
-        audit_sink.encode(made(1, "priya", "i-0eeeeeeeeeeeeeeee", GENESIS), "bastion", "bob"),
-        audit_sink.encode(made(1, "carol", "i-01", GENESIS), "bastion", "carol"),
-        audit_sink.encode(made(3, "carol", "i-03", "f" * 64), "bastion", "carol"),
-        audit_sink.encode(made(1, "dave", "i-0d1", GENESIS), "bastion", "dave"),
-        audit_sink.encode(made(2, "dave", "i-0d2", "f" * 64), "bastion", "dave"),  # not linked to record 1
-    ]
+    streams = {
+        "bastion/bob": [
+            audit_sink.encode(made(2, "priya", "i-0ffffffffffffffff", genuine.prev_hash), "bastion", "priya"),
+            audit_sink.encode(made(1, "priya", "i-0eeeeeeeeeeeeeeee", GENESIS), "bastion", "bob"),
+            audit_sink.encode(made(1, "bob", "i-0b2", GENESIS), "bastion", "bob"),
+        ],
+        "bastion/carol": [audit_sink.encode(made(1, "carol", "i-01", GENESIS), "bastion", "carol"),
+                          audit_sink.encode(made(3, "carol", "i-03", "f" * 64), "bastion", "carol")],
+        "bastion/dave": [audit_sink.encode(made(1, "dave", "i-0d1", GENESIS), "bastion", "dave"),
+                         audit_sink.encode(made(2, "dave", "i-0d2", "f" * 64), "bastion", "dave")],  # not linked
+    }
     logs = aws_peer.client("logs")
-    logs.create_log_stream(logGroupName=GROUP, logStreamName="bob-own")
-    logs.put_log_events(logGroupName=GROUP, logStreamName="bob-own",
-                        logEvents=[{"timestamp": int(time.time() * 1000), "message": m} for m in forged])
+    for stream, messages in streams.items():
+        logs.create_log_stream(logGroupName=GROUP, logStreamName=stream)
+        logs.put_log_events(logGroupName=GROUP, logStreamName=stream,
+                            logEvents=[{"timestamp": int(time.time() * 1000), "message": m} for m in messages])
     capsys.readouterr()
     assert main(["audit", "list", "--json"]) == 0
     out, err = capsys.readouterr()
     records = json.loads(out)["records"]
     by_target = {r["target"]: r["result"] for r in records}
-    assert by_target["i-0bbbbbbbbbbbbbbbb"].startswith("untrusted (fork)")  # the genuine one is in doubt too
-    assert by_target["i-0ffffffffffffffff"].startswith("untrusted (fork)")
-    assert by_target["i-0eeeeeeeeeeeeeeee"].startswith("untrusted (identity mismatch)")
-    assert by_target["i-0aaaaaaaaaaaaaaaa"] == by_target["i-0d1"] == "ok"
-    assert by_target["i-0d2"].startswith("untrusted (break)")
-    assert "fork: record 2 of priya@bastion was sent 2 times with different contents" in err
-    assert "identity mismatch: bob@bastion sent a record in the name of priya" in err
+    assert by_target["i-0aaaaaaaaaaaaaaaa"] == by_target["i-0bbbbbbbbbbbbbbbb"] == "ok"  # priya's own, genuine
+    assert by_target["i-0ffffffffffffffff"].startswith("untrusted (identity mismatch)")
+    assert by_target["i-0eeeeeeeeeeeeeeee"].startswith("untrusted (")  # bob's own record 1, in two versions
+    assert by_target["i-0b2"].startswith("untrusted (fork)")
+    assert by_target["i-0d1"] == "ok" and by_target["i-0d2"].startswith("untrusted (break)")
+    assert not any(r["result"] == "ok" and r["actor"] == "priya" and r["target"].startswith("i-0f") for r in records)
+    assert "identity mismatch: record 2 of priya@bastion is in the stream bastion/bob, which only bob writes" in err
+    assert "fork: record 1 of bob@bastion was sent 2 times with different contents" in err
     assert "gap: records 2–2 of carol@bastion are missing from the copy" in err
+    mine = audit_sink.anchor(priya)
+    assert [r.record.seq for r in mine.remote()] == [1, 2]  # priya's verify reads her own stream alone

@@ -206,12 +206,25 @@ def test_the_service_roles_fill_the_audit_copy_and_automate_only_tagged_instance
     assert changes and all(s["Condition"]["StringEquals"] == {"aws:ResourceTag/ManagedBy": "gpuconsole"} for s in changes)
 
 
+def test_without_a_relay_each_identity_writes_only_its_own_audit_streams(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["access", "iam-policy", "--account", "123456789012"]) == 0
+    writer = json.loads(capsys.readouterr().out)["audit_writer"]
+    assert writer["name"] == "gpuconsole-audit-writer"
+    writes = [s for s in writer["policy"]["Statement"] if "logs:PutLogEvents" in s["Action"]]
+    assert writes == [{"Sid": "ItsOwnStreamsOnly", "Effect": "Allow",
+                       "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                       "Resource": "arn:aws:logs:*:123456789012:log-group:/gpuconsole/audit:log-stream:*/${aws:username}"}]
+    reads = {a for s in writer["policy"]["Statement"] for a in s["Action"]}
+    assert reads == {"logs:CreateLogStream", "logs:PutLogEvents", "logs:CreateLogGroup", "logs:FilterLogEvents"}
+
+
 def test_iam_policy_terraform_parses_and_holds_the_mfa_condition(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["access", "iam-policy", "--terraform"]) == 0
     text = capsys.readouterr().out
     parsed = hcl2.loads(text)
     names = [name for block in parsed["resource"] for kind in block.values() for name in kind]
-    assert len(names) == 10  # a role and its policy for admin, developer, auditor, service and automation
+    assert len(names) == 11  # a role and its policy for admin, developer, auditor, service and automation; the writer
+    assert "log-stream:*/$${aws:username}" in text  # IAM's variable, not Terraform's
     assert "aws:MultiFactorAuthPresent" in text and "${data.aws_caller_identity.current.account_id}" in text
 
 

@@ -12,7 +12,7 @@ from gpuconsole.ui.screens.logs import LogScreen
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
 from gpuconsole.ui.wizards.submit import SubmitWizard
 from tests.helpers import FrozenClock, demo_console, wait_until
-from tests.driving import running, shown, table
+from tests.driving import running, show_pane, shown, table
 from tests.test_wizard import outside
 
 
@@ -345,12 +345,11 @@ async def test_nodes_view_shows_gpu_capacity():
 
 async def test_without_a_cluster_the_keys_say_why():
     async with running(demo_console(demo=False), live=False) as (app, pilot):
-        await pilot.press("3")
-        await pilot.pause()
+        await wait_until(lambda: app.access_principal is not None)
+        await show_pane(app, pilot, "3", "jobs")
         await pilot.press("N")
-        await pilot.pause()
+        await wait_until(lambda: any("--demo" in m and "KUBECONFIG" in m for m in notes(app)))
         assert not isinstance(app.screen, SubmitWizard)
-        assert any("--demo" in m and "KUBECONFIG" in m for m in notes(app))
 
 
 async def test_the_job_queue_is_ordered_before_the_pane_is_first_shown():

@@ -132,6 +132,20 @@ def test_one_audit_log_for_every_login_is_refused_naming_the_key(site, home) -> 
     assert not (shared / "audit.db").exists()
 
 
+def test_a_per_login_audit_log_in_a_folder_others_may_write_is_refused(site, home) -> None:
+    """``/tmp/{login}.db`` is per login by name only: another login could create it first (a
+    planted file, owned by them) and lock this one out, on purpose."""
+    shared = home / "world-writable"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    (site / "config.toml").write_text(f'[audit]\ndb = "{shared}/{{login}}.db"\n')
+    os.chmod(site / "config.toml", 0o644)
+    done = run_as_nobody(["users", "list"], home, {"GPUCONSOLE_SITE_DIR": str(site)})
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "[audit] db = " in done.stderr and f"another login may write {shared}" in done.stderr
+    assert not (shared / "nobody.db").exists()
+
+
 def test_root_may_point_elsewhere(site, tmp_path, monkeypatch) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root")

@@ -10,7 +10,7 @@ from gpuconsole.model import KeyPair, Market, Workload
 from gpuconsole.ui.widgets.live_table import LiveTable
 from gpuconsole.ui.wizards import ProvisionWizard
 from tests.helpers import demo_console, wait_until
-from tests.driving import running, shown
+from tests.driving import running, show_pane, shown
 
 TRAINING_GPUS = ("A100", "H100", "H200", "B200")
 
@@ -275,13 +275,15 @@ async def test_palette_opens_the_wizard():
 
 async def test_without_a_cloud_n_says_why_instead_of_opening():
     async with running(demo_console(demo=False), live=False) as (app, pilot):
-        await pilot.press("4")
-        await pilot.pause()
+        await wait_until(lambda: app.access_principal is not None)
+        await show_pane(app, pilot, "4", "instances")
         await pilot.press("n")
-        await pilot.pause()
+
+        def said() -> bool:
+            return any("--demo" in n.message and "AWS credentials" in n.message for n in app._notifications)
+
+        await wait_until(said)
         assert not isinstance(app.screen, ProvisionWizard)
-        messages = [n.message for n in app._notifications]
-        assert any("--demo" in m and "AWS credentials" in m for m in messages), messages
 
 
 def outside(app) -> list[str]:

@@ -13,25 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-_SPELLED = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x0d), *range(0x0e, 0x20))} | {
-    c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
-_LONE_CR = re.compile(r"\r(?!\n)")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from gpuconsole.ui.format import inert
 
 
 def spelled(text: str) -> str:
-    """``text`` with its control characters spelled out: tab, newline and a carriage return
-    that ends a line (CSV's CRLF) are kept; a carriage return that would let the rest of a line
-    overwrite its start is not."""
-    if _CONTROL.search(text) is None:  # the usual case: a search in C, no copy
-        return text
-    text = text.translate(_SPELLED)
-    return _LONE_CR.sub(r"\\x0d", text) if "\r" in text else text
+    """``text`` as a command writes it (:func:`gpuconsole.ui.format.inert` for a stream)."""
+    return inert(text, stream=True)
 
 
 class InertStream(io.TextIOBase):

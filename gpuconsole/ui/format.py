@@ -63,17 +63,32 @@ def bar(percent: float, width: int) -> str:
     return BAR_FULL * filled + BAR_EMPTY * (width - filled)
 
 
-# Control characters (C0 but tab and newline, DEL, C1) spelled out: a name or an error from data
-# that carries an escape sequence is shown as ``\x1b[2J``, never sent to the terminal.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
-
-
+# Control characters (C0 but tab and newline, DEL, C1) spelled out: a name, a log line or an
+# error from data that carries an escape sequence is shown as ``\x1b[2J``, never sent to the
+# terminal. The one place that says what inert text is, on screen and in every command's output.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+# In a command's output a carriage return that ends a line (CSV's CRLF) stays, and DEL and the C1
+# controls are written ``\u009b``, as JSON writes them, so a JSON answer stays valid JSON.
+_STREAM = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x0d), *range(0x0e, 0x20))} | {
+    c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
-def inert(words: str) -> str:
-    """``words`` with every control character spelled out, so the terminal draws it as text."""
-    return words.translate(_CONTROLS)
+def inert(words: str, *, stream: bool = False) -> str:
+    """``words`` with every control character spelled out, so the terminal draws it as text.
+
+    Args:
+        stream: for a command's output (see :data:`_STREAM`): tab, newline and a carriage return
+            that ends a line are kept; a carriage return that would let the rest of a line
+            overwrite its start is not.
+    """
+    if _CONTROL.search(words) is None:  # the usual case: a search in C, no copy
+        return words
+    if not stream:
+        return words.translate(_CONTROLS)
+    text = words.translate(_STREAM)
+    return _LONE_CR.sub(r"\\x0d", text) if "\r" in text else text
 
 
 def inert_text(text: Text) -> Text:

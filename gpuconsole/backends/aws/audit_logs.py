@@ -49,7 +49,7 @@ def default_endpoint(service: str, region: str) -> str:
 
 
 class CloudWatchAuditStore:
-    """One CloudWatch Logs group, written one stream per host and read back whole.
+    """One CloudWatch Logs group, written one stream per host and login, and read back whole.
 
     Args:
         group: the log group (created on first use when the credentials may).
@@ -153,8 +153,9 @@ class CloudWatchAuditStore:
                 if aws_mapping.error_code(exc) != "ResourceAlreadyExistsException":
                     raise
 
-    def read(self, stream: str | None = None) -> list[str]:
-        """Every message of ``stream`` (None: of every stream of the group), oldest first.
+    def read(self, stream: str | None = None) -> list[tuple[str, str]]:
+        """Every message of ``stream`` (None: of every stream of the group), oldest first, each
+        with the stream it is in (what the IAM policy bound to one identity).
 
         A group or stream that does not exist yet reads as empty: nothing was ever sent.
 
@@ -165,10 +166,11 @@ class CloudWatchAuditStore:
         kwargs: dict[str, Any] = {"logGroupName": self.group}
         if stream is not None:
             kwargs["logStreamNames"] = [stream]
-        out: list[str] = []
+        out: list[tuple[str, str]] = []
         try:
             for page in logs.get_paginator("filter_log_events").paginate(**kwargs):
-                out.extend(str(event.get("message", "")) for event in page.get("events", ()))
+                out.extend((str(event.get("logStreamName", "")), str(event.get("message", "")))
+                           for event in page.get("events", ()))
         except ClientError as exc:
             if aws_mapping.error_code(exc) == "ResourceNotFoundException":
                 return []

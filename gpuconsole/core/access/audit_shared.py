@@ -3,7 +3,12 @@ are shown, so a record that was forged, forked, cut out or written under another
 as such, never as a genuine record.
 
 Every login writes the shared copy with its own credentials, so the copy holds whatever a login
-chose to send. Per chain (the records one login sent from one host) the view finds:
+chose to send. IAM lets each identity write only its own streams (``<host>/<login>``), so first:
+
+- a message in another identity's stream: a record naming ``alice`` that ``bob`` put in his own
+  stream is not alice's; it is flagged and kept out of alice's chain, which it cannot disturb.
+
+Then per chain (the records one login sent from one host) the view finds:
 
 - a fork: one record number sent twice with different contents (a forged duplicate);
 - a break: a record whose hash or link to the one before it does not hold;
@@ -33,12 +38,19 @@ def shared_view(items: Sequence[RemoteRecord]) -> tuple[list[AuditRecord], list[
     """The records of the copy in time order, flagged where their chain does not hold, and one
     line per finding."""
     chains: dict[tuple[str, str], dict[int, list[AuditRecord]]] = {}
+    shown: list[AuditRecord] = []
+    findings: list[str] = []
     for item in items:
+        owner = item.stream_owner
+        if item.stream and owner != item.login and owner not in ACTS_AS_OTHERS:
+            why = (f"identity mismatch: record {item.record.seq} of {item.login}@{item.host} is in the stream "
+                   f"{item.stream}, which only {owner} writes")
+            findings.append(why)
+            shown.append(_untrusted(item.record, why))
+            continue
         copies = chains.setdefault((item.host, item.login), {}).setdefault(item.record.seq, [])
         if item.record not in copies:
             copies.append(item.record)
-    shown: list[AuditRecord] = []
-    findings: list[str] = []
     for (host, login), by_seq in chains.items():
         who = f"{login}@{host}"
         flags: dict[int, str] = {}
@@ -59,10 +71,14 @@ def shared_view(items: Sequence[RemoteRecord]) -> tuple[list[AuditRecord], list[
         findings.extend(flags[seq] for seq in sorted(flags))
         for seq, copies in by_seq.items():
             why = flags.get(seq)
-            shown.extend(copies if why is None else
-                         [msgspec.structs.replace(r, result=f"untrusted ({why.split(':')[0]}): {r.result}") for r in copies])
+            shown.extend(copies if why is None else [_untrusted(r, why) for r in copies])
     shown.sort(key=lambda r: (r.ts, r.seq))
     return shown, findings
+
+
+def _untrusted(record: AuditRecord, why: str) -> AuditRecord:
+    """``record`` with its result saying it is not to be trusted, and which finding says so."""
+    return msgspec.structs.replace(record, result=f"untrusted ({why.split(':')[0]}): {record.result}")
 
 
 def _intact(record: AuditRecord, expected_prev: str | None) -> bool:

@@ -6,14 +6,16 @@ also sent, as it is appended, to an append-only store held by someone else, conf
 ``[audit]`` table of the configuration file::
 
     [audit]
-    cloudwatch_log_group = "/gpuconsole/audit"   # CloudWatch Logs: one stream per host
+    cloudwatch_log_group = "/gpuconsole/audit"   # CloudWatch Logs: one stream per host and login
     region = "eu-west-1"                          # the group's region (required with the group)
     # profile = "audit"                           # an AWS profile of ~/.aws/config for the sink
-    # stream = "bastion-1"                        # the stream (default: this host's name)
+    # stream = "bastion-1"                        # the streams' first part (default: this host's name)
     syslog = true                                 # also the system log (/dev/log, journald's too)
     # syslog_socket = "/dev/log"                  # where the system log listens
 
-Each message is one JSON object: ``host``, ``login`` and the ``record`` with its chain hash.
+Each message is one JSON object: ``host``, ``login`` and the ``record`` with its chain hash, in
+the stream ``<host>/<login>``: the IAM policy of ``access iam-policy`` lets each identity write only
+streams ending in its own name, so a message naming another login in one's own stream is found.
 Messages go into a queue file beside the log (0600) before they are sent, and leave it only once
 the store took them; when the store cannot be reached they stay there and go with the next
 record, the next ``audit verify``, or at exit. A record that can be neither sent nor queued
@@ -30,7 +32,6 @@ import contextlib
 import fcntl
 import json
 import logging
-import logging.handlers
 import os
 import pwd
 import socket
@@ -167,9 +168,21 @@ class RemoteRecord:
     host: str
     login: str
     record: AuditRecord
+    stream: str = ""  # the stream it was read from ("" when not read from one)
+
+    @property
+    def stream_owner(self) -> str:
+        """The identity whose stream this was: the part after the last ``/`` (streams are
+        ``<host>/<login>``, and IAM lets each identity write only its own)."""
+        return self.stream.rpartition("/")[2]
 
 
-def decode(message: str) -> RemoteRecord | None:
+def stream_name(host: str, login: str) -> str:
+    """The stream of one login on one host: ``<host>/<login>``."""
+    return f"{host}/{login}"
+
+
+def decode(message: str, stream: str = "") -> RemoteRecord | None:
     """A message of :func:`encode` back; None for anything else in the group."""
     try:
         doc = json.loads(message)
@@ -177,7 +190,7 @@ def decode(message: str) -> RemoteRecord | None:
             return None
         raw = doc["record"]
         record = AuditRecord(int(raw["seq"]), *(str(raw[f]) for f in FIELDS[1:]))
-        return RemoteRecord(str(doc["host"]), str(doc["login"]), record)
+        return RemoteRecord(str(doc["host"]), str(doc["login"]), record, stream)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -353,32 +366,10 @@ class CloudWatchSink(QueuedSink):
             messages = self.store.read(None if everyone else self.stream)
         except BackendError as exc:
             raise AuditError(f"cannot read the remote copy: {exc}") from None
-        out = [r for r in map(decode, messages) if r is not None]
+        out = [r for r in (decode(message, stream) for stream, message in messages) if r is not None]
         if everyone:
             return out
         return [r for r in out if r.host == self.host and r.login == self.login]
-
-
-class _StrictSyslog(logging.handlers.SysLogHandler):
-    """The standard syslog handler, but a failed send raises instead of printing a traceback."""
-
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
-        raise  # noqa: PLE0704 - re-raise the send's own error, which logging is handling
-
-
-def syslog_sender(socket_path: str) -> Callable[[Sequence[str]], None]:
-    """Send messages to the system log at ``socket_path`` (authpriv, tagged ``gpuconsole-audit``)."""
-    handler: list[_StrictSyslog] = []
-
-    def send(lines: Sequence[str]) -> None:
-        if not handler:
-            made = _StrictSyslog(address=socket_path, facility=logging.handlers.SysLogHandler.LOG_AUTHPRIV)
-            made.ident = "gpuconsole-audit: "
-            handler.append(made)
-        for line in lines:
-            handler[0].emit(logging.LogRecord("gpuconsole.audit", logging.INFO, "", 0, line, None, None))
-
-    return send
 
 
 def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, login: str | None = None) -> AuditLog:
@@ -396,11 +387,13 @@ def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, 
         store = cloudwatch_audit_store(settings.log_group, settings.region, profile=settings.profile,
                                        endpoint_url=settings.endpoint_url)
         queue = audit.path.with_name(audit.path.name + ".cloudwatch-queue")
-        sink = CloudWatchSink(store, settings.stream or host, queue, host=host, login=login)
+        sink = CloudWatchSink(store, stream_name(settings.stream or host, login), queue, host=host, login=login)
         sink.max_lag_s = settings.max_lag_s
         audit.sinks.append(sink)
     if settings.syslog:
         queue = audit.path.with_name(audit.path.name + ".syslog-queue")
+        from gpuconsole.core.access.audit_syslog import syslog_sender
+
         audit.sinks.append(QueuedSink(f"the system log ({settings.syslog_socket})", queue,
                                       syslog_sender(settings.syslog_socket), host=host, login=login))
     return audit

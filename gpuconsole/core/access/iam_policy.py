@@ -16,6 +16,12 @@ And two for the services of a shared bastion, which no login's own credentials c
 - ``gpuconsole-automation``: what automatic actions may do: start, stop, reboot, terminate and
   launch, only on resources tagged ``ManagedBy = gpuconsole``; trusted by the service role alone.
 
+And one policy, for a machine without the relay (each login's own keys send its copy):
+
+- ``gpuconsole-audit-writer``: attached to each IAM user, it lets that identity create and write
+  only the audit streams that end in its own name (``<host>/${aws:username}``), and read the
+  group back for ``audit verify``; so no identity can write a record into another's stream.
+
 Every trust policy lets the session set its source identity (the OS login, for CloudTrail).
 Conditions on the tag limit the changes where EC2 supports resource tags; reads cannot be
 limited by tag in IAM, so they are not.
@@ -102,6 +108,8 @@ def roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
 
 
 AUDIT_GROUP = "/gpuconsole/audit"
+AUDIT_WRITER = ("without a relay, attach to each IAM user: it writes only its own audit streams "
+                "(<host>/<user name>; name each login as its IAM user)")
 AUDIT_COPY = ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:FilterLogEvents"]
 
 
@@ -146,6 +154,18 @@ def service_roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
     )
 
 
+def audit_writer_policy(account: str = ACCOUNT_PLACEHOLDER) -> dict[str, Any]:
+    """Without a relay: an identity writes its own audit streams only (``<host>/<IAM user name>``,
+    the stream a login of that name writes), and reads the group to verify against it."""
+    group = f"arn:aws:logs:*:{account}:log-group:{AUDIT_GROUP}"
+    return _policy(
+        {"Sid": "ItsOwnStreamsOnly", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": f"{group}:log-stream:*/${{aws:username}}"},
+        {"Sid": "TheGroupToVerify", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:FilterLogEvents"],
+         "Resource": [group, f"{group}:*"]},
+    )
+
+
 def as_json(account: str = ACCOUNT_PLACEHOLDER) -> str:
     """The roles as one JSON document: ``{"roles": [{name, gpuconsole_role, trust_policy, policy}],
     "service_roles": [...]}``."""
@@ -154,7 +174,9 @@ def as_json(account: str = ACCOUNT_PLACEHOLDER) -> str:
                  "trust_policy": r.trust, "policy": r.policy} for r in found]
 
     return json.dumps({"tag": {TAG_KEY: TAG_VALUE}, "roles": listed(roles(account)),
-                       "service_roles": listed(service_roles(account))}, indent=2) + "\n"
+                       "service_roles": listed(service_roles(account)),
+                       "audit_writer": {"name": "gpuconsole-audit-writer", "description": AUDIT_WRITER,
+                                        "policy": audit_writer_policy(account)}}, indent=2) + "\n"
 
 
 def _hcl(value: dict[str, Any], indent: str) -> str:
@@ -181,4 +203,10 @@ def as_terraform() -> str:
             "}",
             "",
         ]
+    lines += ['resource "aws_iam_policy" "gpuconsole_audit_writer" {',
+              '  name        = "gpuconsole-audit-writer"',
+              f"  description = {json.dumps(AUDIT_WRITER)}",
+              # ${aws:username} is IAM's variable, not Terraform's: $$ keeps it as written
+              f"  policy = jsonencode({_hcl(audit_writer_policy(TERRAFORM_ACCOUNT), '  ').replace('${aws:', '$${aws:')})",
+              "}", ""]
     return "\n".join(lines)

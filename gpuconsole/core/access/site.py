@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,14 @@ class SiteSettings:
                 "first to write it; name a per-login path (starting with ~/ or holding {login})")
         entry = pwd.getpwuid(os.geteuid() if euid is None else euid)
         text = text.replace("{login}", entry.pw_name)
-        return Path(entry.pw_dir) / text[2:] if text.startswith("~/") else Path(text)
+        path = Path(entry.pw_dir) / text[2:] if text.startswith("~/") else Path(text)
+        folder = _others_may_write(path, entry.pw_uid)
+        if folder is not None:
+            raise SiteSettingsRefused(
+                f"[audit] db = {value!r} in {self.config}: another login may write {folder}, so it could plant "
+                f"{entry.pw_name}'s log there first; name a path in the login's own home (~/…) or in a folder "
+                "only that login may write")
+        return path
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +202,22 @@ def _present(path: Path) -> bool:
         return False
     except OSError:
         return True  # hidden from this login: it binds all the same
+
+
+def _others_may_write(path: Path, uid: int) -> Path | None:
+    """The folder that will hold ``path`` (the nearest one that exists), when a login other
+    than ``uid`` (and root) may create files in it: a world- or group-writable folder (``/tmp``,
+    sticky or not), or one another login owns."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        found = folder.stat()
+    except OSError:
+        return None  # cannot look: opening the log says why
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or found.st_uid not in (uid, 0):
+        return folder
+    return None
 
 
 def _may_override(rule: Path, euid: int) -> bool:

@@ -267,6 +267,8 @@ def _settle(record: ActionLog, result: ActionResult) -> None:
     try:
         record.add(result)
     except Exception as exc:  # noqa: BLE001 - any audit failure: the caller must not report success
-        outcome = "done" if result.ok else result.message
+        outcome, why = "done" if result.ok else result.message, one_line(exc)
+        if why in outcome:  # denied because the audit cannot be written: that says it all
+            raise ActionError(f"{result.request.describe()}: {outcome} (not recorded either)") from exc
         raise ActionError(f"{result.request.describe()}: {outcome}, but the result could not be recorded "
-                          f"in the audit log: {one_line(exc)}") from exc
+                          f"in the audit log: {why}") from exc

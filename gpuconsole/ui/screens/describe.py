@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.ui.format import inert
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 from gpuconsole.ui.widgets.footer import KeyFooter
 
@@ -45,7 +46,7 @@ class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="describe-box", can_focus=True) as box:
-            box.border_title = f"{self.kind} {self.namespace}/{self.name_}"
+            box.border_title = Text(inert(f"{self.kind} {self.namespace}/{self.name_}"))
             box.border_subtitle = "esc closes · end: events"
             yield Static(f"Asking the cluster about {self.kind} {self.namespace}/{self.name_}…",
                          id="describe-text", markup=False)
@@ -69,9 +70,10 @@ class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
             return
         shown = self.query_one("#describe-text", Static)
         if error:
-            shown.update(Text(f"✗ {error}", style="bold"))
+            shown.update(Text(f"✗ {inert(error)}", style="bold"))
             shown.add_class("-error")
             return
+        text = inert(text)  # event messages, labels and annotations are anyone's text
         body = Text(text)
         head, sep, _tail = text.partition("\nEvents:\n")
         if sep:

@@ -11,6 +11,7 @@ import threading
 from collections import deque
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -20,6 +21,7 @@ from textual.widgets import Input, Static
 
 from gpuconsole.core.ops.actions import ActionError
 from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.ui.format import inert
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
@@ -75,7 +77,7 @@ class LogScreen(ReportsWorkerErrors, ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="log-box") as box:
-            box.border_title = f"log · {self.title_text}"
+            box.border_title = Text(inert(f"log · {self.title_text}"))  # a title is markup unless it is Text
             yield Static("", id="log-status", markup=False)
             yield LogView(id="log-view")
             yield SearchInput(placeholder="search: type, enter finds, n/N next/previous, esc closes",
