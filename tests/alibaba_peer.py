@@ -3,7 +3,8 @@ answers) in the documented request and response shapes, for the official SDK to 
 
 It holds instances per region, answers DescribeInstances (GPUAmount, GPUSpec, StoppedMode,
 OperationLocks, Tags, NextToken), DescribeInstanceTypes, DescribeAvailableResource,
-DescribePrice, DescribeSpotPriceHistory, RunInstances (DryRun, ClientToken), Start/Stop/Reboot/
+DescribePrice, DescribeSpotPriceHistory, DescribeVSwitches, DescribeSecurityGroups, DescribeKeyPairs
+(paged), RunInstances (DryRun, ClientToken), Start/Stop/Reboot/
 DeleteInstance, and the documented errors (``InvalidInstanceType.NotFound``,
 ``OperationDenied.NoStock``, ``Throttling.User``) when told to.
 """
@@ -35,6 +36,21 @@ class EcsWorld:
     tokens: dict[str, list[str]] = field(default_factory=dict)  # ClientToken -> ids
     currency: str = "CNY"
     counter: int = 0
+    # DescribeVSwitches / DescribeSecurityGroups / DescribeKeyPairs rows, per region, as documented
+    vswitches: list[dict[str, Any]] = field(default_factory=lambda: [
+        {"VSwitchId": f"vsw-bp1{n:017d}", "VpcId": "vpc-bp1gpu00000000000001", "ZoneId": zone,
+         "CidrBlock": f"192.168.{n * 16}.0/20", "VSwitchName": f"gpu-{zone[-1]}", "IsDefault": n == 0,
+         "AvailableIpAddressCount": 4090 - n, "Status": "Available", "Description": "", "RegionId": "cn-hangzhou"}
+        for n, zone in enumerate(("cn-hangzhou-i", "cn-hangzhou-j", "cn-hangzhou-h"))])
+    security_groups: list[dict[str, Any]] = field(default_factory=lambda: [
+        {"SecurityGroupId": "sg-bp1default000000001", "SecurityGroupName": "default", "VpcId": "vpc-bp1gpu00000000000001",
+         "Description": "System created security group.", "SecurityGroupType": "normal", "RegionId": "cn-hangzhou"},
+        {"SecurityGroupId": "sg-bp1training00000002", "SecurityGroupName": "gpu-training", "VpcId": "vpc-bp1gpu00000000000001",
+         "Description": "NCCL between training nodes; SSH from the bastion", "SecurityGroupType": "enterprise",
+         "RegionId": "cn-hangzhou"}])
+    key_pairs: list[dict[str, Any]] = field(default_factory=lambda: [
+        {"KeyPairName": name, "KeyPairFingerPrint": f"{n:02x}:" * 15 + "ff", "CreationTime": "2026-11-02T08:00Z",
+         "RegionId": "cn-hangzhou"} for n, name in enumerate(("platform-ops", "ci-runner"))])
 
     def add(self, instance_type: str, *, region: str = "cn-hangzhou", zone: str = "cn-hangzhou-i",
             status: str = "Running", spot: str = "NoSpot", stopped_mode: str = "Not-applicable",
@@ -51,6 +67,13 @@ class EcsWorld:
             "OperationLocks": {"LockReason": [{"LockReason": r} for r in locks]},
         }
         return iid
+
+
+LISTS = {  # paged by PageNumber and PageSize (at most 50), as documented
+    "DescribeVSwitches": lambda w: ("VSwitches", "VSwitch", w.vswitches),
+    "DescribeSecurityGroups": lambda w: ("SecurityGroups", "SecurityGroup", w.security_groups),
+    "DescribeKeyPairs": lambda w: ("KeyPairs", "KeyPair", w.key_pairs),
+}
 
 
 def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -70,6 +93,13 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
         page = rows[start:start + size]
         token = str(start + size) if start + size < len(rows) else ""
         return 200, {"RequestId": "r", "TotalCount": len(rows), "NextToken": token, "Instances": {"Instance": page}}
+    if action in LISTS:
+        outer, inner, rows = LISTS[action](world)
+        rows = [{k: v for k, v in r.items() if k != "RegionId"} for r in rows if r["RegionId"] == region]
+        number, size = int(p.get("PageNumber") or 1), min(int(p.get("PageSize") or 10), 50)
+        page = rows[(number - 1) * size:number * size]
+        return 200, {"RequestId": "r", "TotalCount": len(rows), "PageNumber": number, "PageSize": size,
+                     **({"RegionId": region} if action == "DescribeSecurityGroups" else {}), outer: {inner: page}}
     if action == "DescribeInstanceTypes":
         return 200, {"RequestId": "r", "InstanceTypes": {"InstanceType": [
             {"InstanceTypeId": n, "GPUSpec": g, "GPUAmount": c, "GPUMemorySize": m, "CpuCoreCount": v,

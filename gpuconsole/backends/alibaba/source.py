@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuconsole.backends.alibaba.mapping import _items, backend_error, dry_run_error, ecs_time, instance_from
+from gpuconsole.backends.alibaba.mapping import (
+    _items,
+    backend_error,
+    dry_run_error,
+    ecs_time,
+    instance_from,
+    security_group,
+    vswitch,
+)
 from gpuconsole.backends.base import BackendError, Capability, NotSupported
 from gpuconsole.model import (
     CloudReading,
@@ -137,7 +145,7 @@ class AlibabaCloud:
         from alibabacloud_ecs20140526 import models
         from darabonba.runtime import RuntimeOptions
 
-        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in action).lstrip("_")
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in action.replace("VSwitch", "Vswitch")).lstrip("_")
         request = getattr(models, f"{action}Request")().from_map({"RegionId": region, **params})
         runtime = RuntimeOptions(read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS, autoretry=True, max_attempts=3)
         response = getattr(self._client(region), f"{snake}_with_options")(request, runtime)
@@ -260,13 +268,26 @@ class AlibabaCloud:
         return {name: tuple(z) for name, z in zones.items()}
 
     def subnets(self, region: str) -> tuple[Subnet, ...]:
-        return ()
+        """The region's VSwitches (DescribeVSwitches): a VPC's subnet in one zone, as ECS calls it."""
+        return tuple(vswitch(r) for r in self._pages(region, "DescribeVSwitches", "VSwitches", "VSwitch"))
 
     def security_groups(self, region: str) -> tuple[SecurityGroup, ...]:
-        return ()
+        return tuple(security_group(r) for r in self._pages(region, "DescribeSecurityGroups", "SecurityGroups", "SecurityGroup"))
 
     def key_pairs(self, region: str) -> tuple[KeyPair, ...]:
-        return ()
+        """The region's SSH key pairs (DescribeKeyPairs names them; ECS does not say their type)."""
+        return tuple(KeyPair(str(r.get("KeyPairName", ""))) for r in self._pages(region, "DescribeKeyPairs", "KeyPairs", "KeyPair"))
+
+    def _pages(self, region: str, action: str, outer: str, inner: str) -> list[dict[str, Any]]:
+        """Every row of a list paged by ``PageNumber`` and ``PageSize`` (50 at most), as documented."""
+        rows: list[dict[str, Any]] = []
+        for number in range(1, 101):
+            body = self.call(region, action, {"PageNumber": number, "PageSize": 50})
+            page = _items(body, outer, inner)
+            rows.extend(page)
+            if not page or len(rows) >= int(body.get("TotalCount") or 0):
+                break
+        return rows
 
     def default_image(self, region: str, workload: Workload) -> MachineImage:
         raise NotSupported("Alibaba Cloud has no default GPU image here: give an image id (e.g. an Ubuntu image with the GPU driver)")
