@@ -142,6 +142,10 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
             tags = {p[f"Tag.{n}.Key"]: p.get(f"Tag.{n}.Value", "") for n in range(1, 21) if f"Tag.{n}.Key" in p}
             ids = [world.add(name, region=region, zone=p.get("ZoneId") or f"{region}-i", status="Pending",
                              spot=p.get("SpotStrategy", "NoSpot"), tags=tags) for _ in range(int(p.get("Amount") or 1))]
+            for iid in ids:
+                world.instances[iid].update(DeletionProtection=p.get("DeletionProtection", "").lower() == "true",
+                                            SpotDuration=int(p.get("SpotDuration") or 0),
+                                            SpotInterruptionBehavior=p.get("SpotInterruptionBehavior", "Terminate"))
             world.tokens[token] = ids
         return 200, {"RequestId": "r", "OrderId": "o-1", "TradePrice": PRICES[name], "InstanceIdSets": {"InstanceIdSet": ids}}
     if action in ("StartInstance", "StopInstance", "RebootInstance", "DeleteInstance"):
@@ -153,6 +157,9 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
         elif action == "StopInstance":
             economical = p.get("StoppedMode") == "StopCharging" and inst["InstanceChargeType"] == "PostPaid"
             inst.update(Status="Stopped", StoppedMode="StopCharging" if economical else "KeepCharging")
+        elif action == "DeleteInstance" and inst.get("DeletionProtection"):
+            return 403, {"Code": "InvalidOperation.DeletionProtection",
+                         "Message": "The instance has deletion protection enabled.", "RequestId": "r"}
         elif action == "DeleteInstance":
             del world.instances[inst["InstanceId"]]
         return 200, {"RequestId": "r"}

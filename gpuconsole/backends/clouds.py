@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.model import CloudReading, Instance, LaunchSpec
+from gpuconsole.model import AlibabaLaunchOptions, CloudReading, Instance, LaunchSpec
 from gpuconsole.model.cloud import EC2_INSTANCE_ID, ECS_INSTANCE_ID
 
 
@@ -75,6 +75,8 @@ class Provider:
             wizard shows each field under the label its provider gives it, and leaves out a field
             the provider does not declare.
         checks: its own id forms, checked before a launch reaches it.
+        options: its own launch-option Struct (:mod:`gpuconsole.model.launch_options`), whose
+            fields the wizard shows after the neutral ones; None when it has none.
     """
 
     name: str
@@ -84,6 +86,7 @@ class Provider:
     stop_note: str = ""
     launch_fields: tuple[tuple[str, str], ...] = ()
     checks: IdChecks = AWS_CHECKS
+    options: type | None = None
 
 
 PROVIDERS: dict[str, Provider] = {}
@@ -106,7 +109,8 @@ register_provider(Provider(
     "stopped in standard mode (KeepCharging), bills on; disks bill on",
     (("count", "Count"), ("image_id", "Image"), ("key_name", "Key pair"), ("subnet_id", "VSwitch"),
      ("root_volume_gib", "System GiB"), ("encrypted", "Encryption"), ("kms_key_id", "KMS key"),
-     ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), ALIBABA_CHECKS))
+     ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), ALIBABA_CHECKS,
+    AlibabaLaunchOptions))
 
 
 def launch_fields(instance_type: str) -> tuple[tuple[str, str], ...]:

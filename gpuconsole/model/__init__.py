@@ -43,6 +43,7 @@ from gpuconsole.model.cloud import (
     Workload,
 )
 from gpuconsole.model.codec import from_jsonable, to_jsonable
+from gpuconsole.model.launch_options import AlibabaLaunchOptions, LaunchOptions
 from gpuconsole.model.fleet import (
     Gpu,
     GpuProcess,
@@ -90,10 +91,10 @@ from gpuconsole.model.snapshot import (
 from gpuconsole.model.value import Tags, Value, tag_of
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
+    "DEFAULT_THRESHOLDS", "AlibabaLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
-    "Job", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market",
+    "Job", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",
     "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "RegionPrice", "Role", "Rollout",
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",

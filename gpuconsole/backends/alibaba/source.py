@@ -31,6 +31,7 @@ from gpuconsole.backends.alibaba.mapping import (
 )
 from gpuconsole.backends.base import BackendError, Capability, NotSupported
 from gpuconsole.model import (
+    AlibabaLaunchOptions,
     CloudReading,
     Instance,
     InstanceState,
@@ -326,11 +327,16 @@ class AlibabaCloud:
 
 
 def run_instances_params(spec: LaunchSpec, *, client_token: str) -> dict[str, Any]:
-    """The RunInstances parameters of a launch, in the documented names."""
+    """The RunInstances parameters of a launch, in the documented names (the provider's own
+    options from :class:`~gpuconsole.model.AlibabaLaunchOptions`, its defaults where none)."""
+    opts = spec.options if isinstance(spec.options, AlibabaLaunchOptions) else AlibabaLaunchOptions()
+    essd = opts.system_disk_category == "cloud_essd"
     params: dict[str, Any] = {
         "InstanceType": spec.instance_type, "ImageId": spec.image_id, "Amount": spec.count,
         "ClientToken": client_token, "InstanceChargeType": "PostPaid",
-        "SystemDisk": {"Size": str(spec.root_volume_gib), "Category": "cloud_essd",
+        "InternetMaxBandwidthOut": opts.public_bandwidth_mbps, "DeletionProtection": opts.deletion_protection,
+        "SystemDisk": {"Size": str(spec.root_volume_gib), "Category": opts.system_disk_category,
+                       **({"PerformanceLevel": opts.performance_level} if essd else {}),
                        **({"Encrypted": "true"} if spec.encrypted else {}),
                        **({"KMSKeyId": spec.kms_key_id} if spec.encrypted and spec.kms_key_id else {})},
         "Tag": [{"Key": k, "Value": v} for k, v in spec.tags],
@@ -350,4 +356,5 @@ def run_instances_params(spec: LaunchSpec, *, client_token: str) -> dict[str, An
             params.update(SpotStrategy="SpotWithPriceLimit", SpotPriceLimit=spec.max_spot_price)
         else:
             params["SpotStrategy"] = "SpotAsPriceGo"
+        params.update(SpotDuration=opts.spot_duration, SpotInterruptionBehavior=opts.spot_interruption)
     return params
