@@ -12,6 +12,7 @@ DeleteInstance, and the documented errors (``InvalidInstanceType.NotFound``,
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +37,9 @@ class EcsWorld:
     tokens: dict[str, list[str]] = field(default_factory=dict)  # ClientToken -> ids
     currency: str = "CNY"
     counter: int = 0
+    assumable: set[str] | None = None  # STS AssumeRole: the RAM roles the login may assume (None: any)
+    sessions: dict[str, str] = field(default_factory=dict)  # an issued STS key -> its role's ARN
+    expiration: str = "2099-01-01T00:00:00Z"  # of the credentials AssumeRole hands out
     # DescribeVSwitches / DescribeSecurityGroups / DescribeKeyPairs rows, per region, as documented
     vswitches: list[dict[str, Any]] = field(default_factory=lambda: [
         {"VSwitchId": f"vsw-bp1{n:017d}", "VpcId": "vpc-bp1gpu00000000000001", "ZoneId": zone,
@@ -82,10 +86,26 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
         code = world.fail.pop(action)
         status = 400 if code.startswith(("Throttling", "Invalid", "OperationDenied")) else 403
         return status, {"Code": code, "Message": f"{code} from the peer", "RequestId": "r-1"}
+    if action == "GetCallerIdentity" and p.get("AccessKeyId") in world.sessions:  # a role session's caller
+        arn = world.sessions[p["AccessKeyId"]].replace(":role/", ":assumed-role/")
+        return 200, {"RequestId": "r", "IdentityType": "AssumedRoleUser", "AccountId": "1234567890123456",
+                     "PrincipalId": "3019:x", "Arn": f"{arn}/session"}
     if action == "GetCallerIdentity":  # STS, version 2015-04-01
         return 200, {"RequestId": "r", "IdentityType": "RAMUser", "AccountId": "1234567890123456",
                      "PrincipalId": "2071234567890", "UserId": "2071234567890",
                      "Arn": "acs:ram::1234567890123456:user/gpu-operator"}
+    if action == "AssumeRole":  # STS, version 2015-04-01
+        arn = p.get("RoleArn", "")
+        if world.assumable is not None and arn not in world.assumable:
+            return 403, {"Code": "NoPermission", "RequestId": "r", "Message": "You are not authorized to do this "
+                         "action. You should be authorized by RAM."}
+        key = f"STS.NV{len(world.sessions):019d}"
+        world.sessions[key] = arn
+        name = p.get("RoleSessionName", "")
+        return 200, {"RequestId": "r", "Credentials": {
+            "AccessKeyId": key, "AccessKeySecret": "role-secret", "SecurityToken": f"token-{len(world.sessions)}",
+            "Expiration": world.expiration},
+            "AssumedRoleUser": {"Arn": f"{arn.replace(':role/', ':assumed-role/')}/{name}", "AssumedRoleId": "3019:x"}}
     if action == "DescribeInstances":
         rows = [i for i in world.instances.values() if i["RegionId"] == region]
         start = int(p.get("NextToken") or 0)
@@ -186,6 +206,13 @@ class EcsPeer:
                 params = dict(parse_qsl(urlsplit(self.path).query, keep_blank_values=True))
                 params.update(parse_qsl(body, keep_blank_values=True))
                 action = params.get("Action") or self.headers.get("x-acs-action", "")
+                # Who signed: RPC's AccessKeyId and SecurityToken parameters, or the V3 signature's
+                # Authorization header (ACS3-HMAC-SHA256 Credential=<key>,…) and x-acs-security-token.
+                signed = re.search(r"Credential=([^,\s]+)", self.headers.get("Authorization", ""))
+                if signed and "AccessKeyId" not in params:
+                    params["AccessKeyId"] = signed.group(1)
+                if self.headers.get("x-acs-security-token") and "SecurityToken" not in params:
+                    params["SecurityToken"] = self.headers["x-acs-security-token"]
                 world.calls.append((action, params))
                 status, answer = _answer(world, action, params)
                 data = json.dumps(answer).encode()

@@ -353,6 +353,18 @@ class CredentialSwitching(Protocol):
 
 
 @runtime_checkable
+class RoleCredentials(Protocol):
+    """A cloud whose calls run as a role session the core opens (Alibaba Cloud's STS AssumeRole
+    for ``[alibaba.roles]``): it assumes a role as the login, and then calls with what it got."""
+
+    def assume_role(self, role_arn: str, session_name: str, duration_s: int) -> dict[str, Any]:
+        ...
+
+    def use_role_credentials(self, refresh: Callable[[], dict[str, str]] | None) -> None:
+        ...
+
+
+@runtime_checkable
 class CallerIdentity(Protocol):
     """A cloud that says whom its calls run as (Alibaba Cloud's STS GetCallerIdentity):
     ``account``, ``caller`` (the principal's ARN) and ``identity_type``."""
