@@ -40,6 +40,8 @@ class EcsWorld:
     assumable: set[str] | None = None  # STS AssumeRole: the RAM roles the login may assume (None: any)
     sessions: dict[str, str] = field(default_factory=dict)  # an issued STS key -> its role's ARN
     expiration: str = "2099-01-01T00:00:00Z"  # of the credentials AssumeRole hands out
+    bills: list[dict[str, Any]] = field(default_factory=list)  # DescribeInstanceBill Items (DAILY)
+    trail: list[dict[str, Any]] = field(default_factory=list)  # ActionTrail events (resourceName, eventName, …)
     # DescribeVSwitches / DescribeSecurityGroups / DescribeKeyPairs rows, per region, as documented
     vswitches: list[dict[str, Any]] = field(default_factory=lambda: [
         {"VSwitchId": f"vsw-bp1{n:017d}", "VpcId": "vpc-bp1gpu00000000000001", "ZoneId": zone,
@@ -106,6 +108,20 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
             "AccessKeyId": key, "AccessKeySecret": "role-secret", "SecurityToken": f"token-{len(world.sessions)}",
             "Expiration": world.expiration},
             "AssumedRoleUser": {"Arn": f"{arn.replace(':role/', ':assumed-role/')}/{name}", "AssumedRoleId": "3019:x"}}
+    if action == "DescribeInstanceBill":  # BSS OpenAPI 2017-12-14, DAILY granularity, paged by NextToken
+        if p.get("Granularity") != "DAILY" or not p.get("BillingDate", "").startswith(p.get("BillingCycle", "?")):
+            return 400, {"Code": "InvalidParameter", "Message": "BillingDate must be in BillingCycle", "RequestId": "r"}
+        rows = [b for b in world.bills if b["BillingDate"] == p["BillingDate"]]
+        start, size = int(p.get("NextToken") or 0), int(p.get("MaxResults") or 20)
+        token = str(start + size) if start + size < len(rows) else ""
+        return 200, {"Code": "Success", "Message": "Successful!", "RequestId": "r", "Success": True,
+                     "Data": {"BillingCycle": p["BillingCycle"], "AccountID": "1234567890123456", "TotalCount": len(rows),
+                              "NextToken": token, "MaxResults": size, "Items": rows[start:start + size]}}
+    if action == "LookupEvents":  # ActionTrail 2020-07-06
+        name = p.get("LookupAttribute.1.Value", "")
+        found = [e for e in world.trail if e["resourceName"] == name
+                 and p.get("StartTime", "") <= e["eventTime"] < p.get("EndTime", "~")]
+        return 200, {"RequestId": "r", "StartTime": p.get("StartTime"), "EndTime": p.get("EndTime"), "Events": found}
     if action == "DescribeInstances":
         rows = [i for i in world.instances.values() if i["RegionId"] == region]
         start = int(p.get("NextToken") or 0)

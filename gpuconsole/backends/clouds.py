@@ -168,12 +168,13 @@ class CloudSet:
         found = getattr(owner, name)
         if name == "volumes":
             return lambda region: () if self._watched_elsewhere(owner, region) else found(region)
-        if name == "instance_history":
+        if name == "instance_history":  # the owning member's own trail (CloudTrail, ActionTrail)
             def history(region: str, instance_id: str, since: float, until: float) -> tuple:
-                mine = self._owner.get(instance_id, owner.name) == owner.name
-                return found(region, instance_id, since, until) if mine else ()
+                provider = provider_of_id(instance_id)
+                member = self.members.get(self._owner.get(instance_id) or (provider.name if provider else owner.name))
+                return member.instance_history(region, instance_id, since, until) if member in owners else ()
             return history
-        return found
+        return found  # billing reports stay one cloud's: a bill in one currency is never added to another
 
     def _watched_elsewhere(self, owner: Any, region: str) -> bool:
         return any(region in getattr(m, "regions", ()) for m in self.members.values() if m is not owner)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuconsole.backends.alibaba.billing import bill_rows, trail_events
 from gpuconsole.backends.alibaba.mapping import (
     _items,
     backend_error,
@@ -34,6 +35,7 @@ from gpuconsole.backends.base import BackendError, Capability, NotSupported
 from gpuconsole.model import (
     AlibabaLaunchOptions,
     CloudReading,
+    CostLine,
     Instance,
     InstanceState,
     InstanceType,
@@ -62,6 +64,10 @@ class AlibabaSettings:
     profile: str | None = None
     currency: str = "CNY"
     sts_endpoint: str = "https://sts.aliyuncs.com"
+    # BSS OpenAPI and ActionTrail; "": ``endpoint`` when one is given (a peer answers all),
+    # else Alibaba Cloud's own (business.aliyuncs.com; actiontrail.<region>.aliyuncs.com)
+    billing_endpoint: str = ""
+    trail_endpoint: str = ""
 
 
 def split_endpoint(url: str) -> tuple[str, str]:
@@ -243,16 +249,43 @@ class AlibabaCloud:
 
     def _sts(self, action: str, query: dict[str, str], *, own: bool = False) -> dict[str, Any]:
         """One STS call (RPC, version 2015-04-01) at ``[alibaba] sts_endpoint``."""
+        return self._rpc(self.settings.sts_endpoint, "2015-04-01", action, query, own=own, where="STS")
+
+    # ----------------------------------------------------------------- billing and run history
+
+    def resource_costs(self, start: float, end: float) -> tuple[tuple[str, str, float], ...]:
+        """``(instance id, UTC day, amount)`` in the account's currency (BSS DescribeInstanceBill)."""
+        endpoint = self.settings.billing_endpoint or self.settings.endpoint or "https://business.aliyuncs.com"
+        return bill_rows(lambda a, q: self._rpc(endpoint, "2017-12-14", a, q, where="BSS"),
+                         start, end)
+
+    def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
+        """What the bill says each instance cost between ``start`` and ``end`` (per instance;
+        a tag grouping is not asked of BSS: the console groups instances by their tags)."""
+        totals: dict[str, float] = {}
+        for instance_id, _day, amount in self.resource_costs(start, end):
+            totals[instance_id] = totals.get(instance_id, 0.0) + amount
+        return tuple(CostLine("instance", i, round(a, 6)) for i, a in sorted(totals.items()))
+
+    def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[tuple[float, bool], ...]:
+        """When the instance ran (ActionTrail LookupEvents in its region)."""
+        endpoint = self.settings.trail_endpoint or self.settings.endpoint or f"https://actiontrail.{region}.aliyuncs.com"
+        return trail_events(lambda a, q: self._rpc(endpoint, "2020-07-06", a, q, where="ActionTrail"),
+                            instance_id, since, until)
+
+    def _rpc(self, endpoint: str, version: str, action: str, query: dict[str, str], *, own: bool = False,
+             where: str = "") -> dict[str, Any]:
+        """One RPC-style call of any Alibaba Cloud API at ``endpoint`` (a full URL)."""
         from alibabacloud_tea_openapi import models as openapi
         from alibabacloud_tea_openapi import utils_models
         from alibabacloud_tea_openapi.client import Client
         from darabonba.runtime import RuntimeOptions
 
-        host, protocol = split_endpoint(self.settings.sts_endpoint)
+        host, protocol = split_endpoint(endpoint)
         try:
             config = openapi.Config(credential=self._credential(own=own), endpoint=host, protocol=protocol,
                                     read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS)
-            params = utils_models.Params(action=action, version="2015-04-01", protocol=protocol.upper(),
+            params = utils_models.Params(action=action, version=version, protocol=protocol.upper(),
                                          pathname="/", method="POST", auth_type="AK", style="RPC",
                                          req_body_type="formData", body_type="json")
             answer = Client(config).call_api(params, utils_models.OpenApiRequest(query=query),
@@ -260,7 +293,7 @@ class AlibabaCloud:
         except BackendError:
             raise
         except Exception as exc:  # mapped like every other call
-            raise backend_error(exc, "STS") from None
+            raise backend_error(exc, where) from None
         return dict((answer or {}).get("body") or {})
 
     # ----------------------------------------------------------------- Provisioner
