@@ -163,6 +163,12 @@ def _kube(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
     return KubeJobs(options.kubeconfig, options.context, options.namespaces, watch=options.watch_jobs)
 
 
+def _kube_services(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
+    from gpuconsole.backends.kube import KubeServices  # the kubernetes client is imported only when it is used
+
+    return KubeServices(options.kubeconfig, options.context, options.namespaces, watch=options.watch_jobs)
+
+
 def _aws(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
     from gpuconsole.backends.aws import AwsCloud  # boto3 is imported only when it is used
 
@@ -232,6 +238,7 @@ SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
     },
     SERVICES: {
         "sim": SourceEntry(SERVICES, "sim", _sim_services),
+        "kube": SourceEntry(SERVICES, "kube", _kube_services, set_up=kube_configured),
         "off": _explained(SERVICES, "off", "inference services are turned off (--services off)",
                           "start without --services off"),
         "none": _explained(SERVICES, "none", "no Kubernetes cluster configured",
