@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from msgspec.structs import replace as msgspec_replace
 
 from gpuconsole.backends.prometheus import PrometheusSettings
 from gpuconsole.backends.served import FiguresSettings, ServedServices
@@ -112,3 +113,42 @@ def test_next_to_an_hpa_it_patches_nothing(kube: KubeCluster, loaded) -> None:
         assert not kube.server.requested(SCALE, method="PATCH")
     finally:
         console.close()
+
+
+def test_the_demo_pool_through_sim_exporter_and_a_real_prometheus_reads_as_the_simulator_says(tmp_path) -> None:
+    """``sim-exporter``'s exposition (the pool's vLLM and Triton families) scraped by a real
+    Prometheus: the console's requests/s per service is within 10 % of what the simulator says."""
+    from gpuconsole.backends.prometheus import PrometheusServing
+    from gpuconsole.backends.sim import SimServicesBackend, make_sim
+    from gpuconsole.cli.metrics_server import MetricsServer, sim_metrics
+    from gpuconsole.core.serving.config import ServingConfig
+    from gpuconsole.core.serving.join import ServingBook
+    from gpuconsole.model import FleetSnapshot
+
+    gpus, _jobs, _cloud = make_sim(seed=7, serving=True)  # on the wall clock, as sim-exporter runs it
+    exporter = MetricsServer(sim_metrics(gpus.sim)).start()
+    prometheus = PrometheusProcess(BINARY, tmp_path, [f"127.0.0.1:{exporter.port}"])
+    services = SimServicesBackend(gpus.sim)
+    try:
+        prometheus.wait_for("vllm:request_success_total", lambda r: bool(r), 60)
+        time.sleep(WINDOW_S + 4.0)
+        source = PrometheusServing(PrometheusSettings(prometheus.url, timeout=10.0), window_s=WINDOW_S)
+        truth = services.poll_services()  # the simulator's own figures, at about the same moment
+        reading = source.poll_serving()
+        source.close()
+    finally:
+        prometheus.stop()
+        exporter.stop()
+        gpus.close()
+    listed = msgspec_replace(truth, serving=reading)
+    found, _alerts = ServingBook(ServingConfig(window_s=WINDOW_S)).compose(listed, FleetSnapshot(taken_at=0.0), (),
+                                                                          reading.taken_at)
+    own, _alerts = ServingBook(ServingConfig(window_s=WINDOW_S)).compose(truth, FleetSnapshot(taken_at=0.0), (),
+                                                                        truth.taken_at)
+    read, said = {s.key: s for s in found}, {s.key: s for s in own}
+    assert reading.error == ""
+    for key in ("chat/vllm-llama3", "search/text-embed", "imaging/ct-imaging"):
+        assert read[key].metrics_source == said[key].metrics_source != "", key
+        assert abs(read[key].rps - said[key].rps) <= 0.10 * said[key].rps, (key, read[key].rps, said[key].rps)
+    assert read["chat/vllm-llama3"].p99_ms is not None and read["chat/vllm-llama3"].tokens_per_s > 0
+    assert read["research/notebook-llm"].metrics_source == ""  # it exposes nothing
