@@ -1233,6 +1233,27 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
+def poll_until(poll: Callable[[], Any], check: Callable[[Any], object], timeout: float = 8.0) -> Any:
+    """Call ``poll`` until ``check(reading)`` holds; a backend failure on the way is retried."""
+    from gpuconsole.backends.base import BackendError
+
+    last: list[object] = []
+
+    def attempt() -> Any:
+        try:
+            reading = poll()
+        except BackendError as exc:
+            last[:] = [exc]
+            return None
+        last[:] = [reading]
+        return reading if check(reading) else None
+
+    try:
+        return wait_until(attempt, timeout)
+    except AssertionError:
+        raise AssertionError(f"not reached; last poll: {last[0] if last else None!r:.600}") from None
+
+
 def use_kubeconfig(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
     """Point the kubernetes client at ``path`` alone: KUBECONFIG set, no in-cluster account."""
     monkeypatch.setenv("KUBECONFIG", str(path))

@@ -22,7 +22,7 @@ from gpuconsole.model import Rollout, Service, ServiceKind, ServicesReading, Sou
 from tests import kube_server as ks
 from tests import kube_serving as kv
 from tests.kube_rbac import DEV_TOKEN, READ, RbacApiServer
-from tests.kube_server import KubeCluster, wait_until
+from tests.kube_server import KubeCluster
 
 pytestmark = pytest.mark.slow
 
@@ -38,22 +38,8 @@ def by_key(reading: ServicesReading) -> dict[str, Service]:
     return {s.key: s for s in reading.services}
 
 
-def poll_until(backend: KubeServices, check: Callable[[ServicesReading], object], timeout: float = 8.0) -> ServicesReading:
-    last: list[object] = []
-
-    def attempt() -> ServicesReading | None:
-        try:
-            reading = backend.poll_services()
-        except BackendError as exc:
-            last[:] = [exc]
-            return None
-        last[:] = [reading]
-        return reading if check(reading) else None
-
-    try:
-        return wait_until(attempt, timeout)
-    except AssertionError:
-        raise AssertionError(f"not reached; last poll: {last[0] if last else None!r:.600}") from None
+def poll_until(backend: KubeServices, check: Callable[[ServicesReading], object]) -> ServicesReading:
+    return ks.poll_until(backend.poll_services, check)
 
 
 def serving_cluster(kube: KubeCluster) -> dict[str, dict]:
