@@ -18,6 +18,8 @@ import pytest
 from gpuconsole.backends.base import AuthorizationDenied, BackendError, BackendPermissionDenied, ServiceControl
 from gpuconsole.backends.kube.services import KubeServices
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
+from gpuconsole.core.ops.actions import ActionDenied, ActionLog
+from gpuconsole.core.ops.service_ops import ServiceOps
 from gpuconsole.model import Rollout, Service, ServiceKind, ServicesReading, SourceKind
 from tests import kube_server as ks
 from tests import kube_serving as kv
@@ -203,6 +205,13 @@ def test_scale_patches_the_scale_subresource(kube: KubeCluster) -> None:
     assert [p.body for p in patches] == [{"spec": {"predictor": {"minReplicas": 4, "maxReplicas": 4}}}]
     assert kube.server.get("InferenceService", "llama3", "models")["spec"]["predictor"]["minReplicas"] == 4
 
+    mesh = kv.inference_service("mesh", "models")
+    mesh["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] = "ModelMesh"
+    kube.server.add(mesh)
+    with pytest.raises(BackendError, match="^cannot scale InferenceService models/mesh: ModelMesh places"):
+        backend.scale_service("InferenceService", "models", "mesh", 2)
+    assert not kube.server.requested("/inferenceservices/mesh", method="PATCH")
+
     with pytest.raises(BackendError, match="not found"):
         backend.scale_service("Deployment", "chat", "gone", 1)
     with pytest.raises(BackendError, match="only Deployments, StatefulSets and InferenceServices"):
@@ -229,6 +238,18 @@ def test_restart_logs_and_describe(kube: KubeCluster) -> None:
     assert text.startswith("apiVersion: apps/v1\nkind: Deployment\n")
     assert "ScalingReplicaSet" in text and "Scaled up replica set" in text
 
+    # An InferenceService: its predictor is annotated (KServe rolls its pods), described with its pods' events.
+    kube.server.kserve = True
+    isvc = kube.server.add(kv.inference_service("llama3", "models"))
+    waiting = kube.server.add(kv.pod_of(kv.inference_pod_template(isvc), node=None, ready=False))
+    kube.server.add(ks.event(waiting))
+    backend.restart_service("InferenceService", "models", "llama3")
+    (patch,) = kube.server.requested("/inferenceservices/llama3", method="PATCH")
+    assert list(patch.body["spec"]["predictor"]["annotations"]) == ["kubectl.kubernetes.io/restartedAt"]
+    text = backend.describe_service("InferenceService", "models", "llama3")
+    assert text.startswith("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n")
+    assert f"pod/{waiting['metadata']['name']}: {ks.INSUFFICIENT_GPU}" in text
+
 
 def _epoch(text: str) -> float:
     from datetime import datetime
@@ -251,6 +272,14 @@ def test_a_403_from_rbac_is_one_line(tmp_path, monkeypatch) -> None:
             assert "\n" not in message
             assert message.startswith("denied by the cluster: ") and 'User "alice" cannot patch' in message
             assert not server.get("Deployment", "vllm-llama3", "chat")["spec"]["replicas"] == 4
+            # Through the one action path: denied in the cluster's words, one line, recorded.
+            log = ActionLog()
+            ops = ServiceOps(lambda: backend, log=log)
+            with pytest.raises(ActionDenied) as through:
+                ops.scale(("Deployment", "chat", "vllm-llama3"), 4)
+            assert str(through.value) == message
+            (result,) = log.recent()
+            assert not result.ok and result.message == f"denied: {message.removeprefix('denied ')}"
             # Listing across every namespace is refused too: the source says so in one line.
             with pytest.raises(BackendPermissionDenied) as refused:
                 backend.poll_services()
