@@ -65,7 +65,8 @@ def serving_cluster(kube: KubeCluster) -> dict[str, dict]:
 # --------------------------------------------------------------------------- reading
 
 
-def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deployment_is_not(kube: KubeCluster) -> None:
+def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deployment_is_not(kube: KubeCluster,
+                                                                                         caplog) -> None:
     objects = serving_cluster(kube)
     backend = kube.services()
     assert isinstance(backend, ServiceControl)
@@ -105,8 +106,14 @@ def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deploymen
     reading = poll_until(backend, lambda r: len(by_key(r)["chat/vllm-llama3"].replicas) == 3)
     assert by_key(reading)["chat/vllm-llama3"].replicas_desired == 3
     assert len(kube.server.requested("/deployments", watch=False)) == lists
-    # Without watching, one poll lists the same.
-    assert list(by_key(kube.services(watch=False).poll_services())) == ["chat/vllm-llama3", "vision/triton-vision"]
+    # Without watching, one poll lists the same; a Deployment that cannot be read is skipped, and said once.
+    odd = kv.deployment("odd", "chat")
+    odd["spec"]["replicas"] = "two"
+    kube.server.add_raw("deployments", odd)
+    with caplog.at_level(logging.WARNING, logger="gpuconsole.backends.kube"):
+        listed = kube.services(watch=False).poll_services()
+    assert list(by_key(listed)) == ["chat/vllm-llama3", "vision/triton-vision"]
+    assert "skipping Deployment chat/odd: cannot read it" in caplog.text
 
 
 def test_a_pending_replica_says_why_in_the_schedulers_words(kube: KubeCluster) -> None:
