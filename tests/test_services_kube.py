@@ -17,6 +17,7 @@ import pytest
 
 from gpuconsole.backends.base import AuthorizationDenied, BackendError, BackendPermissionDenied, ServiceControl
 from gpuconsole.backends.kube.services import KubeServices
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
 from gpuconsole.core.ops.actions import ActionDenied, ActionLog
 from gpuconsole.core.ops.service_ops import ServiceOps
@@ -24,7 +25,7 @@ from gpuconsole.model import Rollout, Service, ServiceKind, ServicesReading, Sou
 from tests import kube_server as ks
 from tests import kube_serving as kv
 from tests.kube_rbac import DEV_TOKEN, READ, RbacApiServer
-from tests.kube_server import KubeCluster
+from tests.kube_server import KubeCluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -295,6 +296,28 @@ def test_a_403_from_rbac_is_one_line(tmp_path, monkeypatch) -> None:
             backend.close()
     finally:
         server.stop()
+
+
+def test_the_console_shows_the_clusters_services_and_scales_them_through_its_action_path(kube: KubeCluster) -> None:
+    serving_cluster(kube)
+    options = ConsoleOptions(sources=SourceOptions(gpus="off", cloud="off"), interval=0.2, timeout=6)
+    console = Console(options)
+    console.start(open_store=False)
+    try:
+        wait_until(lambda: {s.key for s in console.snapshot.services} == {"chat/vllm-llama3", "vision/triton-vision"},
+                   timeout=15)
+        source = next(s for s in console.snapshot.sources if s.kind is SourceKind.SERVICES)
+        assert (source.name, source.state.value) == ("kube", "live")
+        llm = next(s for s in console.snapshot.services if s.key == "chat/vllm-llama3")
+        assert llm.gpus == 4.0 and llm.usd_per_hour is None  # no cloud: the cost is unknown, not $0
+        result = console.services.service_ops.scale(llm, 3)
+        assert result.ok and result.message == "scaled Deployment chat/vllm-llama3 to 3 replicas"
+        (patch,) = kube.server.requested("/deployments/vllm-llama3/scale", method="PATCH")
+        assert patch.body == {"spec": {"replicas": 3}}
+        wait_until(lambda: any(s.key == "chat/vllm-llama3" and s.replicas_desired == 3
+                               for s in console.snapshot.services), timeout=10)
+    finally:
+        console.close()
 
 
 def test_a_kubeconfig_brings_the_kube_services_source(kube: KubeCluster) -> None:
