@@ -184,10 +184,12 @@ def test_without_the_crd_there_is_no_error_no_noise_and_no_failing_request(kube:
     assert len(discoveries) == 2  # once per backend, not once per poll
     assert not [r for r in caplog.records if r.levelno >= logging.INFO]
 
-    # Installed later: the next discovery finds it.
+    # Installed later: the next discovery finds it; one that failed is asked again.
     kube.server.kserve = True
     later = kube.services(discovery_every=0.0)
-    assert later.poll_services().kserve is True
+    kube.server.fail(503, times=1, path_contains="/apis/", message="the server is currently unable to handle the request")
+    assert later.poll_services().kserve is None
+    assert [s.key for s in later.poll_services().services if s.kind is ServiceKind.INFERENCESERVICE] == ["models/orphan"]
 
 
 # --------------------------------------------------------------------------- changes
