@@ -15,7 +15,13 @@ from collections.abc import Callable
 
 import pytest
 
-from gpuconsole.backends.base import AuthorizationDenied, BackendError, BackendPermissionDenied, ServiceControl
+from gpuconsole.backends.base import (
+    AuthorizationDenied,
+    BackendError,
+    BackendPermissionDenied,
+    BackendTimeout,
+    ServiceControl,
+)
 from gpuconsole.backends.kube.services import KubeServices
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
@@ -142,6 +148,19 @@ def test_a_rollout_past_its_deadline_says_progress_deadline_exceeded(kube: KubeC
     assert service.rollout is Rollout.STALLED
     assert service.rollout.value == "ProgressDeadlineExceeded"
     assert service.rollout_message == 'ReplicaSet "embed-7c9f8b6d5" has timed out progressing.'
+
+
+def test_a_hung_server_fails_the_poll_with_a_timeout_and_the_source_recovers(kube: KubeCluster) -> None:
+    serving_cluster(kube)
+    backend = kube.services(request_timeout=0.5)
+    kube.server.hang(5)
+    try:
+        with pytest.raises(BackendTimeout, match="no answer"):
+            backend.poll_services()
+    finally:
+        kube.server.release()
+    reading = poll_until(backend, lambda r: len(r.services) == 2)
+    assert reading.kserve is None  # discovery timed out too: not known, asked again later
 
 
 # --------------------------------------------------------------------------- KServe
