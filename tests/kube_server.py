@@ -1196,19 +1196,18 @@ class KubeCluster:
         """A :class:`~gpuconsole.backends.kube.source.KubeJobs` with test-sized timeouts, closed after the test."""
         from gpuconsole.backends.kube.source import KubeJobs
 
-        kwargs.setdefault("request_timeout", 2.0)
-        kwargs.setdefault("watch_timeout", 2)
-        backend = KubeJobs(**kwargs)
-        self._backends.append(backend)
-        return backend
+        return self._kept(KubeJobs, kwargs)
 
     def services(self, **kwargs: Any) -> Any:
-        """A :class:`~gpuconsole.backends.kube.services.KubeServices` with test-sized timeouts, closed after the test."""
+        """A :class:`~gpuconsole.backends.kube.services.KubeServices` likewise."""
         from gpuconsole.backends.kube.services import KubeServices
 
+        return self._kept(KubeServices, kwargs)
+
+    def _kept(self, make: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         kwargs.setdefault("request_timeout", 2.0)
         kwargs.setdefault("watch_timeout", 2)
-        backend = KubeServices(**kwargs)
+        backend = make(**kwargs)
         self._backends.append(backend)
         return backend
 
