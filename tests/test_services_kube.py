@@ -176,6 +176,9 @@ def test_an_inference_service_where_discovery_shows_the_crd(kube: KubeCluster) -
     # Raw deployment mode: KServe runs the predictor as a Deployment of its own, with an HPA.
     raw = kv.deployment("llama3-predictor", "models", replicas=2, gpus=1, labels={kv.ISVC_LABEL: "llama3"})
     raw = kube.server.add(raw)
+    old = kv.deployment("llama3-predictor-00001-deployment", "models", replicas=0, gpus=1, labels={kv.ISVC_LABEL: "llama3"})
+    old["metadata"]["creationTimestamp"] = ks.stamp(time.time() - 86400)  # an older revision, scaled to zero
+    kube.server.add(old)
     kube.server.add(kv.hpa("llama3-predictor", raw, low=2, high=4, metrics=[CPU]))
     reading = kube.services().poll_services()
     assert reading.kserve is True
