@@ -214,6 +214,16 @@ def test_without_the_crd_there_is_no_error_no_noise_and_no_failing_request(kube:
     assert [s.key for s in later.poll_services().services if s.kind is ServiceKind.INFERENCESERVICE] == ["models/orphan"]
 
 
+def test_namespaces_asked_for_are_the_ones_read(kube: KubeCluster) -> None:
+    serving_cluster(kube)
+    kube.server.kserve = True
+    kube.add(kv.inference_service("llama3", "models"), kv.inference_service("other", "elsewhere"))
+    reading = kube.services(namespaces=("chat", "models"), watch=False).poll_services()
+    assert list(by_key(reading)) == ["chat/vllm-llama3", "models/llama3"]
+    assert kube.server.requested("/apis/serving.kserve.io/v1beta1/namespaces/models/inferenceservices")
+    assert not kube.server.requested("/apis/apps/v1/deployments")  # never across every namespace
+
+
 # --------------------------------------------------------------------------- changes
 
 
