@@ -1196,19 +1196,18 @@ class KubeCluster:
         """A :class:`~gpuconsole.backends.kube.source.KubeJobs` with test-sized timeouts, closed after the test."""
         from gpuconsole.backends.kube.source import KubeJobs
 
-        kwargs.setdefault("request_timeout", 2.0)
-        kwargs.setdefault("watch_timeout", 2)
-        backend = KubeJobs(**kwargs)
-        self._backends.append(backend)
-        return backend
+        return self._kept(KubeJobs, kwargs)
 
     def services(self, **kwargs: Any) -> Any:
-        """A :class:`~gpuconsole.backends.kube.services.KubeServices` with test-sized timeouts, closed after the test."""
+        """A :class:`~gpuconsole.backends.kube.services.KubeServices` likewise."""
         from gpuconsole.backends.kube.services import KubeServices
 
+        return self._kept(KubeServices, kwargs)
+
+    def _kept(self, make: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         kwargs.setdefault("request_timeout", 2.0)
         kwargs.setdefault("watch_timeout", 2)
-        backend = KubeServices(**kwargs)
+        backend = make(**kwargs)
         self._backends.append(backend)
         return backend
 
@@ -1231,6 +1230,27 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(interval)
+
+
+def poll_until(poll: Callable[[], Any], check: Callable[[Any], object], timeout: float = 8.0) -> Any:
+    """Call ``poll`` until ``check(reading)`` holds; a backend failure on the way is retried."""
+    from gpuconsole.backends.base import BackendError
+
+    last: list[object] = []
+
+    def attempt() -> Any:
+        try:
+            reading = poll()
+        except BackendError as exc:
+            last[:] = [exc]
+            return None
+        last[:] = [reading]
+        return reading if check(reading) else None
+
+    try:
+        return wait_until(attempt, timeout)
+    except AssertionError:
+        raise AssertionError(f"not reached; last poll: {last[0] if last else None!r:.600}") from None
 
 
 def use_kubeconfig(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:

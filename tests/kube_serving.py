@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import Any
 
-from tests.kube_server import INSUFFICIENT_GPU, KSERVE, stamp
+from tests.kube_server import INSUFFICIENT_GPU, KSERVE, _gpu_resources, stamp
 
 VLLM = "vllm/vllm-openai:v0.6.3"
 TRITON = "nvcr.io/nvidia/tritonserver:24.08-py3"
@@ -20,19 +20,10 @@ def _uid() -> str:
     return str(uuid.uuid4())
 
 
-def _resources(gpus: int, mig: dict[str, int] | None) -> dict[str, Any]:
-    limits: dict[str, str] = {"cpu": "8", "memory": "32Gi"}
-    if gpus:
-        limits["nvidia.com/gpu"] = str(gpus)
-    for profile, count in (mig or {}).items():
-        limits[f"nvidia.com/mig-{profile}"] = str(count)
-    return {"limits": limits, "requests": dict(limits)}
-
-
 def _template(labels: dict[str, str], gpus: int, mig: dict[str, int] | None, image: str) -> dict[str, Any]:
     return {"metadata": {"labels": dict(labels), "annotations": {"prometheus.io/scrape": "true"}},
             "spec": {"containers": [{"name": "server", "image": image, "ports": [{"containerPort": 8000}],
-                                     "resources": _resources(gpus, mig)}],
+                                     "resources": _gpu_resources(gpus, mig)}],
                      "restartPolicy": "Always", "terminationGracePeriodSeconds": 30}}
 
 
@@ -123,7 +114,7 @@ def inference_service(name: str, namespace: str = "models", *, gpus: int = 1, lo
                      "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
         "spec": {"predictor": {"minReplicas": low, "maxReplicas": high, "model": {
             "modelFormat": {"name": "huggingface"}, "storageUri": storage,
-            "resources": _resources(gpus, None)}}},
+            "resources": _gpu_resources(gpus, None)}}},
         "status": {"conditions": conditions, "deploymentMode": "RawDeployment",
                    "url": f"http://{name}-{namespace}.example.com",
                    "components": {"predictor": {"url": f"http://{name}-predictor-{namespace}.example.com"}},

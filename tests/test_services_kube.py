@@ -15,9 +15,18 @@ from collections.abc import Callable
 
 import pytest
 
-from gpuconsole.backends.base import AuthorizationDenied, BackendError, BackendPermissionDenied, ServiceControl
+from gpuconsole.backends.base import (
+    AuthorizationDenied,
+    BackendError,
+    BackendPermissionDenied,
+    BackendTimeout,
+    ServiceControl,
+)
 from gpuconsole.backends.kube.services import KubeServices
+from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions, build_sources
+from gpuconsole.core.ops.actions import ActionDenied, ActionLog
+from gpuconsole.core.ops.service_ops import ServiceOps
 from gpuconsole.model import Rollout, Service, ServiceKind, ServicesReading, SourceKind
 from tests import kube_server as ks
 from tests import kube_serving as kv
@@ -38,22 +47,8 @@ def by_key(reading: ServicesReading) -> dict[str, Service]:
     return {s.key: s for s in reading.services}
 
 
-def poll_until(backend: KubeServices, check: Callable[[ServicesReading], object], timeout: float = 8.0) -> ServicesReading:
-    last: list[object] = []
-
-    def attempt() -> ServicesReading | None:
-        try:
-            reading = backend.poll_services()
-        except BackendError as exc:
-            last[:] = [exc]
-            return None
-        last[:] = [reading]
-        return reading if check(reading) else None
-
-    try:
-        return wait_until(attempt, timeout)
-    except AssertionError:
-        raise AssertionError(f"not reached; last poll: {last[0] if last else None!r:.600}") from None
+def poll_until(backend: KubeServices, check: Callable[[ServicesReading], object]) -> ServicesReading:
+    return ks.poll_until(backend.poll_services, check)
 
 
 def serving_cluster(kube: KubeCluster) -> dict[str, dict]:
@@ -77,7 +72,8 @@ def serving_cluster(kube: KubeCluster) -> dict[str, dict]:
 # --------------------------------------------------------------------------- reading
 
 
-def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deployment_is_not(kube: KubeCluster) -> None:
+def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deployment_is_not(kube: KubeCluster,
+                                                                                         caplog) -> None:
     objects = serving_cluster(kube)
     backend = kube.services()
     assert isinstance(backend, ServiceControl)
@@ -117,8 +113,14 @@ def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deploymen
     reading = poll_until(backend, lambda r: len(by_key(r)["chat/vllm-llama3"].replicas) == 3)
     assert by_key(reading)["chat/vllm-llama3"].replicas_desired == 3
     assert len(kube.server.requested("/deployments", watch=False)) == lists
-    # Without watching, one poll lists the same.
-    assert list(by_key(kube.services(watch=False).poll_services())) == ["chat/vllm-llama3", "vision/triton-vision"]
+    # Without watching, one poll lists the same; a Deployment that cannot be read is skipped, and said once.
+    odd = kv.deployment("odd", "chat")
+    odd["spec"]["replicas"] = "two"
+    kube.server.add_raw("deployments", odd)
+    with caplog.at_level(logging.WARNING, logger="gpuconsole.backends.kube"):
+        listed = kube.services(watch=False).poll_services()
+    assert list(by_key(listed)) == ["chat/vllm-llama3", "vision/triton-vision"]
+    assert "skipping Deployment chat/odd: cannot read it" in caplog.text
 
 
 def test_a_pending_replica_says_why_in_the_schedulers_words(kube: KubeCluster) -> None:
@@ -148,6 +150,19 @@ def test_a_rollout_past_its_deadline_says_progress_deadline_exceeded(kube: KubeC
     assert service.rollout_message == 'ReplicaSet "embed-7c9f8b6d5" has timed out progressing.'
 
 
+def test_a_hung_server_fails_the_poll_with_a_timeout_and_the_source_recovers(kube: KubeCluster) -> None:
+    serving_cluster(kube)
+    backend = kube.services(request_timeout=0.5)
+    kube.server.hang(5)
+    try:
+        with pytest.raises(BackendTimeout, match="no answer"):
+            backend.poll_services()
+    finally:
+        kube.server.release()
+    reading = poll_until(backend, lambda r: len(r.services) == 2)
+    assert reading.kserve is None  # discovery timed out too: not known, asked again later
+
+
 # --------------------------------------------------------------------------- KServe
 
 
@@ -161,6 +176,9 @@ def test_an_inference_service_where_discovery_shows_the_crd(kube: KubeCluster) -
     # Raw deployment mode: KServe runs the predictor as a Deployment of its own, with an HPA.
     raw = kv.deployment("llama3-predictor", "models", replicas=2, gpus=1, labels={kv.ISVC_LABEL: "llama3"})
     raw = kube.server.add(raw)
+    old = kv.deployment("llama3-predictor-00001-deployment", "models", replicas=0, gpus=1, labels={kv.ISVC_LABEL: "llama3"})
+    old["metadata"]["creationTimestamp"] = ks.stamp(time.time() - 86400)  # an older revision, scaled to zero
+    kube.server.add(old)
     kube.server.add(kv.hpa("llama3-predictor", raw, low=2, high=4, metrics=[CPU]))
     reading = kube.services().poll_services()
     assert reading.kserve is True
@@ -188,10 +206,22 @@ def test_without_the_crd_there_is_no_error_no_noise_and_no_failing_request(kube:
     assert len(discoveries) == 2  # once per backend, not once per poll
     assert not [r for r in caplog.records if r.levelno >= logging.INFO]
 
-    # Installed later: the next discovery finds it.
+    # Installed later: the next discovery finds it; one that failed is asked again.
     kube.server.kserve = True
     later = kube.services(discovery_every=0.0)
-    assert later.poll_services().kserve is True
+    kube.server.fail(503, times=1, path_contains="/apis/", message="the server is currently unable to handle the request")
+    assert later.poll_services().kserve is None
+    assert [s.key for s in later.poll_services().services if s.kind is ServiceKind.INFERENCESERVICE] == ["models/orphan"]
+
+
+def test_namespaces_asked_for_are_the_ones_read(kube: KubeCluster) -> None:
+    serving_cluster(kube)
+    kube.server.kserve = True
+    kube.add(kv.inference_service("llama3", "models"), kv.inference_service("other", "elsewhere"))
+    reading = kube.services(namespaces=("chat", "models"), watch=False).poll_services()
+    assert list(by_key(reading)) == ["chat/vllm-llama3", "models/llama3"]
+    assert kube.server.requested("/apis/serving.kserve.io/v1beta1/namespaces/models/inferenceservices")
+    assert not kube.server.requested("/apis/apps/v1/deployments")  # never across every namespace
 
 
 # --------------------------------------------------------------------------- changes
@@ -216,6 +246,13 @@ def test_scale_patches_the_scale_subresource(kube: KubeCluster) -> None:
     patches = kube.server.requested("/inferenceservices/llama3", method="PATCH")
     assert [p.body for p in patches] == [{"spec": {"predictor": {"minReplicas": 4, "maxReplicas": 4}}}]
     assert kube.server.get("InferenceService", "llama3", "models")["spec"]["predictor"]["minReplicas"] == 4
+
+    mesh = kv.inference_service("mesh", "models")
+    mesh["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] = "ModelMesh"
+    kube.server.add(mesh)
+    with pytest.raises(BackendError, match="^cannot scale InferenceService models/mesh: ModelMesh places"):
+        backend.scale_service("InferenceService", "models", "mesh", 2)
+    assert not kube.server.requested("/inferenceservices/mesh", method="PATCH")
 
     with pytest.raises(BackendError, match="not found"):
         backend.scale_service("Deployment", "chat", "gone", 1)
@@ -243,6 +280,18 @@ def test_restart_logs_and_describe(kube: KubeCluster) -> None:
     assert text.startswith("apiVersion: apps/v1\nkind: Deployment\n")
     assert "ScalingReplicaSet" in text and "Scaled up replica set" in text
 
+    # An InferenceService: its predictor is annotated (KServe rolls its pods), described with its pods' events.
+    kube.server.kserve = True
+    isvc = kube.server.add(kv.inference_service("llama3", "models"))
+    waiting = kube.server.add(kv.pod_of(kv.inference_pod_template(isvc), node=None, ready=False))
+    kube.server.add(ks.event(waiting))
+    backend.restart_service("InferenceService", "models", "llama3")
+    (patch,) = kube.server.requested("/inferenceservices/llama3", method="PATCH")
+    assert list(patch.body["spec"]["predictor"]["annotations"]) == ["kubectl.kubernetes.io/restartedAt"]
+    text = backend.describe_service("InferenceService", "models", "llama3")
+    assert text.startswith("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n")
+    assert f"pod/{waiting['metadata']['name']}: {ks.INSUFFICIENT_GPU}" in text
+
 
 def _epoch(text: str) -> float:
     from datetime import datetime
@@ -265,6 +314,14 @@ def test_a_403_from_rbac_is_one_line(tmp_path, monkeypatch) -> None:
             assert "\n" not in message
             assert message.startswith("denied by the cluster: ") and 'User "alice" cannot patch' in message
             assert not server.get("Deployment", "vllm-llama3", "chat")["spec"]["replicas"] == 4
+            # Through the one action path: denied in the cluster's words, one line, recorded.
+            log = ActionLog()
+            ops = ServiceOps(lambda: backend, log=log)
+            with pytest.raises(ActionDenied) as through:
+                ops.scale(("Deployment", "chat", "vllm-llama3"), 4)
+            assert str(through.value) == message
+            (result,) = log.recent()
+            assert not result.ok and result.message == f"denied: {message.removeprefix('denied ')}"
             # Listing across every namespace is refused too: the source says so in one line.
             with pytest.raises(BackendPermissionDenied) as refused:
                 backend.poll_services()
@@ -273,6 +330,28 @@ def test_a_403_from_rbac_is_one_line(tmp_path, monkeypatch) -> None:
             backend.close()
     finally:
         server.stop()
+
+
+def test_the_console_shows_the_clusters_services_and_scales_them_through_its_action_path(kube: KubeCluster) -> None:
+    serving_cluster(kube)
+    options = ConsoleOptions(sources=SourceOptions(gpus="off", cloud="off"), interval=0.2, timeout=6)
+    console = Console(options)
+    console.start(open_store=False)
+    try:
+        wait_until(lambda: {s.key for s in console.snapshot.services} == {"chat/vllm-llama3", "vision/triton-vision"},
+                   timeout=15)
+        source = next(s for s in console.snapshot.sources if s.kind is SourceKind.SERVICES)
+        assert (source.name, source.state.value) == ("kube", "live")
+        llm = next(s for s in console.snapshot.services if s.key == "chat/vllm-llama3")
+        assert llm.gpus == 4.0 and llm.usd_per_hour is None  # no cloud: the cost is unknown, not $0
+        result = console.services.service_ops.scale(llm, 3)
+        assert result.ok and result.message == "scaled Deployment chat/vllm-llama3 to 3 replicas"
+        (patch,) = kube.server.requested("/deployments/vllm-llama3/scale", method="PATCH")
+        assert patch.body == {"spec": {"replicas": 3}}
+        wait_until(lambda: any(s.key == "chat/vllm-llama3" and s.replicas_desired == 3
+                               for s in console.snapshot.services), timeout=10)
+    finally:
+        console.close()
 
 
 def test_a_kubeconfig_brings_the_kube_services_source(kube: KubeCluster) -> None:

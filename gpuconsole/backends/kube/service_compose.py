@@ -3,8 +3,9 @@
 Each workload gets the GPU pods its selector selects (found through a label index, not by
 testing every pod), the HPA whose ``scaleTargetRef`` names it, the GPU product of its nodes, and
 for each replica that is not ready, why, in the scheduler's words (as for a job). A KServe
-InferenceService in raw mode runs a Deployment of its own: that Deployment is shown as the
-InferenceService (its replica counts, its HPA, its stalled rollout), not twice.
+InferenceService runs a Deployment of its own (raw mode; one per revision serverless): that
+Deployment (the newest) is shown as the InferenceService (its replica counts, its HPA, its
+stalled rollout), not twice.
 """
 
 from __future__ import annotations
@@ -86,8 +87,12 @@ def compose(workloads: Iterable[WorkloadRecord], inference_services: Iterable[Wo
     runs: dict[tuple[str, str], WorkloadRecord] = {}
     services: list[Service] = []
     for workload in workloads:
-        if workload.inference_service and (workload.namespace, workload.inference_service) in served:
-            runs[(workload.namespace, workload.inference_service)] = workload
+        key = (workload.namespace, workload.inference_service or "")
+        if key in served:
+            # Serverless mode keeps a Deployment per revision: the newest is the one serving.
+            seen = runs.get(key)
+            if seen is None or (workload.created or 0.0) >= (seen.created or 0.0):
+                runs[key] = workload
             continue
         hpa = targets.get((workload.namespace, workload.kind.value, workload.name))
         services.append(service_of(workload, index.select(workload), hpa, products, warning_index))

@@ -41,6 +41,7 @@ from gpuconsole.model import ServicesReading
 log = logging.getLogger(__name__)
 
 DISCOVERY_S = 300.0  # how often API discovery is asked again whether KServe is served
+DISCOVERY_RETRY_S = 30.0  # how soon a discovery that failed is asked again
 
 DEPLOYMENTS = Kind("Deployments", "apps", "list_deployment_for_all_namespaces", "list_namespaced_deployment",
                    deployment_record)
@@ -94,7 +95,8 @@ class KubeServices(WatchedLister):
 
     def _discover(self) -> None:
         """Ask API discovery whether KServe is served, at most every ``discovery_every`` seconds;
-        a failure keeps what was known (the lists say what is wrong with the server)."""
+        a failure keeps what was known (the lists say what is wrong with the server) and is
+        asked again after :data:`DISCOVERY_RETRY_S`."""
         now = time.monotonic()
         if self._discovered_at is not None and now - self._discovered_at < self.discovery_every:
             return
@@ -112,6 +114,7 @@ class KubeServices(WatchedLister):
             self.kserve = serves_kserve(parse_json(data, where))
         except BackendError as exc:
             log.debug("%s", exc)
+            self._discovered_at = now - self.discovery_every + min(self.discovery_every, DISCOVERY_RETRY_S)
 
     def poll_services(self) -> ServicesReading:
         """The GPU services as the caches (or, without watching, fresh lists) have them.
