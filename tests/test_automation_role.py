@@ -19,6 +19,7 @@ from gpuconsole.core.access.aws_roles import AUTOMATION_SESSION, load_aws_roles,
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.fleet.store import Store
+from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import Budget, BudgetAction, BudgetPeriod, Threshold
 from tests.aws_peer import TEST_REGION
 from tests.aws_peer_iam import ACCOUNT, SETUP_ACTIONS, IamWorld, _trust, free_actions, iam_moto, iam_world  # noqa: F401
@@ -26,6 +27,7 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
+MFA_SERIAL = f"arn:aws:iam::{ACCOUNT}:mfa/admin-user"  # the admin's device, for the admin role
 RULE = (Threshold(100.0, actions=(BudgetAction.NOTIFY, BudgetAction.STOP_ALL)),)
 
 
@@ -56,7 +58,7 @@ def automation(iam_world: IamWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GPUCONSOLE_MFA", str(tmp_path / "mfa.json"))
     monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "audit.db"))
     UsersTable(tmp_path / "users.json").init(current_user())  # this login: an admin, whose role needs MFA
-    return iam_world.config(tmp_path / "config.toml")
+    return iam_world.config(tmp_path / "config.toml", mfa_serial=MFA_SERIAL)
 
 
 def console_on(store: Store, config: Path, *, automation: bool) -> Console:
@@ -116,10 +118,66 @@ def test_a_logins_own_console_runs_no_automatic_cloud_action(
         return [r for r in audit.records() if r.action == "stop" and r.result.startswith("denied")]
 
     try:
+        # The admin opens the AWS admin session (ctrl+p): the fleet is read, the budget is due.
+        console.services.guard.verify_mfa("246810", "Opening the AWS admin session", ActionKind.START)
         console.start(open_store=False)
         wait_for(lambda: bool(denied()), timeout=60)
+        assert console.services.budget_ops.wait_idle(30)
     finally:
         console.close()
         store.close()
-    assert "automatic actions run as [aws.roles] automation" in denied()[0].result
+    [record] = denied()
+    assert record.actor == current_user() and "automatic:fleet" in record.params
+    assert "automatic actions run as [aws.roles] automation (the autopilot service" in record.result
     assert stops(iam_world) == [] and iam_world.instance_state() == "running"
+    calls = [r for r in iam_world.moto.proxy.requests if r.action == "AssumeRole"]
+    assert calls and {c.params["RoleArn"] for c in calls} == {iam_world.role_arns["admin"]}
+
+
+def _enforce(config: Path) -> list[str]:
+    return ["budget", "check", "--enforce", "--cloud", "aws", "--region", TEST_REGION, "--no-db", "--gpus", "off",
+            "--jobs", "off", "--wait", "10", "--config", str(config)]
+
+
+def test_budget_enforcement_acts_as_automation_which_a_logins_own_keys_cannot_assume(
+        iam_world: IamWorld, automation: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuconsole.cli.main import main
+
+    with automation.open("a") as config:
+        config.write('\n[[budgets]]\nname = "fleet"\namount = 0.0001\nperiod = "custom"\nstarts = 2020-01-01\n'
+                     f'scope = "tag:{iam_policy.TAG_KEY}={iam_policy.TAG_VALUE}"\nthresholds = ["100:notify+stop-all"]\n'
+                     'automatic = true\n')
+    iam_world.use_profile(monkeypatch, "admin-user")  # a person's own keys: the trust policy names the service alone
+    assert main(_enforce(automation)) == 2
+    err = capsys.readouterr().err
+    assert "cannot check budgets" in err and "AccessDenied" in err and "admin-user is not authorized" in err, err
+    assume = [r for r in iam_world.moto.proxy.requests if r.action == "AssumeRole"]
+    assert assume and {c.params["RoleArn"] for c in assume} == {iam_world.role_arns["automation"]}
+    assert stops(iam_world) == [] and iam_world.instance_state() == "running"
+
+    iam_world.moto.proxy.reset()
+    iam_world.use_profile(monkeypatch, "service-user")  # the machine's service role
+    assert main(_enforce(automation)) == 1, capsys.readouterr().err
+    assert f"stopped {iam_world.instance_id}" in capsys.readouterr().out
+    assert [r.params["InstanceId.1"] for r in stops(iam_world)] == [iam_world.instance_id]
+    for call in (r for r in iam_world.moto.proxy.requests if r.action == "AssumeRole"):
+        assert call.params["RoleArn"] == iam_world.role_arns["automation"]
+        assert call.params["RoleSessionName"] == AUTOMATION_SESSION and "TokenCode" not in call.params
+
+
+def test_an_autopilot_action_in_a_logins_own_session_is_denied_and_audited(automation: Path, tmp_path: Path) -> None:
+    from gpuconsole.core.access.aws_roles import AwsRoleSessions
+    from gpuconsole.core.access.guard import default_guard
+    from gpuconsole.core.ops.actions import ActionDenied, ActionLog, ActionRequest, autopilot_confirmation, run_action
+
+    guard = default_guard(config=automation)
+    guard.aws_roles = AwsRoleSessions(load_aws_roles(automation), lambda: guard.principal.role, sts=None)
+    ran: list[str] = []
+    request = ActionRequest(ActionKind.STOP, "i-0123456789abcdef0", TEST_REGION, autopilot_confirmation("idle"),
+                            (("rule", "idle"),))
+    with pytest.raises(ActionDenied, match=r"automatic actions run as \[aws.roles\] automation"):
+        run_action(request, lambda: ran.append("stop") or "stopped", ActionLog(guard=guard))
+    assert ran == []
+    [record] = [r for r in AuditLog(tmp_path / "audit.db").records() if r.action == "stop"]
+    assert record.actor == "autopilot:idle" and record.result.startswith("denied: automatic actions run as")
+    assert f"not in {os_login()}'s own AWS session" in record.result
