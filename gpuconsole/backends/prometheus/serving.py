@@ -16,6 +16,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from gpuconsole.backends.base import BackendError
 from gpuconsole.backends.prometheus import answers as pa
 from gpuconsole.backends.prometheus import serving_queries as sq
@@ -80,17 +82,24 @@ class PrometheusServing:
         headers = self._client.headers()
         params = {"time": f"{now:.3f}"}
         executor = self._client.executor()
-        futures: dict[str, tuple[Future[bytes], str]] = {}
+        # A query two answers share (a summary's quantiles have no window) is sent and read once.
+        sent: dict[str, Future[bytes]] = {}
+        futures: dict[str, tuple[str, str]] = {}
         for name, (query, family) in self.queries().items():
-            futures[name] = (executor.submit(self._client.get, "/api/v1/query", {"query": query, **params}, headers,
-                                             raw=True), family)
+            if query not in sent:
+                sent[query] = executor.submit(self._client.get, "/api/v1/query", {"query": query, **params}, headers,
+                                              raw=True)
+            futures[name] = (query, family)
         answers: list[ServingSeries] = []
+        read: dict[tuple[str, str], ServingSeries] = {}
         refused: list[str] = []
         fatal: BaseException | None = None
-        for name, (future, family) in futures.items():
+        for name, (query, family) in futures.items():
             figure = name.split("#", 1)[0]
             try:
-                answers.append(sq.read_answer(figure, future.result(), family))
+                if (query, family) not in read:
+                    read[(query, family)] = sq.read_answer(figure, sent[query].result(), family)
+                answers.append(msgspec.structs.replace(read[(query, family)], name=figure))
             except sq.ServingAnswerError as exc:
                 refused.append(f"{figure}: {exc}")
             except BackendError as exc:

@@ -12,8 +12,6 @@ window``); histogram buckets are read as rates (``rate(…_bucket[window])``) an
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-
 import msgspec
 
 from gpuconsole.backends.prometheus.mapping import _braces
@@ -95,7 +93,10 @@ def custom_query(promql: str, window_s: float) -> str:
 # ---------------------------------------------------------------------- answers
 
 
-class _Labels(msgspec.Struct):
+# The answers of a refresh hold hundreds of thousands of series (a histogram's buckets for every
+# pod): read into Structs the collector does not track, each value straight to a float (``NaN``,
+# ``-Inf`` too; ``+Inf`` once it is written ``Inf``, see ``read_answer``).
+class _Labels(msgspec.Struct, gc=False):
     namespace: str = ""
     pod: str = ""
     family: str = ""
@@ -103,22 +104,22 @@ class _Labels(msgspec.Struct):
     quantile: str | None = None
 
 
-class _Sample(msgspec.Struct):
+class _Sample(msgspec.Struct, gc=False):
     metric: _Labels
-    value: tuple[float, str]
+    value: tuple[float, float]
 
 
-class _Data(msgspec.Struct):
+class _Data(msgspec.Struct, gc=False):
     resultType: str  # noqa: N815 - the API's name
     result: list[_Sample]
 
 
-class _Answer(msgspec.Struct):
+class _Answer(msgspec.Struct, gc=False):
     status: str
     data: _Data
 
 
-_DECODER = msgspec.json.Decoder(_Answer)
+_DECODER = msgspec.json.Decoder(_Answer, strict=False)  # strict=False: "1.5" reads as 1.5
 
 
 class ServingAnswerError(ValueError):
@@ -134,29 +135,44 @@ def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
             own ``family`` label.
     """
     try:
-        answer = _DECODER.decode(body)
+        try:
+            answer = _DECODER.decode(body)
+        except msgspec.ValidationError:  # a value of +Inf, which msgspec reads only as "Inf"
+            answer = _DECODER.decode(body.replace(b'"+Inf"', b'"Inf"'))
     except msgspec.DecodeError as exc:
         raise ServingAnswerError(f"an answer that is not an instant vector: {exc}") from None
     if answer.data.resultType != "vector":
         raise ServingAnswerError(f"expected a vector, got {answer.data.resultType!r}")
-    return ServingSeries(name, tuple(_series(answer.data.result, family)))
+    return ServingSeries(name, _series(answer.data.result, family))
 
 
-def _series(samples: Iterable[_Sample], family: str) -> Iterable[PodSeries]:
-    for sample in samples:
-        labels = sample.metric
-        if not labels.namespace or not labels.pod:
-            continue
-        value = number(sample.value[1])
-        if value is None:
-            continue
-        extra = labels.le if labels.le is not None else labels.quantile
-        bound = number(extra) if extra is not None else None
-        if extra is not None and bound is None and extra not in ("+Inf", "Inf"):
-            continue
-        if extra in ("+Inf", "Inf"):
-            bound = math.inf
-        yield PodSeries(labels.namespace, labels.pod, value, family or labels.family or "custom", bound)
+def _series(samples: list[_Sample], family: str) -> tuple[PodSeries, ...]:
+    """The pods' series, in one pass of comprehensions (this runs for every bucket of every pod)."""
+    one = PodSeries
+    # ``v - v == 0`` holds for a finite v only (NaN and ±Inf give NaN).
+    kept = [(s.metric, v) for s in samples if s.metric.namespace and s.metric.pod and (v := s.value[1]) - v == 0]
+    if not kept:
+        return ()
+    if kept[0][0].le is None and kept[0][0].quantile is None and all(m.le is None and m.quantile is None for m, _v in kept):
+        return tuple([one(m.namespace, m.pod, v, family or m.family or "custom") for m, v in kept])
+    bound = _BOUNDS
+    if len(bound) > 4096:  # bounds are a few dozen texts; a server that invents them does not grow this
+        bound.clear()
+    return tuple([one(m.namespace, m.pod, v, family or m.family or "custom", b) for m, v in kept
+                  if (b := bound[m.le if m.le is not None else m.quantile]) is not None or m.le is None is m.quantile])
+
+
+class _Bounds(dict[str | None, float | None]):
+    """A bucket's ``le`` (or a summary's ``quantile``) text → its number (None: not a number),
+    worked out once per text."""
+
+    def __missing__(self, text: str | None) -> float | None:
+        value = None if text is None else math.inf if text in ("+Inf", "Inf") else number(text)
+        self[text] = value
+        return value
+
+
+_BOUNDS = _Bounds()
 
 
 def number(text: str) -> float | None:
