@@ -133,17 +133,21 @@ def _pod_series(name: str, svc: Served, pod: str, rng: random.Random) -> list[tu
     return [({}, value)]
 
 
-def canned_answers(services: list[Served], queries: dict[str, str]) -> dict[str, list[list[bytes]]]:
+def canned_answers(services: list[Served], queries: dict[str, str], slo_services: frozenset[str] = frozenset()
+                   ) -> dict[str, list[list[bytes]]]:
     """For each answer name (``ok``, ``latency_bucket@300``, …), two JSON answers, each cut where
-    the evaluation time goes."""
+    the evaluation time goes. An answer over an SLO's own window holds the pods of
+    ``slo_services`` only (its query selects them)."""
     answers: dict[str, list[list[bytes]]] = {}
     for answer in queries.values():
-        name = answer.split("@", 1)[0]
+        name, _at, window = answer.partition("@")
         variants = []
         for variant in range(2):
             rng = random.Random(f"{answer}:{variant}")
             result = []
             for svc in services:
+                if window and svc.key not in slo_services:
+                    continue
                 for pod in svc.pods:
                     for extra, value in _pod_series(name, svc, pod, rng):
                         labels = dict(sorted({"family": svc.family, "namespace": svc.namespace, "pod": pod,
@@ -156,7 +160,8 @@ def canned_answers(services: list[Served], queries: dict[str, str]) -> dict[str,
 
 
 def serve_serving(services: int, replicas: int, queries: dict[str, str], served, port_out) -> None:
-    answers = canned_answers(cluster(services, replicas), queries)
+    every = cluster(services, replicas)
+    answers = canned_answers(every, queries, frozenset(serving_config(every).slo_window_services()))
     server = canned_server(answers, queries, served)
     series = sum(bytes(b"".join(v[0])).count(b'"metric"') for v in answers.values())
     port_out.put((server.server_address[1], answers_size(answers), series))
@@ -214,7 +219,7 @@ def serving_config(services: list[Served]):
     """A 2-minute window and five SLOs, two of them over 5 minutes."""
     from gpuconsole.core.serving.config import ServingConfig, Slo
 
-    picked = [services[0], services[1], services[5], services[8], services[10]]
+    picked = [services[i] for i in (0, 1, 5, 8, 10) if i < len(services)]
     slos = {s.key: Slo(s.key, p99_ms=2500.0 if s.family != TRITON else 60.0, ttft_ms=400.0 if s.family == VLLM else None,
                        error_ratio=0.01 if s.family != VLLM else None, window_s=300.0 if n < 2 else 120.0)
             for n, s in enumerate(picked)}
@@ -253,7 +258,7 @@ def measure(args: argparse.Namespace) -> dict:
 
     def source_at(url: str) -> PrometheusServing:
         return PrometheusServing(PrometheusSettings(url, timeout=30), window_s=config.window_s,
-                                 slo_windows=config.slo_windows())
+                                 slo_windows=config.slo_windows(), slo_services=config.slo_window_services())
 
     queries = {promql: name for name, (promql, _family) in source_at("http://127.0.0.1:9").queries().items()}
     served, small_served = multiprocessing.Value("l", 0), multiprocessing.Value("l", 0)

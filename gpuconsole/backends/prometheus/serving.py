@@ -44,15 +44,19 @@ class PrometheusServing:
         custom: the ``[[services.metrics]]`` figures, read besides the built-in families.
         slo_windows: other windows SLOs are measured over: the figures an SLO names are read
             over each too (answers named ``ok@300``, …).
+        slo_services: the services (``NS/NAME``) whose SLOs have those windows: the answers over
+            them are read for their pods only (``()``: for every pod).
         env: where the token and password variables are read.
     """
 
     def __init__(self, settings: PrometheusSettings, window_s: float = 120.0, custom: tuple[CustomFigure, ...] = (),
-                 slo_windows: tuple[float, ...] = (), env: Mapping[str, str] = os.environ) -> None:
+                 slo_windows: tuple[float, ...] = (), slo_services: tuple[str, ...] = (),
+                 env: Mapping[str, str] = os.environ) -> None:
         self.settings = settings
         self.window_s = window_s
         self.custom = custom
         self.slo_windows = slo_windows
+        self.slo_services = slo_services
         self._client = PrometheusClient(settings, env)
         self.name = self._client.name
         self.host = self._client.host
@@ -63,9 +67,10 @@ class PrometheusServing:
         custom ones (a family's label is its own name)."""
         selector = self.settings.selector
         found = {name: (sq.figure_query(name, self.window_s, selector), "") for name in sq.TERMS}
+        slo_selector = sq.pods_selector(self.slo_services, selector)
         for window in self.slo_windows:
             for name in sq.SLO_ANSWERS:
-                found[f"{name}@{window:g}"] = (sq.figure_query(name, window, selector), "")
+                found[f"{name}@{window:g}"] = (sq.figure_query(name, window, slo_selector), "")
         for n, custom in enumerate(self.custom):
             found[f"{custom.figure}#{n}"] = (sq.custom_query(custom.promql, self.window_s), custom.family)
         return found

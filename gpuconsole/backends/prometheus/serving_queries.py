@@ -85,6 +85,25 @@ def _total(bucket_expr: str, w: str, s: str) -> str:
     return "sum by (namespace, pod) (" + bucket_expr.replace("_bucket{s}", "_count{s}").format(w=w, s=s) + ")"
 
 
+def pods_selector(services: Iterable[str], selector: str = "") -> str:
+    """``selector`` with matchers for the pods of the services ``NS/NAME`` only: ``NAME-…`` in
+    ``NS`` (a Deployment's ``NAME-<hash>-<id>``, a StatefulSet's ``NAME-0``, an
+    InferenceService's ``NAME-predictor-…``); a pod of another service that shares a namespace and
+    a prefix may come too, and is left out by the core's join."""
+    keys = [key.split("/", 1) for key in services if "/" in key]
+    if not keys:
+        return selector
+    namespaces = "|".join(sorted({_literal(ns) for ns, _name in keys}))
+    names = "|".join(sorted({_literal(name) for _ns, name in keys}))
+    inner = selector.strip().strip("{}").strip()
+    return ", ".join(filter(None, (inner, f'namespace=~"{namespaces}"', f'pod=~"({names})-.+"')))
+
+
+def _literal(name: str) -> str:
+    """A Kubernetes name as a regular expression matching itself (``.`` as ``[.]``)."""
+    return "".join(c if c.isalnum() or c == "-" else f"[{c}]" for c in name if c not in '"\\]^')
+
+
 def custom_query(promql: str, window_s: float) -> str:
     """A ``[[services.metrics]]`` figure's PromQL with ``{window}`` replaced by the window."""
     return promql.replace("{window}", window_text(window_s))
@@ -143,23 +162,23 @@ def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
         raise ServingAnswerError(f"an answer that is not an instant vector: {exc}") from None
     if answer.data.resultType != "vector":
         raise ServingAnswerError(f"expected a vector, got {answer.data.resultType!r}")
-    return ServingSeries(name, _series(answer.data.result, family))
+    return ServingSeries(name, _series(answer.data.result, family, name.split("@", 1)[0] in EXTRA_LABEL))
 
 
-def _series(samples: list[_Sample], family: str) -> tuple[PodSeries, ...]:
-    """The pods' series, in one pass of comprehensions (this runs for every bucket of every pod)."""
+def _series(samples: list[_Sample], family: str, bounded: bool) -> tuple[PodSeries, ...]:
+    """The pods' series, in one comprehension (this runs for every bucket of every pod); with
+    ``bounded``, each with its bucket's bound or its quantile."""
     one = PodSeries
     # ``v - v == 0`` holds for a finite v only (NaN and ±Inf give NaN).
-    kept = [(s.metric, v) for s in samples if s.metric.namespace and s.metric.pod and (v := s.value[1]) - v == 0]
-    if not kept:
-        return ()
-    if kept[0][0].le is None and kept[0][0].quantile is None and all(m.le is None and m.quantile is None for m, _v in kept):
-        return tuple([one(m.namespace, m.pod, v, family or m.family or "custom") for m, v in kept])
+    if not bounded:
+        return tuple([one(m.namespace, m.pod, v, family or m.family or "custom") for s in samples
+                      if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0])
     bound = _BOUNDS
     if len(bound) > 4096:  # bounds are a few dozen texts; a server that invents them does not grow this
         bound.clear()
-    return tuple([one(m.namespace, m.pod, v, family or m.family or "custom", b) for m, v in kept
-                  if (b := bound[m.le if m.le is not None else m.quantile]) is not None or m.le is None is m.quantile])
+    return tuple([one(m.namespace, m.pod, v, family or m.family or "custom", b) for s in samples
+                  if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0
+                  and ((b := bound[m.le if m.le is not None else m.quantile]) is not None or m.le is None is m.quantile)])
 
 
 class _Bounds(dict[str | None, float | None]):
