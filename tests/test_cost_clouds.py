@@ -56,6 +56,12 @@ def test_without_a_rate_the_dollar_price_is_unknown_never_a_guess(ecs, tmp_path,
     assert "$0.5260" in next(x for x in out.splitlines() if x.startswith("aws") and "g4dn.xlarge" in x)
 
 
+def test_in_keeps_the_regions_asked_for(ecs, tmp_path, capsys):
+    assert main(_run(_config(tmp_path, ecs.url), "--json", "--in", "cn-hangzhou", "--in", "us-east-1")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {r["region"] for r in doc["rows"]} == {"cn-hangzhou", "us-east-1"}
+
+
 def test_the_calculator_takes_a_type_billed_in_another_currency_only_through_a_rate():
     from gpuconsole.core.money.calculator import PRESETS, CalculatorError, from_catalog
     from gpuconsole.core.money.catalog import Catalog

@@ -25,6 +25,8 @@ def add_clouds_parser(commands: Any, common: argparse.ArgumentParser | None) -> 
                     "(unknown where no rate names the currency).",
     )
     p.add_argument("gpu", metavar="GPU", help="a GPU family: A100, H100, A10, A10G, T4, L4…")
+    p.add_argument("--in", dest="clouds_regions", action="append", metavar="REGION",
+                   help="only this region (repeat for more; default: every region the catalog prices)")
     p.add_argument("--json", dest="clouds_json", action="store_true", help="print JSON")
     add_wide_option(p)
 
@@ -49,6 +51,8 @@ def run_clouds(args: argparse.Namespace, make_console: Callable[..., Any], out: 
             return 1
         rates = dict(console.services.budget_ops.book.config.rates)
         rows = gpu_hour_prices(cloud.catalog(), args.gpu, rates)
+        if args.clouds_regions:
+            rows = tuple(r for r in rows if r.region in args.clouds_regions)
         missing = sorted({r.currency for r in rows if r.usd_per_gpu_hour is None})
         doc = {"gpu": args.gpu, "rows": [{"cloud": r.cloud, "instance_type": r.instance_type, "region": r.region,
                                           "gpus": r.gpus, "gpu_model": r.gpu_model, "currency": r.currency,
