@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpuconsole.core.ops.cloud_ops import CloudOps
     from gpuconsole.core.ops.gpu_ops import GpuOps
     from gpuconsole.core.ops.job_ops import JobOps
+    from gpuconsole.core.ops.service_ops import ServiceOps
     from gpuconsole.core.serving.join import ServingBook
 
 
@@ -35,6 +36,7 @@ class Services:
         guard: roles, MFA and the audit log of this login (the demo's own in a demo).
         actions: the one action path every change goes through.
         jobs / gpus / cloud: the job, GPU-process and instance operations.
+        service_ops: scale, rollout restart, logs, describe and history of inference services.
         rbac: what Kubernetes RBAC lets this login do, per namespace.
         budget_ops: budgets, their evaluation and their actions.
         autopilot: the autopilot's rules and decisions.
@@ -62,3 +64,4 @@ class Services:
     idle: IdleTracker
     cron_costs: CronCostMemo
     serving: ServingBook
+    service_ops: ServiceOps

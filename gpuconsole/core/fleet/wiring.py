@@ -33,6 +33,7 @@ from gpuconsole.core.ops.budget_ops import BudgetOps
 from gpuconsole.core.ops.cloud_ops import CloudOps
 from gpuconsole.core.ops.gpu_ops import GpuOps
 from gpuconsole.core.ops.job_ops import JobOps
+from gpuconsole.core.ops.service_ops import ServiceOps
 from gpuconsole.core.serving.config import load as load_serving
 from gpuconsole.core.serving.join import ServingBook
 from gpuconsole.model import JobsReading, SourceKind
@@ -133,6 +134,7 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
         idle=IdleTracker(),
         cron_costs=CronCostMemo(),
         serving=keep.serving if keep is not None else serving_book(options),
+        service_ops=ServiceOps(lambda: wires.source(SourceKind.SERVICES), clock, actions),
     )
 
 
