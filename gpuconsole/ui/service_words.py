@@ -29,6 +29,17 @@ def latency(ms: float | None) -> str:
     return f"{ms / 1000:,.1f} s"
 
 
+def short_latency(ms: float | None) -> str:
+    """A table cell's latency: ``2.4ms``, ``212ms``, ``4.7s``; unknown ``–``."""
+    if ms is None:
+        return UNKNOWN
+    if ms < 10:
+        return f"{ms:.1f}ms"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    return f"{ms / 1000:.1f}s" if ms < 10_000 else f"{ms / 1000:.0f}s"
+
+
 def rate(value: float | None) -> str:
     """A per-second figure: ``1,840``, ``13.5``; unknown: ``–``."""
     if value is None:

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from gpuconsole.core.fleet.console import Console
     from gpuconsole.ui.protocols import ConsoleApp
 
-SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud"}
+SOURCE_LABELS = {SourceKind.GPUS: "GPU telemetry", SourceKind.JOBS: "Kubernetes", SourceKind.CLOUD: "cloud",
+                 SourceKind.SERVICES: "inference services"}
 
 
 def status_text(status: SourceStatus | None, now: float, palette: Palette, *, short: bool = False) -> Text:
