@@ -77,11 +77,11 @@ class ServiceScreen(ReportsWorkerErrors, ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Back"),
         Binding("q", "dismiss", "Back", show=False),
-        Binding("s", "scale", "Scale"),
-        Binding("R", "restart", "Restart"),
-        Binding("l", "logs", "Logs"),
-        Binding("D", "describe", "Describe"),
-        Binding("e", "events", "Events", show=False),
+        Binding("s", "scale", "Scale", tooltip="scale the service to N replicas: asks N, then y/n with what it costs"),
+        Binding("R", "restart", "Restart", tooltip="rollout restart: every replica replaced (asks y/n)"),
+        Binding("l", "logs", "Logs", tooltip="the selected replica's log"),
+        Binding("D", "describe", "Describe", tooltip="the service as YAML, with its events"),
+        Binding("e", "events", "Events", show=False, tooltip="read the service's events again"),
         Binding("question_mark", "app.help", "Keys", show=False),
     ]
 

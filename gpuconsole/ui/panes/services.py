@@ -109,10 +109,10 @@ class ServicesPane(Pane):
 
     kind = SourceKind.SERVICES
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "scale", "Scale"),
-        Binding("R", "restart", "Restart"),
-        Binding("l", "logs", "Logs", show=False),
-        Binding("D", "describe", "Describe", show=False),
+        Binding("s", "scale", "Scale", tooltip="scale the service to N replicas: asks N, then y/n with what it costs"),
+        Binding("R", "restart", "Restart", tooltip="rollout restart: every replica replaced (asks y/n)"),
+        Binding("l", "logs", "Logs", show=False, tooltip="the log of its first ready replica"),
+        Binding("D", "describe", "Describe", show=False, tooltip="the service as YAML, with its events"),
     ]
 
     def __init__(self, **kwargs: object) -> None:
