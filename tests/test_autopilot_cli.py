@@ -84,7 +84,8 @@ def test_a_demo_without_rules_plans_the_demos_own(home: Path, capsys: pytest.Cap
     assert main(["autopilot", "plan", "--json", "--demo"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [(d["rule"], d["kind"]) for d in lines] == [("vision-pool", "scale"), ("autostop", "idle-stop"),
-                                                       ("spot-recover", "spot-recover")]
+                                                       ("spot-recover", "spot-recover"),
+                                                       ("embed-scale", "serve-scale")]
     assert main(["autopilot", "plan"]) == 2  # outside the demo there is nothing to plan
     assert "no autopilot rules" in capsys.readouterr().err
 

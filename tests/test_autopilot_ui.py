@@ -44,7 +44,7 @@ async def test_every_kind_acted_in_the_demos_first_minutes_and_the_overview_says
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(lambda: all_live(app))
         rules = {r.name: r for r in app.snapshot.autopilot}
-        assert {r.kind for r in rules.values() if r.acted_at is not None} == {"scale", "idle-stop", "spot-recover"}
+        assert {r.kind for r in rules.values() if r.acted_at is not None} == {"scale", "idle-stop", "spot-recover", "serve-scale"}
         assert app.snapshot.autopilot_leader == "this console (demo)"
         acted = [a.message for a in app.snapshot.alerts if a.source == "autopilot"]
         assert any(m.startswith("rule vision-pool acted: launch") for m in acted)
@@ -53,7 +53,8 @@ async def test_every_kind_acted_in_the_demos_first_minutes_and_the_overview_says
         shown = app.screen.query_one("#card-alerts")._shown
         assert shown is not None and "rule vision-pool acted: launch" in shown.plain
         records = [r for r in app.core.services.guard.audit.records() if r.actor.startswith("autopilot:")]
-        assert {r.actor for r in records} == {"autopilot:vision-pool", "autopilot:autostop", "autopilot:spot-recover"}
+        assert {r.actor for r in records} == {"autopilot:vision-pool", "autopilot:autostop", "autopilot:spot-recover",
+                                              "autopilot:embed-scale"}
         assert all("figures" in json.loads(r.params) for r in records)
 
 

@@ -33,6 +33,9 @@ from gpuconsole.model import (
     Volume,
     Workload,
 )
+# What a services source may do (re-exported here, beside the other sources' protocols).
+from gpuconsole.backends.service_protocols import ServiceControl as ServiceControl
+from gpuconsole.backends.service_protocols import ServiceHistory as ServiceHistory
 
 
 class Capability(str, enum.Enum):
@@ -258,42 +261,6 @@ class JobControl(Protocol):
 
     def describe(self, kind: str, namespace: str, name: str) -> str:
         """The object as YAML, then its recent events (for a Job, its pods' too)."""
-        ...
-
-
-@runtime_checkable
-class ServiceControl(Protocol):
-    """Changes to inference services (Deployments, StatefulSets, InferenceServices) and what a
-    user reads of them. ``kind`` is the service's kind (``Deployment`` …). Every method may block
-    and raises :class:`BackendError` subclasses only (:class:`AuthorizationDenied` for a 403 from
-    the cluster's RBAC, in its own words)."""
-
-    def scale_service(self, kind: str, namespace: str, name: str, replicas: int) -> None:
-        """Set the replicas through the ``scale`` subresource."""
-        ...
-
-    def restart_service(self, kind: str, namespace: str, name: str) -> None:
-        """``kubectl rollout restart``: a new pod template annotation, so every pod is replaced."""
-        ...
-
-    def service_logs(self, namespace: str, pod: str, *, tail_lines: int = 1000, follow: bool = False,
-                     stop: threading.Event | None = None) -> Iterator[str]:
-        """The last lines of one replica's log (then each new one, with ``follow``)."""
-        ...
-
-    def describe_service(self, kind: str, namespace: str, name: str) -> str:
-        """The object as YAML, then its recent events."""
-        ...
-
-
-@runtime_checkable
-class ServiceHistory(Protocol):
-    """A services source that keeps its figures' history (Prometheus ``query_range``, the
-    simulator's own): ``(time, value)`` of one figure of one service, oldest first. ``figure``
-    is ``rps``, ``p99_ms``, ``tokens_per_s`` or ``gpu_util``; ``pods`` the service's pods."""
-
-    def service_history(self, namespace: str, pods: tuple[str, ...], figure: str, since: float, until: float,
-                        step: float) -> tuple[tuple[float, float], ...]:
         ...
 
 

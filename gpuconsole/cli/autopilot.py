@@ -225,7 +225,7 @@ def _loop(args: argparse.Namespace, make_console: Any, out: TextIO, state: Any, 
         console.start(open_store=False)
         console.wait_for_first_answers(FIRST_ANSWER_S)
         act = not (plan_only or args.read_only)
-        actuator = CloudActuator(console.services.cloud) if act else None
+        actuator = CloudActuator(console.services.cloud, console.services.service_ops) if act else None
         once = plan_only or args.once
         while not stop.is_set():
             try:

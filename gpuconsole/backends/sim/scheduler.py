@@ -48,17 +48,18 @@ class Scheduler:
         self._enter(inst)
 
     def cordon(self, inst: SimInstance) -> None:
-        """The node went NotReady (its instance is stopping or shutting down)."""
-        if inst.ready:
+        """The node went NotReady (its instance is stopping or shutting down). A node this
+        scheduler never placed work on (the inference pool's) only goes NotReady."""
+        if inst.ready and inst in self._buckets.get(inst.model.label, ({},) * (MAX_GPUS_PER_NODE + 1))[inst.free]:
             self._leave(inst)
-            inst.ready = False
+        inst.ready = False
 
     def remove_node(self, inst: SimInstance) -> None:
         self.cordon(inst)
-        if inst.listed:
+        if inst.listed and inst in self.nodes:
             self.nodes.remove(inst)
-            inst.listed = False
             self._retry_all = True
+        inst.listed = False
 
     def _enter(self, inst: SimInstance) -> None:
         self._ready += 1

@@ -40,7 +40,7 @@ SPECS: tuple[st.ServiceSpec, ...] = (
                    burst=1.5, capacity=7.5, service_ms=1500.0, tokens=240.0, ttft_ms=90.0, slots=64, queue_s=60.0,
                    hpa=(2, 4, "pods vllm:num_requests_waiting 10")),
     st.ServiceSpec("search", "text-embed", "Deployment", "triton", TRITON, "l4", replicas=2, peak_rps=150.0,
-                   burst=2.2, capacity=125.0, service_ms=9.0, batch=8.0, errors=0.002, summaries=True),
+                   burst_rps=230.0, capacity=125.0, service_ms=9.0, batch=8.0, errors=0.002, summaries=True),
     st.ServiceSpec("imaging", "ct-imaging", "Deployment", "triton", TRITON, "t4", replicas=2, peak_rps=160.0,
                    capacity=110.0, service_ms=21.0),
     st.ServiceSpec("risk", "risk-scorer", "StatefulSet", "triton", TRITON, "h100", replicas=2, gpus=1,
@@ -99,7 +99,7 @@ class ServingPool:
             spec = catalog.INSTANCE_TYPE_BY_NAME[itype]
             launch = math.floor(start - self.rng.uniform(5.0, 20.0) * 86400.0)
             inst = new_instance(self.ids, itype, az, Market.ON_DEMAND, spec.on_demand_price, launch, name,
-                                "chen", "inference")
+                                "chen", "serving")
             inst.set_state(InstanceState.RUNNING, launch + self.rng.randint(40, 90))
             attach_gpus(self.ids, self.rng, inst, born=launch)
             inst.tags = (*inst.tags, ("pool", group))

@@ -27,7 +27,9 @@ class ServiceSpec:
 
     Attributes:
         family: ``vllm``, ``triton`` or ``""`` (no metrics exposed).
-        peak_rps: requests a second at the busiest hour; ``burst``: the factor during the burst.
+        peak_rps: requests a second at the busiest hour; ``burst``: the factor during the burst,
+            ``burst_rps``: requests a second added during it (a load that outgrows the replicas
+            at any hour).
         capacity: requests a second one replica serves at most.
         service_ms: the median latency of an unloaded replica.
         tokens: tokens generated per request (an LLM), ``batch``: inferences per request.
@@ -46,6 +48,7 @@ class ServiceSpec:
     mig_profile: str | None = None
     peak_rps: float = 0.0
     burst: float = 1.0
+    burst_rps: float = 0.0
     capacity: float = 1.0
     service_ms: float = 10.0
     tokens: float = 0.0
@@ -68,7 +71,7 @@ def arrivals(spec: ServiceSpec, t: float, start: float, noise: float) -> float:
     """Requests a second arriving for ``spec`` at ``t`` (``noise``: a draw in [0, 1))."""
     rate = spec.peak_rps * daily_load(t) * (0.95 + 0.1 * noise)
     if start + BURST_AFTER_S <= t < start + BURST_AFTER_S + BURST_S:
-        rate *= spec.burst
+        rate = rate * spec.burst + spec.burst_rps
     return rate
 
 

@@ -35,8 +35,8 @@ class Services:
     Attributes:
         guard: roles, MFA and the audit log of this login (the demo's own in a demo).
         actions: the one action path every change goes through.
-        jobs / gpus / cloud: the job, GPU-process and instance operations.
-        service_ops: scale, rollout restart, logs, describe and history of inference services.
+        jobs / gpus / cloud / service_ops: the job, GPU-process, instance and inference-service
+            operations.
         rbac: what Kubernetes RBAC lets this login do, per namespace.
         budget_ops: budgets, their evaluation and their actions.
         autopilot: the autopilot's rules and decisions.

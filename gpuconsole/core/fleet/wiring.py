@@ -112,7 +112,7 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
             guard = demo_guard(read_only=guard.read_only, user=guard.user)
             actions.guard = guard
     cloud_source = wires.source(SourceKind.CLOUD)
-    aws_roles = attach_aws_roles(cloud_source, guard, options.config_path)
+    aws_roles = attach_aws_roles(cloud_source, guard, options.config_path, automation=options.automation)
     cloud = CloudOps(cloud_source, wires.store, clock, actions)
     cloud.on_history = wires.publish  # CloudTrail's runs or the volumes arrived: show them
     explorer = cost_explorer(cloud_source, store, options)
@@ -219,5 +219,6 @@ def autopilot(options: ConsoleOptions, wires: Wires, actions: ActionLog) -> Auto
         return console_rules(options.config_path, st, demo=demo, site_config=site_rules_file()) if acts else ()
 
     return AutopilotService(rules, state, cloud=lambda: wires.current().cloud, log=actions,
+                            service_ops=lambda: wires.current().service_ops,
                             clock=options.clock, leadership=lead, act=acts and not options.read_only,
                             on_change=wires.refresh)

@@ -83,7 +83,7 @@ class ServiceOps:
             params.append(("rule", rule))
             confirmation = autopilot_confirmation(rule)
         if reason:
-            params.append(("reason", reason))
+            params.append(("figures" if rule is not None else "reason", reason))
         request = ActionRequest(ActionKind.SCALE_SERVICE, f"{namespace}/{name}", confirmation=confirmation,
                                 params=tuple(params))
 

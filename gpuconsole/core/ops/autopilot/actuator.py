@@ -14,16 +14,19 @@ from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionRequest, 
 from gpuconsole.core.ops.autopilot.engine import ActionFailed
 from gpuconsole.core.ops.autopilot.rules import Rule
 from gpuconsole.core.ops.cloud_ops import CloudOps
-from gpuconsole.model import Instance, LaunchSpec, Market, Workload
+from gpuconsole.core.ops.service_ops import ServiceOps
+from gpuconsole.model import Instance, LaunchSpec, Market, Service, Workload
 
 REPLACES_TAG = "gpuconsole:replaces"
 
 
 class CloudActuator:
-    """Carries decisions out through :class:`CloudOps` (AWS or the simulated cloud)."""
+    """Carries decisions out through :class:`CloudOps` (AWS or the simulated cloud) and, for
+    serve-scale rules, :class:`ServiceOps` (the cluster's scale subresource)."""
 
-    def __init__(self, cloud: CloudOps) -> None:
+    def __init__(self, cloud: CloudOps, services: ServiceOps | None = None) -> None:
         self.cloud = cloud
+        self.services = services
 
     @staticmethod
     def _params(rule: Rule, figures: str) -> tuple[tuple[str, str], ...]:
@@ -40,6 +43,14 @@ class CloudActuator:
                                 (*self._params(rule, figures), ("market", inst.market.value)))
         try:
             return self.cloud.perform(request).message
+        except ActionError as exc:
+            raise ActionFailed(str(exc)) from exc
+
+    def scale_service(self, rule: Rule, service: Service, replicas: int, figures: str) -> str:
+        if self.services is None:
+            raise ActionFailed("this console cannot change services (no cluster is connected)")
+        try:
+            return self.services.scale(service, replicas, rule=rule.name, reason=figures).message
         except ActionError as exc:
             raise ActionFailed(str(exc)) from exc
 

@@ -3,7 +3,8 @@
 On the simulated fleet: jobs wait for GPUs, so ``vision-pool`` grows (and shrinks once its new
 nodes idle); the inference pool's spot L4 idles, so ``autostop`` ends it; the world interrupts a
 spot instance after a couple of minutes (and ``--demo-faults cloud:spot-storm`` all of them),
-so ``spot-recover`` relaunches it in another zone. Used only when the config file and the
+so ``spot-recover`` relaunches it in another zone; a burst of requests a few minutes in slows the
+embedding service down, so ``embed-scale`` adds a replica. Used only when the config file and the
 database declare no rule of their own.
 """
 
@@ -19,4 +20,6 @@ DEMO_RULES: tuple[dict[str, Any], ...] = (
      "min": 1, "max": 5, "step": 1, "cooldown": "3m"},
     {"name": "autostop", "kind": "idle-stop", "scope": "tag:Project=inference", "idle_for": "2m", "spot": "terminate"},
     {"name": "spot-recover", "kind": "spot-recover", "scope": "all", "fallback_after": 1},
+    {"name": "embed-scale", "kind": "serve-scale", "service": "search/text-embed", "scale_out": "p99_ms > 150 for 1m",
+     "scale_in": "p99_ms < 40 for 10m", "min": 2, "max": 5, "step": 1, "cooldown": "2m"},
 )

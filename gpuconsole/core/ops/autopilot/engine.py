@@ -2,7 +2,8 @@
 
 Level-triggered, like a controller's reconcile: each :meth:`Engine.tick` reads one fresh
 snapshot, keeps the figures' recent history, and returns one :class:`Decision` per rule
-(``launch``, ``stop``, ``terminate``, ``relaunch``, or ``none``/``wait``/``blocked``/``paused``
+(``launch``, ``stop``, ``terminate``, ``relaunch``, ``scale`` (a service's replicas), or
+``none``/``wait``/``blocked``/``paused``
 with why). With an :class:`Actuator` the actions run, through the one action path; without one
 (``plan``, ``--read-only``) nothing changes.
 
@@ -20,13 +21,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gpuconsole.core.ops.autopilot.expr import evaluate, figures_of, longest_duration
-from gpuconsole.core.ops.autopilot.figures import GpuIndex, needed_sources, not_live, pool_figures
+from gpuconsole.core.ops.autopilot.figures import GpuIndex, needed_sources, not_live, pool_figures, service_figures
 from gpuconsole.core.ops.autopilot.rules import PLAN_ONLY_NOTE, Rule
 from gpuconsole.core.ops.autopilot.state import AutopilotState
-from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, Market, SourceKind, SourceState
+from gpuconsole.model import FleetSnapshot, Instance, InstanceState, JobState, Market, Service, SourceKind, SourceState
 
 MAX_GAP_S = 300.0  # a longer gap between samples starts a condition's duration over
-ACTING = frozenset({"launch", "stop", "terminate", "relaunch"})
+ACTING = frozenset({"launch", "stop", "terminate", "relaunch", "scale"})
 # Tags of instances a group relaunches by itself (an EKS node group, an Auto Scaling group):
 # spot-recover leaves them to it, so an interruption is never replaced twice.
 GROUP_TAGS = ("eks:nodegroup-name", "aws:autoscaling:groupName")
@@ -49,6 +50,9 @@ class Actuator(Protocol):
 
     def relaunch(self, rule: Rule, inst: Instance, on_demand: bool, figures: str) -> str:
         """Launch a replacement of the interrupted spot instance ``inst`` in another zone."""
+
+    def scale_service(self, rule: Rule, service: Service, replicas: int, figures: str) -> str:
+        """Set ``service``'s replicas to ``replicas``; the one-line outcome."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +139,16 @@ class Engine:
         now = snap.taken_at
         figures: dict[str, float] = {}
         names = {f for c in self._conditions[rule.name] for f in figures_of(c)}
-        stale = not_live(snap, needed_sources(names, snap) if rule.kind != "idle-stop" else idle_sources(snap))
-        if rule.kind == "scale":
+        if rule.kind == "serve-scale":
+            stale = not_live(snap, (SourceKind.SERVICES,))
+        else:
+            stale = not_live(snap, needed_sources(names, snap) if rule.kind != "idle-stop" else idle_sources(snap))
+        if rule.kind == "serve-scale":
+            service = next((s for s in snap.services if s.key == rule.service), None)
+            figures = service_figures(service) if service is not None else {}
+            self._observe(rule, figures, now, fresh=stale is None)
+            plan = self._serve_scale(rule, service, now) if stale is None else _Plan("wait", f"no action on stale data: {stale}")
+        elif rule.kind == "scale":
             pool = index.pool(rule.scope)
             figures = pool_figures(rule.scope, rule.jobs, pool, index)
             figures["instances"] = float(len(pool))
@@ -156,7 +168,8 @@ class Engine:
             left = self.cooldown_left(rule, now)
             if left > 0:
                 plan = _Plan("wait", f"would {plan.verb} ({plan.reason}); cooldown {left:.0f} s left")
-        targets = tuple(t.instance_id if isinstance(t, Instance) else str(t) for t in plan.targets)
+        targets = tuple(t.instance_id if isinstance(t, Instance) else t.key if isinstance(t, Service) else str(t)
+                        for t in plan.targets)
         decision = Decision(rule.name, rule.kind, plan.verb, plan.reason, now, tuple(sorted(figures.items())), targets)
         self._plans[rule.name] = plan
         return decision
@@ -205,6 +218,30 @@ class Engine:
             return _Plan(verb, f"{rule.scale_in.text()} holds: {verb} the idlest {len(picked)}", targets=picked)
         return _Plan("none", f"no condition holds ({count} instance(s), min {rule.min}, max {rule.max})")
 
+    def _serve_scale(self, rule: Rule, service: Service | None, now: float) -> _Plan:
+        if service is None:
+            return _Plan("none", f"no service {rule.service} in the cluster")
+        if service.hpa is not None:
+            hpa = service.hpa
+            return _Plan("blocked", f"the HPA {hpa.name} scales {rule.service} ({hpa.min_replicas}-{hpa.max_replicas} "
+                                    "replicas): serve-scale will not fight it; remove the HPA or the rule")
+        count, series = service.replicas_desired, self._series(rule)
+        if count < rule.min or (rule.scale_out is not None and evaluate(rule.scale_out, series, now)):
+            if service.replicas_ready < count:  # what was added is not serving yet: not in the figures
+                return _Plan("wait", f"scale-out holds, but {service.replicas_ready}/{count} replicas are ready")
+            if count >= rule.max:
+                return _Plan("none", f"scale-out holds but the service is at max ({count}/{rule.max} replicas)")
+            n = min(count + rule.step, rule.max) if count >= rule.min else rule.min
+            why = f"below min {rule.min}" if count < rule.min else f"{rule.scale_out.text() if rule.scale_out else ''} holds"
+            return _Plan("scale", f"{why}: {count} → {n} replicas (max {rule.max})", targets=[service], count=n)
+        if rule.scale_in is not None and evaluate(rule.scale_in, series, now):
+            if count <= rule.min:
+                return _Plan("none", f"scale-in holds but the service is at min ({count}/{rule.min} replicas)")
+            n = max(count - rule.step, rule.min)
+            return _Plan("scale", f"{rule.scale_in.text()} holds: {count} → {n} replicas (min {rule.min})",
+                         targets=[service], count=n)
+        return _Plan("none", f"no condition holds ({count} replica(s), min {rule.min}, max {rule.max})")
+
     def _idle_stop(self, rule: Rule, snap: FleetSnapshot, index: GpuIndex, now: float) -> _Plan:
         candidates = index.idle_candidates(rule.scope, rule.idle_threshold, rule.spot == "terminate")
         before = self.idle_since.get(rule.name, {})
@@ -245,6 +282,8 @@ class Engine:
         try:
             if plan.verb == "launch":
                 outcomes.append(actuator.launch(rule, plan.count, figures))
+            elif plan.verb == "scale":
+                outcomes.append(actuator.scale_service(rule, plan.targets[0], plan.count, figures))
             elif plan.verb == "relaunch":
                 inst = plan.targets[0]
                 try:

@@ -97,8 +97,9 @@ def _duration_text(seconds: float) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, figures: Sequence[str] = FIGURES) -> None:
         self.text = text
+        self.figures = figures
         self.tokens: list[tuple[str, str]] = []
         for match in _TOKEN.finditer(text):
             kind = match.lastgroup or "bad"
@@ -154,8 +155,8 @@ class _Parser:
 
     def comparison(self) -> Comparison:
         kind, figure = self.take("a figure")
-        if kind != "word" or figure not in FIGURES:
-            raise ExpressionError(f"unknown figure {figure!r} (figures: {', '.join(FIGURES)})")
+        if kind != "word" or figure not in self.figures:
+            raise ExpressionError(f"unknown figure {figure!r} (figures: {', '.join(self.figures)})")
         kind, op = self.take(f"a comparison after {figure}")
         if kind != "op":
             raise ExpressionError(f"expected a comparison (>, >=, <, <=, ==, !=) after {figure}, got {op!r}")
@@ -174,9 +175,10 @@ class _Parser:
         return Comparison(figure, op, threshold, duration)
 
 
-def parse(text: str) -> Node:
-    """The condition ``text`` describes. Raises :class:`ExpressionError` (one line)."""
-    return _Parser(text).parse()
+def parse(text: str, figures: Sequence[str] = FIGURES) -> Node:
+    """The condition ``text`` describes, on ``figures`` (a pool's, by default). Raises
+    :class:`ExpressionError` (one line)."""
+    return _Parser(text, figures).parse()
 
 
 def comparisons(node: Node) -> tuple[Comparison, ...]:

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from gpuconsole.core.ops.autopilot.rules import Scope
-from gpuconsole.model import FleetSnapshot, Gpu, Instance, InstanceState, JobState, Market, SourceKind, SourceState
+from gpuconsole.core.ops.autopilot.rules import SERVICE_FIGURES, Scope
+from gpuconsole.model import (
+    FleetSnapshot,
+    Gpu,
+    Instance,
+    InstanceState,
+    JobState,
+    Market,
+    Service,
+    SourceKind,
+    SourceState,
+)
 
 GPU_FIGURES = frozenset({"gpu_util", "gpu_mem", "idle_gpus"})
 JOB_FIGURES = frozenset({"pending_gpus", "pending_jobs"})
 ACTIVE = (InstanceState.PENDING, InstanceState.RUNNING)
+REPLICA_FIGURES = ("replicas", "ready", "pending")
+SERVING_FIGURES = tuple(f for f in SERVICE_FIGURES if f not in REPLICA_FIGURES)
 
 
 def not_live(snapshot: FleetSnapshot, kinds: Iterable[SourceKind]) -> str | None:
@@ -133,11 +145,14 @@ class GpuIndex:
         return pool
 
     def pending(self, scope: Scope) -> tuple[float, float]:
-        """GPUs and jobs pending for GPUs in ``scope``."""
+        """GPUs and jobs pending for GPUs in ``scope``; a service's replica that waits for GPUs
+        counts as a job of its own."""
         found = self._pending.get(scope)
         if found is None:
             jobs = [j for j in self.snapshot.jobs if j.state is JobState.PENDING and j.gpus > 0 and scope.has_job(j)]
-            found = self._pending[scope] = (float(sum(j.gpus for j in jobs)), float(len(jobs)))
+            waiting = [r.gpus for s in self.snapshot.services if scope.kind != "namespace" or s.namespace == scope.key
+                       for r in s.replicas if r.node is None and r.gpus > 0 and r.phase == "Pending"]
+            found = self._pending[scope] = (float(sum(j.gpus for j in jobs) + sum(waiting)), float(len(jobs) + len(waiting)))
         return found
 
     def mean_util(self, inst: Instance) -> float:
@@ -171,3 +186,14 @@ def _figures(jobs: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str
         out["gpu_mem"] = total[2] / total[0]
         out["idle_gpus"] = total[3]
     return out
+
+
+def service_figures(service: Service) -> dict[str, float]:
+    """What a serve-scale rule reads of ``service``: its serving figures that are known, and its
+    replicas (``replicas`` desired, ``ready``, ``pending``)."""
+    out = {name: value for name in SERVING_FIGURES if (value := service.figure(name)) is not None}
+    out["replicas"] = float(service.replicas_desired)
+    out["ready"] = float(service.replicas_ready)
+    out["pending"] = float(sum(1 for r in service.replicas if r.phase == "Pending"))
+    return out
+

@@ -1,6 +1,6 @@
 """Autopilot rules: what each kind asks for, read from ``[[rules]]`` tables or the database.
 
-Three kinds (see the README's rule language)::
+Four kinds (see the README's rule language)::
 
     [[rules]]
     name = "train-pool"
@@ -28,9 +28,19 @@ Three kinds (see the README's rule language)::
     scope = "tag:Pool=train"
     fallback_after = 2
 
+    [[rules]]
+    name = "embed"
+    kind = "serve-scale"     # a Deployment's (or StatefulSet's) replicas
+    service = "search/text-embed"
+    scale_out = "p99_ms > 150 for 1m"
+    scale_in = "rps < 100 for 15m"
+    min = 2
+    max = 6
+    cooldown = "5m"
+
 Every problem is one :class:`RuleError` line naming the rule and the key, so a typo in a
 threshold is found when the file is read, never when the rule would act. Each kind's table is a
-Struct (:class:`ScaleTable`, :class:`IdleStopTable`, :class:`SpotRecoverTable`).
+Struct (:class:`ScaleTable`, :class:`IdleStopTable`, :class:`SpotRecoverTable`, :class:`ServeScaleTable`).
 """
 
 from __future__ import annotations
@@ -44,12 +54,16 @@ import msgspec
 from msgspec import Meta
 
 from gpuconsole.core.config_decode import TableError, decode_table, fields_of
-from gpuconsole.core.ops.autopilot.expr import ExpressionError, Node, parse, parse_duration
+from gpuconsole.core.ops.autopilot.expr import FIGURES, ExpressionError, Node, parse, parse_duration
 from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import Instance, Job, LaunchSpec, Market
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+_SERVICE = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # NAMESPACE/NAME
 SpotChoice = Literal["keep", "terminate"]
+# What a serve-scale rule's conditions may read of its service (the serving figures, and its replicas).
+SERVICE_FIGURES = ("rps", "p50_ms", "p99_ms", "mean_ms", "ttft_ms", "tokens_per_s", "queue_depth", "kv_cache",
+                   "error_ratio", "replicas", "ready", "pending")
 LAUNCH_EXAMPLE = 'a table, e.g. { type = "g5.xlarge", region = "us-east-1", ami = "ami-…" }'
 
 
@@ -103,7 +117,21 @@ class SpotRecoverTable(RuleTable, frozen=True, kw_only=True):
     cooldown: str = "0s"
 
 
-TABLES: dict[str, type[RuleTable]] = {"scale": ScaleTable, "idle-stop": IdleStopTable, "spot-recover": SpotRecoverTable}
+class ServeScaleTable(RuleTable, frozen=True, kw_only=True):
+    """A ``serve-scale`` rule: one inference service's replicas kept between min and max by
+    conditions on its serving figures (never beside an HPA that scales it)."""
+
+    service: Annotated[str, Meta(pattern=_SERVICE, description='a service as "NAMESPACE/NAME"')] | None = None
+    scale_out: str | None = None
+    scale_in: str | None = None
+    min: Annotated[int, Meta(ge=0)] = 1
+    max: Annotated[int, Meta(ge=1, le=1000)] = 2
+    step: Annotated[int, Meta(ge=1)] = 1
+    cooldown: str = "5m"
+
+
+TABLES: dict[str, type[RuleTable]] = {"scale": ScaleTable, "idle-stop": IdleStopTable, "spot-recover": SpotRecoverTable,
+                                      "serve-scale": ServeScaleTable}
 KINDS = tuple(TABLES)
 COMMON_KEYS = fields_of(RuleTable)
 KIND_KEYS = {kind: tuple(k for k in fields_of(table) if k not in COMMON_KEYS) for kind, table in TABLES.items()}
@@ -176,6 +204,7 @@ class Rule:
     idle_for_s: float = 1800.0
     idle_threshold: float = 5.0
     fallback_after: int = 2
+    service: str = ""  # a serve-scale rule's "NAMESPACE/NAME"
 
     @property
     def plan_only(self) -> bool:
@@ -215,7 +244,7 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
 
     def condition(key: str, text: str | None) -> Node | None:
         try:
-            return None if text is None else parse(text)
+            return None if text is None else parse(text, SERVICE_FIGURES if kind == "serve-scale" else FIGURES)
         except ExpressionError as exc:
             raise fail(key, str(exc)) from None
 
@@ -241,6 +270,8 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
         return Rule(scope=pool, launch=_launch(given.launch, pool, fail), scale_out=out, scale_in=inn,
                     min=given.min, max=given.max, step=given.step, cooldown_s=seconds("cooldown", given.cooldown),
                     budget_guard=given.budget_guard, spot=given.spot, jobs=jobs, **common)
+    if isinstance(given, ServeScaleTable):
+        return _serve_scale(given, common, fail, condition, seconds)
     scope = scope_of("scope", given.scope if given.scope is not None else "all")
     if isinstance(given, IdleStopTable):
         return Rule(scope=scope, jobs=scope, idle_for_s=seconds("idle_for", given.idle_for),
@@ -249,6 +280,22 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
     if not isinstance(given, SpotRecoverTable):
         raise fail("kind", f"{kind!r} is not a kind (kinds: {', '.join(KINDS)})")
     return Rule(scope=scope, jobs=scope, fallback_after=given.fallback_after,
+                cooldown_s=seconds("cooldown", given.cooldown), **common)
+
+
+def _serve_scale(given: ServeScaleTable, common: dict[str, Any], fail: Any, condition: Any, seconds: Any) -> Rule:
+    if given.service is None:
+        raise fail("service", 'required: the service it scales, as "NAMESPACE/NAME"')
+    if given.scope is not None:
+        raise fail("scope", "a serve-scale rule names its service (service = \"NAMESPACE/NAME\"), not a scope")
+    if given.min > given.max:
+        raise fail("min", f"min {given.min} is above max {given.max}")
+    out, inn = condition("scale_out", given.scale_out), condition("scale_in", given.scale_in)
+    if out is None and inn is None:
+        raise fail("scale_out", "a serve-scale rule needs scale_out, scale_in or both")
+    namespace = given.service.partition("/")[0]
+    return Rule(scope=Scope("namespace", namespace), jobs=Scope("namespace", namespace), service=given.service,
+                scale_out=out, scale_in=inn, min=given.min, max=given.max, step=given.step,
                 cooldown_s=seconds("cooldown", given.cooldown), **common)
 
 

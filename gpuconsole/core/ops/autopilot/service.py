@@ -24,6 +24,7 @@ from gpuconsole.core.ops.autopilot.leader import Leadership
 from gpuconsole.core.ops.autopilot.rules import Rule, RuleError
 from gpuconsole.core.ops.autopilot.state import AutopilotState
 from gpuconsole.core.ops.cloud_ops import CloudOps
+from gpuconsole.core.ops.service_ops import ServiceOps
 from gpuconsole.model import Alert, AutopilotRuleStatus, FleetSnapshot, Severity
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def thresholds(rule: Rule) -> tuple[tuple[str, str], ...]:
 
 def condition_text(rule: Rule) -> str:
     """A rule's thresholds in words, for the pane."""
-    if rule.kind == "scale":
+    if rule.kind in ("scale", "serve-scale"):
         parts = [f"out: {rule.scale_out.text()}" if rule.scale_out else "",
                  f"in: {rule.scale_in.text()}" if rule.scale_in else "", f"{rule.min}–{rule.max}"]
         if rule.budget_guard:
@@ -63,6 +64,7 @@ class AutopilotService:
             shown as an alert and nothing runs.
         state: cooldowns and pauses.
         cloud: the console's CloudOps (it changes when the console switches to the demo).
+        service_ops: the console's ServiceOps (serve-scale rules act through it).
         log: the console's action log (its guard admits and audits every change).
         leadership: who may act; None: this console never acts (plan only).
         act: False for ``--read-only`` and the one-shot commands: decide, never act.
@@ -71,12 +73,14 @@ class AutopilotService:
 
     def __init__(self, rules: Callable[[AutopilotState], tuple[Rule, ...]], state: AutopilotState, *,
                  cloud: Callable[[], CloudOps], log: ActionLog, clock: Callable[[], float] = time.time,
+                 service_ops: Callable[[], ServiceOps | None] = lambda: None,
                  leadership: Leadership | None = None, act: bool = True,
                  on_change: Callable[[], None] | None = None) -> None:
         self.state = state
         self.leadership = leadership
         self._load = rules
         self._cloud = cloud
+        self._service_ops = service_ops
         self.log = log
         self.clock = clock
         self.act = act and leadership is not None
@@ -142,7 +146,7 @@ class AutopilotService:
         except Exception as exc:  # noqa: BLE001 - a lease that cannot be read: act on nothing
             log.info("autopilot leadership: %s", exc)
             self.leads = False
-        actuator = CloudActuator(self._cloud()) if self.act and self.leads else None
+        actuator = CloudActuator(self._cloud(), self._service_ops()) if self.act and self.leads else None
         self.state.forget()
         if self.leads and self.leadership is not None:
             self.state.adopt(self.leadership.shared())  # cooldowns another replica started
@@ -166,7 +170,8 @@ class AutopilotService:
             st = self.state.get(rule.name)
             last = self.engine.last.get(rule.name)
             out.append(AutopilotRuleStatus(
-                rule.name, rule.kind, rule.scope.text(), condition_text(rule), rule.origin,
+                rule.name, rule.kind, f"service:{rule.service}" if rule.service else rule.scope.text(),
+                condition_text(rule), rule.origin,
                 figures=last.figures if last else (),
                 thresholds=thresholds(rule),
                 decision=last.verb if last else "",
