@@ -176,3 +176,32 @@ async def test_rollout_restart_asks_first_then_runs_through_the_action_path():
                                      for a in app.core.services.actions.recent()))
         restart = [a for a in app.core.services.actions.recent() if a.request.kind.value == "restart-service"][-1]
         assert restart.ok and restart.request.target == LLM
+
+
+async def test_a_developer_scales_in_their_namespace_and_is_told_why_not_elsewhere(tmp_path):
+    from gpuconsole.core.access.access import Role
+    from tests.test_access_ui import access_line, console_app, select_row
+
+    async with console_app(tmp_path, Role.DEVELOPER) as (app, pilot, _secret):
+        audit = app.core.services.guard.audit
+        await select_row(app, pilot, "9", "service-table", "research/notebook-llm")
+        pane = app.query_one("#services-pane")
+        assert pane.check_action("scale", ()) is None and pane.check_action("restart", ()) is None
+        keys, _, why = access_line(app, "services").partition(" — ")
+        assert "s" in keys.split() and "R" in keys.split()
+        assert why == "developer dev may act only in namespace(s) team-nlp, chat, not in namespace research"
+        before = len(audit.records())
+        await pilot.press("s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ScalePrompt) and len(audit.records()) == before
+        # in their own namespace: asked, confirmed, scaled and audited under their name
+        await select_row(app, pilot, "9", "service-table", LLM)
+        assert pane.check_action("scale", ()) is True
+        await pilot.press("s")
+        await wait_until(lambda: isinstance(app.screen, ScalePrompt))
+        await pilot.press("2", "enter")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_until(lambda: any(r.action == "scale-service" and r.result != "started" for r in audit.records()))
+        last = [r for r in audit.records() if r.action == "scale-service" and r.result != "started"][-1]
+        assert (last.actor, last.role, last.target, last.result) == ("dev", "developer", LLM, "ok")
