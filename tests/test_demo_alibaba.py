@@ -44,7 +44,7 @@ def test_the_region_holds_a10_and_t4_inference_nodes_and_an_a100_training_node()
         assert ECS_INSTANCE_ID.fullmatch(inst.instance_id), inst.instance_id
         assert (inst.region, inst.availability_zone[:-2]) == ("cn-hangzhou", "cn-hangzhou")
         assert inst.state is InstanceState.RUNNING and inst.bills_now and inst.accrued_cost > 0
-        assert inst.tag("Project") in ("inference", "research")
+        assert inst.tag("Project") in ("vision", "research")
     nodes = {i.node for i in ali}
     busy = [g for g in both.gpu_reading().gpus if g.node in nodes]
     assert len(busy) == 10 and all(g.utilization > 20 for g in busy)
@@ -67,3 +67,11 @@ def test_stopping_a_hangzhou_instance_goes_through_the_action_path_and_its_gpus_
         assert "cn-hangzhou" in {g.node.split(".")[0] for g in gpus}  # the other two still report
     finally:
         console.close()
+
+
+def test_an_ack_node_is_told_apart_by_its_address():
+    from gpuconsole.ui.format import short_node
+
+    assert short_node("cn-hangzhou.192.168.0.223") == "192.168.0.223"
+    assert short_node("ip-10-0-1-23.ec2.internal") == "ip-10-0-1-23"
+    assert short_node("gpu-node-7") == "gpu-node-7"
