@@ -44,7 +44,7 @@ def test_the_region_holds_a10_and_t4_inference_nodes_and_an_a100_training_node()
         assert ECS_INSTANCE_ID.fullmatch(inst.instance_id), inst.instance_id
         assert (inst.region, inst.availability_zone[:-2]) == ("cn-hangzhou", "cn-hangzhou")
         assert inst.state is InstanceState.RUNNING and inst.bills_now and inst.accrued_cost > 0
-        assert inst.tag("Project") in ("vision", "research")
+        assert inst.tag("Project") in ("imaging", "research")
     nodes = {i.node for i in ali}
     busy = [g for g in both.gpu_reading().gpus if g.node in nodes]
     assert len(busy) == 10 and all(g.utilization > 20 for g in busy)

@@ -27,11 +27,11 @@ REGION = "cn-hangzhou"
 ZONES = ("cn-hangzhou-h", "cn-hangzhou-i", "cn-hangzhou-j")
 CLUSTER = "gpu-hangzhou"  # the ACK cluster its nodes join
 # (name, type, zone, owner, project, days since launch, what runs on it)
-# The vision team serves from Hangzhou; research trains there since yesterday (the demo's fleet
-# budget stays under its limit with them).
+# The imaging team serves from Hangzhou (no demo rule or team budget names it); research trains
+# there since yesterday (the fleet budget stays under its limit with them).
 NODES = (
-    ("hz-infer-a10", "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-h", "chen", "vision", 9.0, TRITON),
-    ("hz-infer-t4", "ecs.gn6i-c4g1.xlarge", "cn-hangzhou-i", "bob", "vision", 6.0, TRITON),
+    ("hz-infer-a10", "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-h", "chen", "imaging", 9.0, TRITON),
+    ("hz-infer-t4", "ecs.gn6i-c4g1.xlarge", "cn-hangzhou-i", "bob", "imaging", 6.0, TRITON),
     ("hz-train-a100", "ecs.gn7e-c16g1.32xlarge", "cn-hangzhou-h", "priya", "research", 1.5, NEMO),
 )
 _ID_LETTERS = "0123456789abcdefghijklmnopqrstuvwxyz"
