@@ -38,7 +38,8 @@ class JobTally:
         return tally
 
 
-STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
+STATE_ORDER = {JobState.PENDING: 0, JobState.QUEUED: 1, JobState.RUNNING: 2, JobState.SUSPENDED: 3, JobState.FAILED: 4,
+               JobState.SUCCEEDED: 5}
 
 JOB_COLUMNS = [
     ("STATE", "state", 9),
@@ -106,6 +107,7 @@ JOB_ORDER = {
 def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
     return {
         JobState.PENDING: palette.warn,
+        JobState.QUEUED: palette.warn,
         JobState.RUNNING: palette.ok,
         JobState.FAILED: palette.bad,
         JobState.SUSPENDED: palette.dim,

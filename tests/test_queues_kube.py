@@ -1,0 +1,226 @@
+"""Kueue and Volcano through the job backend, against the Kubernetes API test server.
+
+The server serves Kueue's ``kueue.x-k8s.io`` (v1beta2, or v1beta1 for an older Kueue) and
+Volcano's groups only while their CRDs are installed; the backend reads them where discovery
+shows them, and says why each job waits: quota (its queue's words and place), gang, capacity
+(the scheduler's words), admission check, preemption. Without the CRDs nothing changes and
+nothing more is asked after discovery.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+from gpuconsole.backends.kube.source import KubeJobs
+from gpuconsole.model import Job, JobsReading, JobState, QueueKind, WaitingFor
+from tests import kube_queues as kq
+from tests import kube_server as ks
+from tests.kube_server import TEST_TOKEN, KubeCluster
+
+pytestmark = pytest.mark.slow
+
+
+def poll_until(backend: KubeJobs, check: Callable[[JobsReading], object]) -> JobsReading:
+    return ks.poll_until(backend.poll_jobs, check)
+
+
+def jobs(reading: JobsReading) -> dict[str, Job]:
+    return {j.name: j for j in reading.jobs}
+
+
+def get(server: ks.KubeApiServer, path: str) -> dict:
+    request = urllib.request.Request(server.url + path, headers={"Authorization": f"Bearer {TEST_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - the test server
+        return json.loads(answer.read())
+
+
+def status(server: ks.KubeApiServer, path: str) -> int:
+    try:
+        get(server, path)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    return 200
+
+
+def queued_job(kube: KubeCluster, name: str, queue: str, namespace: str = "team-a", *, gpus: int = 4,
+               priority: int = 0, created: float | None = None, state: str = "pending", **kwargs) -> dict:
+    job = kube.server.add(kq.queued(ks.job(name, namespace, gpus=gpus), queue))
+    kube.server.add(kq.workload(job, queue, state=state, priority=priority, created=created, **kwargs))
+    return job
+
+
+def research_cohort(kube: KubeCluster, version: str = "v1beta2") -> None:
+    """Two ClusterQueues in cohort research, both using all of their 16 GPUs; team-a may borrow 8."""
+    kube.server.kueue = version
+    kube.add(kq.resource_flavor(version=version),
+             kq.cluster_queue("team-a", gpus=16, cohort="research", borrowing=8, used=16, pending=3, admitted=4,
+                              version=version),
+             kq.cluster_queue("team-b", gpus=16, cohort="research", used=16, admitted=2, version=version),
+             kq.local_queue("team-a", "team-a", "team-a", version=version),
+             kq.local_queue("team-b", "team-b", "team-b", version=version))
+
+
+# --------------------------------------------------------------------------- the test server
+
+
+def test_the_server_serves_kueue_and_volcano_only_while_installed(kube: KubeCluster) -> None:
+    server = kube.server
+    groups = {g["name"] for g in get(server, "/apis")["groups"]}
+    assert not groups & {"kueue.x-k8s.io", "scheduling.volcano.sh", "batch.volcano.sh"}
+    assert status(server, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues") == 404
+
+    server.kueue, server.volcano = "v1beta2", True
+    served = {g["name"]: g["preferredVersion"]["version"] for g in get(server, "/apis")["groups"]}
+    assert served["kueue.x-k8s.io"] == "v1beta2"
+    assert served["scheduling.volcano.sh"] == "v1beta1" and served["batch.volcano.sh"] == "v1alpha1"
+    kube.add(kq.cluster_queue("team-a", cohort="research"), kq.local_queue("team-a", "team-a", "team-a"),
+             kq.volcano_queue("research"), kq.volcano_job("ddp", "team-a"), ks.job("plain", "team-a"))
+    listed = get(server, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues")
+    assert listed["kind"] == "ClusterQueueList" and listed["items"][0]["spec"]["cohortName"] == "research"
+    assert [i["metadata"]["name"] for i in get(server, "/apis/batch.volcano.sh/v1alpha1/namespaces/team-a/jobs")["items"]] == ["ddp"]
+    assert [i["metadata"]["name"] for i in get(server, "/apis/batch/v1/namespaces/team-a/jobs")["items"]] == ["plain"]
+    assert status(server, "/apis/kueue.x-k8s.io/v1beta1/clusterqueues") == 404  # not the version served
+    cq = get(server, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a/status")
+    assert cq["status"]["pendingWorkloads"] == 0
+    assert server.get("vcjobs", "ddp", "team-a") is not None and server.get("Job", "ddp", "team-a") is None
+
+
+# --------------------------------------------------------------------------- why a job waits
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_three_kinds_of_waiting_job_are_explained(kube: KubeCluster, watch: bool) -> None:
+    research_cohort(kube)
+    kube.server.volcano = True
+    kube.add(ks.node("gpu-node-1"), ks.node("gpu-node-2"))
+    # Quota: third in line behind a higher priority and an older Workload.
+    queued_job(kube, "urgent", "team-a", priority=100, created=1_700_000_000)
+    queued_job(kube, "older", "team-a", created=1_700_000_000)
+    queued_job(kube, "sweep", "team-a", created=1_700_000_100)
+    # Gang: a Volcano Job of 4 workers, 3 of which would fit.
+    kube.add(kq.volcano_queue("research", gpus=32, allocated=12))
+    ddp = kube.server.add(kq.volcano_job("ddp", "team-a", replicas=4, queue="research"))
+    group = kube.server.add(kq.pod_group(ddp, min_member=4, queue="research", schedulable=3))
+    kube.add(*(kq.gang_pod(ddp, group, i) for i in range(4)))
+    # Capacity: admitted by Kueue, but no node takes its pod.
+    fits = kube.server.add(kq.queued(ks.job("fits", "team-a", gpus=8), "team-a"))
+    kube.server.modify("Job", "fits", "team-a", {"spec": {"suspend": False}, "status": {"active": 1}})
+    kube.add(kq.workload(fits, "team-a", state="admitted", cluster="team-a"),
+             ks.pod_for(fits, node=None, phase="Pending", unschedulable=ks.INSUFFICIENT_GPU))
+
+    reading = poll_until(kube.backend(watch=watch), lambda r: len(r.jobs) == 5 and len(r.queues) == 3)
+    by = jobs(reading)
+    sweep = by["sweep"]
+    assert sweep.state is JobState.QUEUED and sweep.waiting_for is WaitingFor.QUOTA
+    assert sweep.pending_reason == ("waiting in queue team-a, position 3: 16 of 16 GPUs used, "
+                                    "may borrow 0 of 8 from cohort research")
+    assert (sweep.queue, sweep.cluster_queue) == ("team-a", "team-a")
+    assert by["urgent"].pending_reason.startswith("waiting in queue team-a, position 1:")
+    assert by["older"].pending_reason.startswith("waiting in queue team-a, position 2:")
+
+    gang = by["ddp"]
+    assert gang.kind == "VolcanoJob" and gang.state is JobState.PENDING and gang.gpus == 4
+    assert gang.waiting_for is WaitingFor.GANG and gang.queue == "research"
+    assert gang.pending_reason == "3 of 4 pods fit; minMember 4"
+
+    capacity = by["fits"]
+    assert capacity.state is JobState.PENDING and capacity.waiting_for is WaitingFor.CAPACITY
+    assert capacity.pending_reason == ks.INSUFFICIENT_GPU and capacity.cluster_queue == "team-a"
+
+    queues = {q.name: q for q in reading.queues}
+    team_a = queues["team-a"]
+    assert team_a.kind is QueueKind.KUEUE and team_a.cohort == "research"
+    assert (team_a.gpu_quota, team_a.gpu_used, team_a.gpu_borrowed, team_a.gpu_borrowing_limit) == (16, 16, 0, 8)
+    assert (team_a.pending_workloads, team_a.admitted_workloads) == (3, 4)
+    assert team_a.local_queues == ("team-a/team-a",) and team_a.flavors == ("a100",)
+    research = queues["research"]
+    assert research.kind is QueueKind.VOLCANO and (research.gpu_quota, research.gpu_used) == (32, 12)
+
+
+def test_admission_checks_preemption_deactivation_and_borrowing_in_words(kube: KubeCluster) -> None:
+    kube.server.kueue = "v1beta2"
+    kube.add(kq.cluster_queue("team-a", gpus=16, cohort="research", borrowing=8, used=12, pending=2),
+             kq.cluster_queue("team-b", gpus=16, cohort="research", lending=4, used=6),
+             kq.local_queue("team-a", "team-a", "team-a"))
+    queued_job(kube, "checked", "team-a", state="checks", cluster="team-a")
+    queued_job(kube, "bumped", "team-a", state="preempted")
+    queued_job(kube, "parked", "team-a", active=False)
+    queued_job(kube, "waits", "team-a", gpus=8)
+    by = jobs(kube.backend(watch=False).poll_jobs())
+    assert by["checked"].waiting_for is WaitingFor.ADMISSION_CHECK and by["checked"].state is JobState.QUEUED
+    assert by["checked"].pending_reason == ("quota reserved in team-a, admission check dws-prov: "
+                                            "Waiting for the ProvisioningRequest to be Provisioned")
+    assert by["bumped"].waiting_for is WaitingFor.PREEMPTED
+    assert by["bumped"].pending_reason.startswith("preempted, waiting in queue team-a again: Preempted to accommodate")
+    assert by["parked"].state is JobState.QUEUED and by["parked"].waiting_for is None
+    assert "deactivated" in by["parked"].pending_reason
+    # Behind the preempted one; team-b lends at most 4 of its 10 unused GPUs: team-a may borrow 4 of 8.
+    assert by["waits"].pending_reason == ("waiting in queue team-a, position 2: 12 of 16 GPUs used, "
+                                          "may borrow 4 of 8 from cohort research")
+
+
+def test_an_older_kueue_at_v1beta1_and_a_volcano_queue_out_of_capability(kube: KubeCluster) -> None:
+    research_cohort(kube, version="v1beta1")
+    kube.server.volcano = True
+    queued_job(kube, "sweep", "team-a")
+    kube.add(kq.volcano_queue("small", gpus=8, allocated=8, pending=1))
+    plain = kube.server.add(ks.job("gang", "team-b", gpus=2, parallelism=2, state="pending"))
+    kube.add(kq.pod_group(plain, min_member=2, queue="small", phase="Pending", gpus_each=2))
+    backend = kube.backend(watch=False)
+    reading = backend.poll_jobs()
+    assert kube.server.requested("/apis/kueue.x-k8s.io/v1beta1/workloads")
+    by = jobs(reading)
+    assert by["sweep"].pending_reason.endswith("16 of 16 GPUs used, may borrow 0 of 8 from cohort research")
+    assert by["gang"].waiting_for is WaitingFor.QUOTA and by["gang"].kind == "Job"
+    assert by["gang"].pending_reason == "waiting in queue small: 8 of 8 GPUs used"
+    assert {q.name for q in reading.queues} == {"team-a", "team-b", "small"}
+
+
+def test_a_workload_admitted_later_reaches_the_watching_backend(kube: KubeCluster) -> None:
+    research_cohort(kube)
+    job = queued_job(kube, "sweep", "team-a")
+    backend = kube.backend()
+    poll_until(backend, lambda r: r.jobs and r.jobs[0].state is JobState.QUEUED)
+    (wl,) = kube.server.objects("Workload")
+    kube.server.delete("Workload", wl["metadata"]["name"], "team-a")
+    kube.server.add(kq.workload(job, "team-a", state="admitted", cluster="team-a"))
+    kube.server.modify("Job", "sweep", "team-a", {"spec": {"suspend": False}, "status": {"active": 1, "ready": 1}})
+    reading = poll_until(backend, lambda r: r.jobs[0].state is JobState.RUNNING)
+    assert reading.jobs[0].waiting_for is None and reading.jobs[0].cluster_queue == "team-a"
+
+
+def test_queues_a_role_may_not_read_leave_the_jobs(kube: KubeCluster) -> None:
+    research_cohort(kube)
+    queued_job(kube, "sweep", "team-a")
+    kube.server.fail(403, path_contains="clusterqueues", message='clusterqueues.kueue.x-k8s.io is forbidden')
+    reading = kube.backend(watch=False).poll_jobs()
+    (job,) = reading.jobs
+    assert job.state is JobState.QUEUED and job.waiting_for is WaitingFor.QUOTA and reading.queues == ()
+    assert job.pending_reason.startswith("waiting in queue team-a, position 1: couldn't assign flavors")
+
+
+# --------------------------------------------------------------------------- without the CRDs
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_without_the_crds_nothing_changes_and_nothing_more_is_asked(kube: KubeCluster, watch: bool,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    kube.add(ks.node("gpu-node-1"), ks.job("held", "team-a", state="suspended"))
+    waiting = kube.server.add(ks.job("waits", "team-a", state="pending"))
+    kube.add(ks.pod_for(waiting, node=None, phase="Pending", unschedulable=ks.INSUFFICIENT_GPU))
+    backend = kube.backend(watch=watch)
+    first = poll_until(backend, lambda r: len(r.jobs) == 2)
+    second = backend.poll_jobs()
+    assert first.queues == () == second.queues
+    by = jobs(second)
+    assert by["held"].state is JobState.SUSPENDED and by["held"].queue is None and by["held"].waiting_for is None
+    assert by["waits"].state is JobState.PENDING and by["waits"].pending_reason == ks.INSUFFICIENT_GPU
+    assert len([r for r in kube.server.requests if r.path.rstrip("/") == "/apis"]) == 1
+    assert not [r for r in kube.server.requests if "kueue" in r.path or "volcano" in r.path]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
