@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -224,3 +228,27 @@ def test_without_the_crds_nothing_changes_and_nothing_more_is_asked(kube: KubeCl
     assert len([r for r in kube.server.requests if r.path.rstrip("/") == "/apis"]) == 1
     assert not [r for r in kube.server.requests if "kueue" in r.path or "volcano" in r.path]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+# --------------------------------------------------------------------------- snapshot --json
+
+
+def test_snapshot_json_lists_the_queues_and_why_each_job_waits(kube: KubeCluster, tmp_path: Path) -> None:
+    research_cohort(kube)
+    queued_job(kube, "sweep", "team-a")
+    kube.add(ks.node("gpu-node-1"), ks.job("plain", "ml", state="suspended"))
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuconsole", "snapshot", "--json", "--no-db", "--gpus", "off", "--cloud", "off",
+         "--kubeconfig", str(kube.kubeconfig), "--namespace", "ml"],
+        capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    queues = {q["name"]: q for q in doc["queues"]}  # cluster-wide, whatever --namespace says
+    assert set(queues) == {"team-a", "team-b"}
+    assert {k: queues["team-a"][k] for k in ("kind", "cohort", "gpu_quota", "gpu_used", "gpu_borrowed",
+                                             "pending_workloads", "admitted_workloads", "usd_per_hour")} == {
+        "kind": "kueue", "cohort": "research", "gpu_quota": 16, "gpu_used": 16, "gpu_borrowed": 0,
+        "pending_workloads": 3, "admitted_workloads": 4, "usd_per_hour": None}  # no cloud: cost unknown
+    (plain,) = doc["jobs"]
+    assert (plain["state"], plain["queue"], plain["cluster_queue"], plain["waiting_for"]) == ("suspended", None, None, None)

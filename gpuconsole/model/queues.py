@@ -45,6 +45,14 @@ class Queue(Value):
     flavors: tuple[str, ...] = ()  # ResourceFlavors that give it GPUs
     active: bool = True  # Kueue: the Active condition; Volcano: state Open
     local_queues: tuple[str, ...] = ()  # "namespace/name" of the LocalQueues that point at it
+    usd_per_hour: float | None = None  # what its admitted (running) jobs' GPUs cost; None: not known
+
+    def holds(self, job_queue: str | None, job_cluster_queue: str | None) -> bool:
+        """Whether a job of LocalQueue / Volcano queue ``job_queue`` (and ClusterQueue
+        ``job_cluster_queue``) is this queue's."""
+        if self.kind is QueueKind.KUEUE:
+            return job_cluster_queue == self.name
+        return job_cluster_queue is None and job_queue == self.name
 
     @property
     def gpu_free(self) -> int | None:

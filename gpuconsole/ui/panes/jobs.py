@@ -36,6 +36,7 @@ from gpuconsole.ui.panes.job_rows import (
     node_cells,
     queue_order,
     short_product,
+    waiting_text,
 )
 from gpuconsole.ui.widgets.cells import right
 from gpuconsole.ui.widgets.row_index import RowIndex
@@ -235,9 +236,9 @@ class JobsPane(Pane):
         if job is None:
             return None
         line = Text(f"{job.namespace}/{job.name}  ", style=palette.strong)
-        if job.state is JobState.PENDING:
-            line.append(f"waiting {age(now - job.created)}: ")
-            line.append(job.pending_reason or "not scheduled yet", palette.warn)
+        if job.state in (JobState.PENDING, JobState.QUEUED):
+            line.append(f"{'queued' if job.state is JobState.QUEUED else 'waiting'} {age(now - job.created)}: ")
+            line.append(waiting_text(job) or "not scheduled yet", palette.warn)
         elif job.state is JobState.RUNNING and job.node:
             line.append(f"running {age(now - (job.started or job.created))} on {job.node}")
         else:
