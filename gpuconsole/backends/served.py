@@ -75,6 +75,8 @@ class ServedServices:
         self.figures = PrometheusServing(settings.prometheus, settings.window_s, settings.custom, settings.slo_windows)
         self.name = f"{getattr(cluster, 'name', 'kube')}+prometheus"
         self.capabilities = getattr(cluster, "capabilities", frozenset())
+        # A poll is the cluster's (its first discovery and lists), then one round of queries.
+        self.poll_timeout = float(getattr(cluster, "poll_timeout", 0.0)) + self.figures.poll_timeout
 
     def poll_services(self) -> ServicesReading:
         reading: ServicesReading = self.cluster.poll_services()

@@ -75,7 +75,8 @@ def _demo_clock(args: argparse.Namespace) -> dict[str, object]:
     return {"clock": lambda: at + (time.time() - origin)}
 
 
-def make_console(args: argparse.Namespace, *, background_store: bool = False, act_on_budgets: bool = True):  # noqa: ANN201 - Console
+def make_console(args: argparse.Namespace, *, background_store: bool = False, act_on_budgets: bool = True,  # noqa: ANN201 - Console
+                 automation: bool = False):
     """The Console the flags ask for.
 
     With ``background_store`` (the full-screen console) the cache database is opened after the
@@ -130,7 +131,8 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         serving=serving,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
-                             act_on_budgets=act_on_budgets, read_only=args.read_only, **_demo_clock(args))
+                             act_on_budgets=act_on_budgets, read_only=args.read_only, automation=automation,
+                             **_demo_clock(args))
     path = _db_path(args)
     if path is None:
         return Console(options)
@@ -193,7 +195,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if args.cost_command == "reconcile":
                 _setup_logging(tui=False)
             return run_cost(args, make_console=make_console)
-        if args.command in ("users", "audit", "instance", "job", "process", "access", "keys"):
+        if args.command in ("users", "audit", "instance", "job", "service", "process", "access", "keys"):
             from gpuconsole.cli.access_parsers import run_access_command
 
             _setup_logging(tui=False)
@@ -202,7 +204,8 @@ def _main(argv: Sequence[str] | None) -> int:
             from gpuconsole.cli.autopilot import run_autopilot
 
             _setup_logging(tui=False)
-            return run_autopilot(args, lambda a: make_console(a, act_on_budgets=False))
+            return run_autopilot(args, lambda a: make_console(a, act_on_budgets=False,
+                                                              automation=getattr(a, "autopilot_command", "") == "run"))
         if args.command == "experiment":
             from gpuconsole.cli.experiment import run_experiment
 
