@@ -21,9 +21,12 @@ from pathlib import Path
 import pytest
 
 from gpuconsole.backends.kube.source import KubeJobs
+from gpuconsole.core.ops.actions import ActionDenied, ActionError, ActionLog
+from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.model import Job, JobsReading, JobState, QueueKind, WaitingFor
 from tests import kube_queues as kq
 from tests import kube_server as ks
+from tests.kube_rbac import DEV_TOKEN, READ, RbacApiServer
 from tests.kube_server import TEST_TOKEN, KubeCluster
 
 pytestmark = pytest.mark.slow
@@ -252,3 +255,60 @@ def test_snapshot_json_lists_the_queues_and_why_each_job_waits(kube: KubeCluster
         "pending_workloads": 3, "admitted_workloads": 4, "usd_per_hour": None}  # no cloud: cost unknown
     (plain,) = doc["jobs"]
     assert (plain["state"], plain["queue"], plain["cluster_queue"], plain["waiting_for"]) == ("suspended", None, None, None)
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def test_a_pending_job_moves_queue_and_its_workload_is_deactivated_then_reactivated(kube: KubeCluster) -> None:
+    research_cohort(kube)
+    kube.add(kq.local_queue("spare", "team-a", "team-b"))
+    queued_job(kube, "sweep", "team-a")
+    backend = kube.backend(watch=False)
+    backend.poll_jobs()  # discovery: the cluster serves Kueue
+    log = ActionLog()
+    ops = JobOps(backend, log=log)
+    assert ops.move_queue("team-a", "sweep", "spare").ok
+    assert kube.server.get("Job", "sweep", "team-a")["metadata"]["labels"][kq.QUEUE_LABEL] == "spare"
+    assert ops.set_workload_active("team-a", "sweep", False).ok
+    (wl,) = kube.server.objects("Workload")
+    assert wl["spec"]["active"] is False
+    assert ops.set_workload_active("team-a", "sweep", True).ok
+    assert kube.server.objects("Workload")[0]["spec"]["active"] is True
+    with pytest.raises(ActionError, match='localqueues "nowhere" not found'):
+        ops.move_queue("team-a", "sweep", "nowhere")
+    assert [r.request.kind.value for r in log.recent() if r.ok] == [
+        "move-queue", "deactivate-workload", "reactivate-workload"]
+    # Admitted: it keeps its queue.
+    admitted = kube.server.add(kq.queued(ks.job("running", "team-a"), "team-a"))
+    kube.add(kq.workload(admitted, "team-a", state="admitted", cluster="team-a"))
+    with pytest.raises(ActionError, match="already admitted to team-a; only a pending job can be changed"):
+        ops.move_queue("team-a", "running", "spare")
+
+
+def test_a_move_rbac_refuses_is_one_line_and_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = RbacApiServer().start()
+    try:
+        path = ks.write_kubeconfig(tmp_path / "rbac", server.url, {"rbac": {"token": DEV_TOKEN}})
+        ks.use_kubeconfig(monkeypatch, path)
+        server.grant(DEV_TOKEN, "alice", "team-a", READ, resources=("jobs", "pods", "workloads", "localqueues"))
+        server.kueue = "v1beta2"
+        server.add(kq.local_queue("team-a", "team-a", "team-a"))
+        server.add(kq.local_queue("spare", "team-a", "team-b"))
+        job = server.add(kq.queued(ks.job("sweep", "team-a"), "team-a"))
+        server.add(kq.workload(job, "team-a"))
+        backend = KubeJobs(str(path), namespaces=("team-a",), request_timeout=2.0, watch=False)
+        try:
+            backend.poll_jobs()
+            log = ActionLog()
+            with pytest.raises(ActionDenied) as denied:
+                JobOps(backend, log=log).move_queue("team-a", "sweep", "spare")
+            message = str(denied.value)
+            assert "\n" not in message and 'User "alice" cannot patch resource "jobs"' in message
+            (result,) = log.recent()
+            assert not result.ok and result.request.kind.value == "move-queue"
+            assert server.get("Job", "sweep", "team-a")["metadata"]["labels"][kq.QUEUE_LABEL] == "team-a"
+        finally:
+            backend.close()
+    finally:
+        server.stop()

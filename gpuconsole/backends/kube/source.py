@@ -29,6 +29,7 @@ from gpuconsole.backends.kube.kubeconfig import (
 )
 from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind
 from gpuconsole.backends.kube.queue_compose import annotate
+from gpuconsole.backends.kube.queue_records import KUEUE_GROUP, KUEUE_VERSIONS
 from gpuconsole.backends.kube.queue_kinds import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
@@ -105,7 +106,12 @@ class KubeJobs(DiscoveringLister):
                 from gpuconsole.backends.kube.control import KubeJobControl
 
                 control = self._control = KubeJobControl(self._client, self.request_timeout)
+                control.kueue_version = self._kueue_version
             return control
+
+    def _kueue_version(self) -> str | None:
+        served = self.serves(KUEUE_GROUP, *KUEUE_VERSIONS)
+        return served if isinstance(served, str) else None
 
     # ----------------------------------------------------------------- JobBackend
 
