@@ -312,3 +312,20 @@ def test_a_move_rbac_refuses_is_one_line_and_recorded(tmp_path: Path, monkeypatc
             backend.close()
     finally:
         server.stop()
+
+
+def test_the_job_command_moves_and_deactivates_a_queued_job(kube: KubeCluster, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from gpuconsole.cli.main import main
+
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "audit.db"))
+    research_cohort(kube)
+    kube.add(kq.local_queue("spare", "team-a", "team-b"))
+    queued_job(kube, "sweep", "team-a")
+    common = ["--no-db", "--gpus", "off", "--cloud", "off", "--kubeconfig", str(kube.kubeconfig)]
+    assert main([*common, "job", "move", "team-a/sweep", "spare"]) == 0
+    assert main([*common, "job", "deactivate", "team-a/sweep"]) == 0
+    out = capsys.readouterr().out
+    assert "moved Job team-a/sweep to LocalQueue spare" in out and "deactivated the Workload of Job team-a/sweep" in out
+    assert kube.server.get("Job", "sweep", "team-a")["metadata"]["labels"][kq.QUEUE_LABEL] == "spare"
+    assert kube.server.objects("Workload")[0]["spec"]["active"] is False

@@ -110,6 +110,9 @@ class KubeJobs(DiscoveringLister):
             return control
 
     def _kueue_version(self) -> str | None:
+        """The Kueue version the cluster serves (discovery is asked first when no poll has)."""
+        if self.groups is None:
+            self._discover()
         served = self.serves(KUEUE_GROUP, *KUEUE_VERSIONS)
         return served if isinstance(served, str) else None
 
