@@ -329,3 +329,49 @@ def test_the_job_command_moves_and_deactivates_a_queued_job(kube: KubeCluster, m
     assert "moved Job team-a/sweep to LocalQueue spare" in out and "deactivated the Workload of Job team-a/sweep" in out
     assert kube.server.get("Job", "sweep", "team-a")["metadata"]["labels"][kq.QUEUE_LABEL] == "spare"
     assert kube.server.objects("Workload")[0]["spec"]["active"] is False
+
+
+# --------------------------------------------------------------------------- the Queues screen
+
+
+async def test_the_queues_screen_shows_each_queues_figures_and_its_workloads_in_order(
+        kube: KubeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import Static
+
+    from gpuconsole.backends.kube import source as kube_backend
+    from gpuconsole.core.fleet.console import Console, ConsoleOptions
+    from gpuconsole.core.fleet.sources import SourceOptions
+    from gpuconsole.ui.screens.queues import QueuesScreen
+    from tests.driving import column, running, shown
+    from tests.helpers import wait_until as wait_in_app
+    from tests.test_kube import QuickKubeJobs
+
+    monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
+    research_cohort(kube)
+    queued_job(kube, "urgent", "team-a", priority=100)
+    queued_job(kube, "sweep", "team-a")
+    console = Console(ConsoleOptions(sources=SourceOptions(jobs="auto", gpus="off", cloud="off"), interval=0.2,
+                                     timeout=3))
+    async with running(console, live=False) as (app, pilot):
+        await wait_in_app(lambda: len(app.snapshot.queues) == 2 and len(app.snapshot.jobs) == 2)
+        await pilot.press("3")
+        await pilot.pause()
+        assert "quota · waiting in queue team-a, position 2: 16 of 16 GPUs used" in " ".join(
+            column(app, "job-table", "reason"))
+        await pilot.press("Q")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, QueuesScreen)
+        table = shown(screen.query_one("#queues-table", Static))
+        assert "team-a" in table and "team-b" in table and "research" in table
+        row = next(line for line in table.splitlines() if line.startswith("team-a"))
+        assert row.split()[3:10] == ["16", "16", "0", "8", "4", "3", "unknown"]  # no cloud: $/h unknown
+        workloads = shown(screen.query_one("#queues-workloads", Static)).splitlines()
+        assert workloads[1].startswith("#1 team-a/urgent  queued  4 GPU(s)  quota · waiting in queue team-a, position 1")
+        assert workloads[2].startswith("#2 team-a/sweep  queued")
+        await pilot.press("down")
+        await pilot.pause()
+        assert shown(screen.query_one("#queues-workloads", Static)).startswith("team-b: 0 job(s)")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, QueuesScreen)

@@ -58,6 +58,7 @@ class Job(Value):
     cluster_queue: str | None = None  # Kueue: the ClusterQueue its LocalQueue points at
     waiting_for: WaitingFor | None = None  # why it has not started; pending_reason says it in one line
     kind: str = "Job"  # "Job" (batch/v1) or "VolcanoJob" (batch.volcano.sh)
+    queue_position: int | None = None  # Kueue: its place among its ClusterQueue's pending Workloads (1 first)
 
     @property
     def waiting(self) -> bool:

@@ -129,7 +129,7 @@ def _kueue_job(job: Job, w: WorkloadRecord, queue: str | None, cq_name: str | No
     if w.quota_reserved and w.check is not None:
         return replace(job, state=JobState.QUEUED, waiting_for=WaitingFor.ADMISSION_CHECK,
                        pending_reason=f"quota reserved in {cq_name or name}, admission check {w.check}")
-    return replace(job, state=JobState.QUEUED, waiting_for=WaitingFor.QUOTA,
+    return replace(job, state=JobState.QUEUED, waiting_for=WaitingFor.QUOTA, queue_position=position,
                    pending_reason=quota_words(name, position, cq, queues, w.waiting))
 
 

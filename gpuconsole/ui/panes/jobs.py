@@ -56,6 +56,7 @@ class JobsPane(Pane):
     | T | run the selected CronJob now |
     | ctrl+d | delete the selected job or CronJob (asks y/n) |
     | space | tag the row: ctrl+d and s then act on every tagged row, in one confirmation |
+    | Q | the cluster's queues (Kueue, Volcano) and the selected queue's workloads |
 
     A key the cluster's RBAC refuses in the selected row's namespace is dimmed, with the reason
     under the table (asked with a SelfSubjectAccessReview, kept a minute).
@@ -71,6 +72,7 @@ class JobsPane(Pane):
         Binding("s", "suspend", "Suspend/resume", show=False),
         Binding("T", "trigger", "Run now", show=False),
         Binding("ctrl+d", "delete", "Delete"),
+        Binding("Q", "queues", "Queues", show=False),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -148,6 +150,11 @@ class JobsPane(Pane):
             self.show_view("jobs")
         jobs = self.query_one("#job-table", VirtualTable)
         (self.query_one("#cron-table", VirtualTable) if jobs.has_focus else jobs).focus()
+
+    def action_queues(self) -> None:
+        from gpuconsole.ui.screens.queues import QueuesScreen
+
+        self.app.push_screen(QueuesScreen())
 
     def action_toggle_nodes(self) -> None:
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
