@@ -329,6 +329,11 @@ def test_the_job_command_moves_and_deactivates_a_queued_job(kube: KubeCluster, m
     assert "moved Job team-a/sweep to LocalQueue spare" in out and "deactivated the Workload of Job team-a/sweep" in out
     assert kube.server.get("Job", "sweep", "team-a")["metadata"]["labels"][kq.QUEUE_LABEL] == "spare"
     assert kube.server.objects("Workload")[0]["spec"]["active"] is False
+    # Submitted to a queue: the Job carries the LocalQueue's label, its pods do not.
+    assert main([*common, "job", "submit", "team-a/probe", "--image", "busybox", "--queue", "team-a"]) == 0
+    probe = kube.server.get("Job", "probe", "team-a")
+    assert probe["metadata"]["labels"][kq.QUEUE_LABEL] == "team-a"
+    assert kq.QUEUE_LABEL not in probe["spec"]["template"]["metadata"]["labels"]
 
 
 # --------------------------------------------------------------------------- the Queues screen

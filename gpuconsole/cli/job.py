@@ -34,6 +34,7 @@ def add_job_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     submit.add_argument("--gpus-per-pod", dest="pod_gpus", type=int, default=1, metavar="N", help="GPUs per pod (default 1)")
     submit.add_argument("--command", dest="job_cmdline", default="", metavar="CMD", help="shell line to run (default: the image's)")
     submit.add_argument("--schedule", default="", metavar="CRON", help="a cron schedule: submit a CronJob")
+    submit.add_argument("--queue", default="", metavar="LOCALQUEUE", help="a Kueue LocalQueue of the namespace")
     submit.add_argument("--dry-run", action="store_true", help="let the cluster check it; create nothing")
     add_mfa_option(submit)
     for verb, text in (("delete", "delete a Job or CronJob"), ("suspend", "suspend a Job or CronJob"),
@@ -103,4 +104,4 @@ def _request(args: argparse.Namespace, namespace: str, name: str, owner: str) ->
     from gpuconsole.core.ops.manifests import JobRequest
 
     return JobRequest(name=name, namespace=namespace, image=args.image, gpus=args.pod_gpus,
-                      command=args.job_cmdline, schedule=args.schedule, owner=owner)
+                      command=args.job_cmdline, schedule=args.schedule, owner=owner, queue=args.queue)
