@@ -123,9 +123,16 @@ class _Labels(msgspec.Struct, gc=False):
     quantile: str | None = None
 
 
+class _Pair(msgspec.Struct, array_like=True, gc=False):
+    """``[time, value]``: a Struct, not a tuple, so that the collector does not track it."""
+
+    time: float
+    value: float
+
+
 class _Sample(msgspec.Struct, gc=False):
     metric: _Labels
-    value: tuple[float, float]
+    value: _Pair
 
 
 class _Data(msgspec.Struct, gc=False):
@@ -172,12 +179,12 @@ def _series(samples: list[_Sample], family: str, bounded: bool) -> tuple[PodSeri
     # ``v - v == 0`` holds for a finite v only (NaN and ±Inf give NaN).
     if not bounded:
         return tuple([one(m.namespace, m.pod, v, family or m.family or "custom") for s in samples
-                      if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0])
+                      if (m := s.metric).namespace and m.pod and (v := s.value.value) - v == 0])
     bound = _BOUNDS
     if len(bound) > 4096:  # bounds are a few dozen texts; a server that invents them does not grow this
         bound.clear()
     return tuple([one(m.namespace, m.pod, v, family or m.family or "custom", b) for s in samples
-                  if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0
+                  if (m := s.metric).namespace and m.pod and (v := s.value.value) - v == 0
                   and ((b := bound[m.le if m.le is not None else m.quantile]) is not None or m.le is None is m.quantile)])
 
 
