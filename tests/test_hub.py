@@ -250,3 +250,17 @@ def test_replacing_a_source_polls_the_new_one_and_closes_the_old(hub_and_source)
     assert hub.statuses()[0].name == "newer"
     wait_for(lambda: source.release.is_set(), timeout=5)  # close() was called on the old one
     newer.release.set()
+
+
+@pytest.mark.parametrize("kind", list(SourceKind))
+def test_a_source_that_is_not_set_up_is_unconfigured_for_every_kind(kind: SourceKind) -> None:
+    from gpuconsole.backends.unconfigured import Unconfigured
+
+    hub = Hub({kind: Unconfigured("off", "turned off", "start without it")}, lambda _kind: None,
+              {kind: PollPolicy(interval=0.02, timeout=0.2, unconfigured_retry=0.05)})
+    hub.start()
+    try:
+        wait_for(lambda: state(hub) is SourceState.UNCONFIGURED)
+        assert hub.statuses()[0].hint == "start without it"
+    finally:
+        hub.stop(timeout=0.5)

@@ -7,11 +7,11 @@ data would be. It never fabricates data: without ``--demo`` the console shows no
 from __future__ import annotations
 
 from gpuconsole.backends.base import BackendUnavailable, Capability
-from gpuconsole.model import CloudReading, GpuReading, JobsReading
+from gpuconsole.model import CloudReading, GpuReading, JobsReading, ServicesReading
 
 
 class Unconfigured:
-    """Implements all three backend faces; every poll raises :class:`BackendUnavailable`."""
+    """Implements every backend face; every poll raises :class:`BackendUnavailable`."""
 
     capabilities: frozenset[Capability] = frozenset()
 
@@ -30,6 +30,9 @@ class Unconfigured:
         raise self._missing()
 
     def poll_instances(self) -> CloudReading:
+        raise self._missing()
+
+    def poll_services(self) -> ServicesReading:
         raise self._missing()
 
     def close(self) -> None:

@@ -291,7 +291,7 @@ def _check(args: argparse.Namespace, make_console: Callable[..., Any], out: Text
     from gpuconsole.model import SourceKind, SourceState, to_jsonable
 
     _config(args)  # a bad file is an error here, not only an alert
-    console = make_console(args, act_on_budgets=False)
+    console = make_console(args, act_on_budgets=False, automation=bool(args.enforce))  # enforcing acts by itself
     results: tuple[Any, ...] = ()
     errors: list[str] = []
     try:

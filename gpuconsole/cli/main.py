@@ -75,7 +75,8 @@ def _demo_clock(args: argparse.Namespace) -> dict[str, object]:
     return {"clock": lambda: at + (time.time() - origin)}
 
 
-def make_console(args: argparse.Namespace, *, background_store: bool = False, act_on_budgets: bool = True):  # noqa: ANN201 - Console
+def make_console(args: argparse.Namespace, *, background_store: bool = False, act_on_budgets: bool = True,  # noqa: ANN201 - Console
+                 automation: bool = False):
     """The Console the flags ask for.
 
     With ``background_store`` (the full-screen console) the cache database is opened after the
@@ -93,6 +94,14 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         prometheus = prometheus_settings(flags, args.config)
     except ValueError as exc:
         raise ArgumentError(f"Prometheus: {exc}") from None
+    from gpuconsole.core.config import ConfigError
+    from gpuconsole.core.fleet.prometheus_config import serving_figures
+    from gpuconsole.core.serving.config import load as load_serving
+
+    try:
+        serving = serving_figures(load_serving(args.config), prometheus) if not args.demo else None
+    except ConfigError as exc:
+        raise ArgumentError(str(exc)) from None
     from gpuconsole.core.fleet.cloud_config import alibaba_settings
 
     try:
@@ -119,9 +128,11 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         watch_jobs=args.command in (None, "metrics"),  # other commands read once: a list, no watch threads
         prometheus=prometheus,
         alibaba=alibaba,
+        serving=serving,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
-                             act_on_budgets=act_on_budgets, read_only=args.read_only, **_demo_clock(args))
+                             act_on_budgets=act_on_budgets, read_only=args.read_only, automation=automation,
+                             **_demo_clock(args))
     path = _db_path(args)
     if path is None:
         return Console(options)
@@ -193,7 +204,8 @@ def _main(argv: Sequence[str] | None) -> int:
             from gpuconsole.cli.autopilot import run_autopilot
 
             _setup_logging(tui=False)
-            return run_autopilot(args, lambda a: make_console(a, act_on_budgets=False))
+            return run_autopilot(args, lambda a: make_console(a, act_on_budgets=False,
+                                                              automation=getattr(a, "autopilot_command", "") == "run"))
         if args.command == "experiment":
             from gpuconsole.cli.experiment import run_experiment
 

@@ -9,6 +9,7 @@ The configuration file maps each gpuconsole role to an IAM role::
     admin = "arn:aws:iam::123456789012:role/gpuconsole-admin"
     developer = "arn:aws:iam::123456789012:role/gpuconsole-developer"
     auditor = "arn:aws:iam::123456789012:role/gpuconsole-auditor"
+    automation = "arn:aws:iam::123456789012:role/gpuconsole-automation"   # optional
 
 Where it is set, IAM, not this process, decides what a login may do in AWS: the session is
 ``sts:AssumeRole`` for the login's role, named after the OS login (``RoleSessionName`` and
@@ -18,6 +19,13 @@ and the code the admin typed, and AWS checks the code. Sessions are kept in memo
 A refusal by AWS is a :class:`BackendPermissionDenied` in AWS's own words, so the action path
 records it as ``denied``. A login with no role, or a role with no ARN, gets no AWS session at
 all: the console never falls back to the login's own credentials.
+
+The ``automation`` role is the service identity of automatic actions (autopilot rules, budget
+actions that run by themselves): the autopilot service (``autopilot run``) and ``budget check
+--enforce`` act through it, with the credentials of the machine's service role (only that role
+may assume it, and it changes only instances tagged ``ManagedBy = gpuconsole``), never through a
+person's MFA session. Where it is set, a login's own session runs no automatic cloud action:
+the action is denied and audited, saying where such actions run.
 """
 
 from __future__ import annotations
@@ -60,7 +68,9 @@ CLOUD_KINDS = frozenset({ActionKind.LAUNCH, ActionKind.START, ActionKind.STOP, A
 
 RoleArn = Annotated[str, msgspec.Meta(pattern=ROLE_ARN.pattern, description="an IAM role ARN")]
 # [aws.roles]: one optional IAM role ARN per gpuconsole role.
-AwsRolesTable = msgspec.defstruct("AwsRolesTable", [(r.value, RoleArn | None, None) for r in Role],
+AUTOMATION = "automation"  # the service identity of automatic actions, beside the gpuconsole roles
+AUTOMATION_SESSION = "gpuconsole-automation"
+AwsRolesTable = msgspec.defstruct("AwsRolesTable", [(r, RoleArn | None, None) for r in (*(r.value for r in Role), AUTOMATION)],
                                   frozen=True, forbid_unknown_fields=True)
 
 
@@ -86,6 +96,11 @@ class AwsRoleSettings:
 
     def arn(self, role: Role | None) -> str:
         return dict(self.roles).get(role.value, "") if role is not None else ""
+
+    @property
+    def automation_arn(self) -> str:
+        """The automation role's ARN ("" when automatic actions have no identity of their own)."""
+        return dict(self.roles).get(AUTOMATION, "")
 
 
 def load_aws_roles(config_path: Path | str | None = None, env: Mapping[str, str] = os.environ) -> AwsRoleSettings | None:
@@ -114,7 +129,7 @@ def load_aws_roles(config_path: Path | str | None = None, env: Mapping[str, str]
         raise ConfigError(f"{path}: {_aws_problem(exc, aws)}") from None
     if table.roles is None:
         return None
-    checked = tuple((r.value, arn) for r in Role if (arn := getattr(table.roles, r.value)) is not None)
+    checked = tuple((r, arn) for r in (*(r.value for r in Role), AUTOMATION) if (arn := getattr(table.roles, r)) is not None)
     return AwsRoleSettings(tuple(sorted(checked)), table.mfa_serial, table.session_seconds)
 
 
@@ -127,7 +142,7 @@ def _aws_problem(exc: TableError, aws: Any) -> str:
         return "[aws.roles] must be a table of role = \"arn:aws:iam::…:role/…\""
     if head == "roles":
         if exc.unknown:
-            return f"[aws.roles] {role}: not a gpuconsole role (admin, developer or auditor)"
+            return f"[aws.roles] {role}: not a gpuconsole role (admin, developer, auditor) or automation"
         return f"[aws.roles] {role}: not an IAM role ARN: {aws['roles'][role]!r}"
     if head == "mfa_serial" and not exc.unknown:
         return f"[aws] mfa_serial: not an MFA device ARN: {aws['mfa_serial']!r}"
@@ -158,11 +173,14 @@ class AwsRoleSessions:
         sts: the STS calls as the login (:class:`gpuconsole.backends.aws.StsCalls`).
         clock: the time, for the expiry.
         login: the OS login (default :func:`os_login`).
+        automation: act as the automation role (the autopilot service, budget enforcement),
+            whatever the login's role; no MFA.
     """
 
     def __init__(self, settings: AwsRoleSettings, role_of: Callable[[], Role | None], sts: Any, *,
-                 clock: Callable[[], float] = time.time, login: str | None = None) -> None:
+                 clock: Callable[[], float] = time.time, login: str | None = None, automation: bool = False) -> None:
         self.settings = settings
+        self.automation = automation and bool(settings.automation_arn)
         self._role_of = role_of
         self.sts = sts
         self._clock = clock
@@ -180,12 +198,20 @@ class AwsRoleSessions:
 
     @property
     def role_arn(self) -> str:
-        return self.settings.arn(self.role)
+        return self.settings.automation_arn if self.automation else self.settings.arn(self.role)
 
     @property
     def needs_mfa(self) -> bool:
         """The admin role's trust policy requires MFA: its session is assumed with a code."""
-        return self.role is Role.ADMIN
+        return self.role is Role.ADMIN and not self.automation
+
+    def automatic_refusal(self, kind: ActionKind) -> str | None:
+        """Why an automatic action of ``kind`` may not run in this session, or None: where
+        ``[aws.roles] automation`` is set, automatic cloud actions run as that role alone."""
+        if kind not in CLOUD_KINDS or not self.settings.automation_arn or self.automation:
+            return None
+        return (f"automatic actions run as [aws.roles] automation (the autopilot service, budget check --enforce), "
+                f"not in {self.login}'s own AWS session")
 
     def checks_mfa(self, kind: ActionKind) -> bool:
         """Whether AWS, not the local authenticator secret, checks the code of ``kind``."""
@@ -254,8 +280,8 @@ class AwsRoleSessions:
             if not serial:
                 raise BackendPermissionDenied("no MFA device: set [aws] mfa_serial, or register one for the IAM user")
         name = session_name(self.login)
-        session = self.sts.assume_role(arn, name, name, serial=serial, code=code,
-                                       duration_s=self.settings.duration_s)
+        session = self.sts.assume_role(arn, AUTOMATION_SESSION if self.automation else name, name, serial=serial,
+                                       code=code, duration_s=self.settings.duration_s)
         with self._lock:
             self._session, self._session_arn = session, arn
         return session
@@ -281,9 +307,12 @@ def _refused(reason: str) -> Callable[[], dict[str, str]]:
     return refresh
 
 
-def attach_aws_roles(cloud: object | None, guard: Any, config_path: Path | str | None = None) -> AwsRoleSessions | None:
+def attach_aws_roles(cloud: object | None, guard: Any, config_path: Path | str | None = None, *,
+                     automation: bool = False) -> AwsRoleSessions | None:
     """Put ``cloud`` (an AWS backend) on the role session of ``guard``'s login, when
     ``[aws.roles]`` is set; the guard then lets AWS check the MFA codes of cloud actions.
+    ``automation``: this process acts by itself (the autopilot service, budget enforcement): its
+    session is the automation role's, when ``[aws.roles] automation`` names one.
 
     A broken table stops every AWS call (fail closed) rather than using the login's own keys.
     """
@@ -300,7 +329,7 @@ def attach_aws_roles(cloud: object | None, guard: Any, config_path: Path | str |
     from gpuconsole.backends.registry import sts_calls
 
     profile = cloud.profile if isinstance(cloud, NamedProfile) else None
-    sessions = AwsRoleSessions(settings, lambda: guard.principal.role, sts_calls(profile))
+    sessions = AwsRoleSessions(settings, lambda: guard.principal.role, sts_calls(profile), automation=automation)
     use(sessions.refresh)
     guard.aws_roles = sessions
     return sessions

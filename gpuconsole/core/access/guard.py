@@ -147,6 +147,8 @@ class Guard:
             if not self.mfa.fresh(self.user, self.users.mfa_window_s()):
                 raise ActionError(f"{request.kind.value} needs a current MFA code (--mfa-code in a command; "
                                   f"a code stays valid {self.users.mfa_window_s():.0f} s)")
+        if automatic and self.aws_roles is not None and (why := self.aws_roles.automatic_refusal(request.kind)):
+            raise ActionError(why)
         if self.aws_checks_mfa(request.kind) and not automatic and self.aws_roles.needs_code():
             raise ActionError(f"{request.kind.value} needs a current MFA code for the AWS admin role "
                               "(--mfa-code in a command; AWS checks it)")

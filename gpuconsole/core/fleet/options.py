@@ -29,4 +29,5 @@ class ConsoleOptions:
     cost_explorer_calls: int = 4  # Cost Explorer requests a day at most (each is billed); 0: none
     act_on_budgets: bool = True  # notify and run automatic budget actions as snapshots show them due
     read_only: bool = False  # --read-only: every change is denied, to everyone
+    automation: bool = False  # it acts by itself (autopilot run, budget check --enforce): AWS as [aws.roles] automation
     guard: Guard | None = None  # who may act, and the audit log; None: the files of this home
