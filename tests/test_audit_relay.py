@@ -27,6 +27,7 @@ from gpuconsole.core.access.guard import Guard
 from gpuconsole.core.access.mfa import MfaStore
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, run_action
 from tests.access_world import INSTANCE
+from tests.aws_peer import aws_peer, fault_proxy, moto_server  # noqa: F401 - fixtures
 from tests.nonroot import NOBODY, nobody_home, nobody_runner, run_as_nobody
 
 FORGED = {"op": "append", "actor": "alice", "role": "admin", "action": "terminate", "target": INSTANCE,
@@ -110,6 +111,40 @@ def test_the_site_config_names_the_relay_and_the_readers_read_its_chain(relay, t
     assert [r["actor"] for r in json.loads(capsys.readouterr().out)["records"]] == ["bob"]
     assert main(["audit", "verify"]) == 0
     assert "1 record(s)" in capsys.readouterr().out
+
+
+def test_the_relays_verify_holds_its_chain_against_its_own_copy(tmp_path, aws_peer) -> None:  # noqa: F811
+    """The copy must be a prefix of the relay's chain: ``gpuconsole audit relay`` ships its chain to
+    the site's CloudWatch copy, and root's own file cut short, its head file rewritten to match,
+    passes the local check but not the relay's verify."""
+    from tests.test_audit_sink import GROUP, copy_table, tamper
+
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    site = where / "site"
+    site.mkdir(mode=0o755)
+    (site / "config.toml").write_text(copy_table(aws_peer))
+    os.chmod(site / "config.toml", 0o644)
+    socket_path, db = where / "audit.sock", tmp_path / "relay" / "chain.db"
+    server = start_relay(socket_path, db, {**os.environ, "GPUCONSOLE_SITE_DIR": str(site)})
+    try:
+        for _ in range(3):
+            assert ask(socket_path, {**FORGED, "actor": "root"})["ok"]
+        answer = ask(socket_path, {"op": "verify"})
+        assert answer["ok"] and "3 record(s), chain verified against the remote copy" in answer["message"], answer
+        assert GROUP in answer["message"]
+        log = AuditLog(db)
+        first = log.records()[0]
+        tamper(log, "DELETE FROM records WHERE seq > 1")
+        log.head_path.write_text(f"1 {first.hash}\n")
+        assert log.verify().ok  # the local chain and head alone cannot tell
+        answer = ask(socket_path, {"op": "verify"})
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(where, ignore_errors=True)
+    assert not answer["ok"] and answer["bad_seq"] == 2
+    assert answer["message"].startswith("record 2 is missing from the local log")
 
 
 def test_the_manifest_names_the_socket_and_the_chain(capsys) -> None:

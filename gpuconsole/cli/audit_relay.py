@@ -27,7 +27,7 @@ def add_relay_parser(actions: Any) -> None:
 
 
 def run_relay(args: argparse.Namespace, out: TextIO) -> int:
-    from gpuconsole.core.access import audit_relay, audit_sink, site
+    from gpuconsole.core.access import audit_relay, audit_remote, audit_sink, site
     from gpuconsole.core.access.access import Role, UsersTable
     from gpuconsole.core.access.audit import AuditLog
 
@@ -51,7 +51,7 @@ def run_relay(args: argparse.Namespace, out: TextIO) -> int:
     audit_relay.private_db(Path(args.db))
     config = settings.config if "audit" in settings.tables else None
     log = audit_sink.attach(AuditLog(Path(args.db)), _without_relay(audit_sink.settings_from_config(config)))
-    relay = audit_relay.AuditRelay(log, may_read, role_of)
+    relay = audit_relay.AuditRelay(log, may_read, role_of, verify=lambda: audit_remote.verify_anchored(log))
     print(f"gpuconsole: audit relay on {args.socket}, its chain in {args.db}", file=sys.stderr)
     try:
         relay.serve(Path(args.socket), inherited_fd=audit_relay.systemd_socket())
