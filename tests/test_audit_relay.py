@@ -229,3 +229,46 @@ def test_a_real_login_acts_only_while_the_relay_takes_its_records_under_its_own_
     listed = run_as_nobody(["budget", "list", "--json", "--db", str(home / "cache.db")], home, env)
     assert "spare" not in listed.stdout and "sprint" in listed.stdout
     assert log.verify().ok
+
+
+def test_a_real_logins_environment_cannot_move_the_relays_copy(tmp_path, aws_peer) -> None:  # noqa: F811
+    """nobody points every AWS setting it may change at a server of its own and claims to be
+    alice: its ``budget add`` still reaches the relay, and the relay's copy in the site's
+    CloudWatch group holds it, under nobody, sent with the relay's own settings; nobody, an
+    admin of the site's users table, verifies the relay's chain against that copy."""
+    from tests.test_audit_sink import copy_table, remote_messages_at
+
+    nobody_runner()  # skips, saying why, where no non-root login can be used
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    socket_path = where / "audit.sock"
+    site = where / "site"
+    site.mkdir(mode=0o755)
+    (site / "users.json").write_text(json.dumps({"users": {"nobody": {"role": "admin"}, "root": {"role": "admin"}}}))
+    (site / "config.toml").write_text(copy_table(aws_peer, f'relay = "{socket_path}"\n'))
+    for name in ("users.json", "config.toml"):
+        os.chmod(site / name, 0o644)
+    home = nobody_home()
+    own = home / "aws-config"
+    elsewhere = "http://127.0.0.1:9"
+    own.write_text(f"[default]\nendpoint_url = {elsewhere}\nregion = us-west-2\n")
+    os.chmod(own, 0o644)
+    env = {"GPUCONSOLE_SITE_DIR": str(site), "GPUCONSOLE_LOGIN": "alice", "USER": "alice",
+           "AWS_ENDPOINT_URL": elsewhere, "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS": elsewhere, "AWS_CONFIG_FILE": str(own),
+           "AWS_ACCESS_KEY_ID": "AKIDNOBODY000000", "AWS_SECRET_ACCESS_KEY": "nobody"}
+    server = start_relay(socket_path, tmp_path / "relay" / "chain.db",
+                         {**os.environ, "GPUCONSOLE_SITE_DIR": str(site)})
+    try:
+        done = run_as_nobody(["budget", "add", "sprint", "--amount", "100", "--db", str(home / "cache.db")], home, env)
+        assert done.returncode == 0, done.stderr
+        sent = [m["record"] for m in remote_messages_at(aws_peer)]
+        verified = run_as_nobody(["audit", "verify"], home, env)  # the site makes nobody an admin: it may read
+        assert verified.returncode == 0, verified.stderr
+        assert "2 record(s), chain verified against the remote copy" in verified.stdout
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(where, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+    assert [(r["actor"], r["action"], r["result"]) for r in sent] == [
+        ("nobody", "budget-add", "started"), ("nobody", "budget-add", "ok")]

@@ -41,9 +41,10 @@ def run_relay(args: argparse.Namespace, out: TextIO) -> int:
     users = UsersTable(settings.users) if settings.users is not None else None
 
     def role_of(login: str) -> str | None:
-        if users is None or not users.exists():
+        """The site's role of ``login`` ("none" for a login the table does not name); None without a table."""
+        if users is None or not users.exists:
             return None
-        return users.principal(login).role.value
+        return users.principal(login).role_text
 
     def may_read(uid: int) -> bool:
         return uid == 0 or role_of(audit_relay.login_of(uid)) in (Role.ADMIN.value, Role.AUDITOR.value)
