@@ -43,6 +43,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -131,24 +132,29 @@ def evaluation_time(param: str | None) -> bytes:
     return text.removesuffix(".0").encode()
 
 
-def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
-    answers = canned_answers(nodes)
+def canned_server(answers: dict[str, list[list[bytes]]], by_query: dict[str, str],
+                  served: Any = None) -> ThreadingHTTPServer:
+    """An HTTP server on 127.0.0.1 answering ``/api/v1/query`` like a fast Prometheus: the query
+    ``q`` gets the two answers of ``answers[by_query[q]]`` in turn, at its evaluation time; any
+    other query a ``bad_data`` error. ``served`` (a ``multiprocessing.Value``) counts the queries."""
     counts = dict.fromkeys(answers, 0)
-    by_query = {pm.instant_query(m): m for m in answers}
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
             params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-            metric = by_query.get(params.get("query", ""))
-            if metric is None:
+            name = by_query.get(params.get("query", ""))
+            if served is not None:
+                with served.get_lock():
+                    served.value += 1
+            if name is None:
                 body = b'{"status":"error","errorType":"bad_data","error":"unknown query"}'
                 status = 400
             else:
                 # Like Prometheus: every sample carries the evaluation time (the query's ``time``).
-                body = evaluation_time(params.get("time")).join(answers[metric][counts[metric] % 2])
-                counts[metric] += 1
+                body = evaluation_time(params.get("time")).join(answers[name][counts[name] % 2])
+                counts[name] += 1
                 status = 200
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -161,8 +167,18 @@ def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    size = sum(sum(map(len, v[0])) for v in answers.values())
-    port_out.put((server.server_address[1], size))
+    return server
+
+
+def answers_size(answers: dict[str, list[list[bytes]]]) -> int:
+    """Bytes of JSON one refresh of every query reads."""
+    return sum(sum(map(len, v[0])) for v in answers.values())
+
+
+def serve(nodes: int, port_out: multiprocessing.Queue) -> None:
+    answers = canned_answers(nodes)
+    server = canned_server(answers, {pm.instant_query(m): m for m in answers})
+    port_out.put((server.server_address[1], answers_size(answers)))
     server.serve_forever()
 
 

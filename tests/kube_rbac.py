@@ -103,7 +103,7 @@ class RbacApiServer(KubeApiServer):
 
     def _authorize(self, subject: Subject, request: Request) -> None:
         parts = [p for p in request.path.split("/") if p]
-        group, rest = ("", parts[2:]) if parts[:2] == ["api", "v1"] else ("batch", parts[3:])
+        group, rest = ("", parts[2:]) if parts[:2] == ["api", "v1"] else (parts[1] if len(parts) > 1 else "", parts[3:])
         if parts == ["version"] or not rest:
             return
         namespace = None

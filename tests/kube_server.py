@@ -2,7 +2,8 @@
 
 The official client reaches it the way it reaches a cluster: over HTTP, from a kubeconfig. It
 keeps Jobs, CronJobs, Pods, Nodes, Events and Services in memory with one resourceVersion counter (as etcd
-does) and serves what the adapter uses, the way the API server does:
+does), and Deployments, StatefulSets, HPAs and (with :attr:`~KubeApiServer.kserve` set: the CRD installed)
+KServe InferenceServices, and serves what the adapter uses, the way the API server does:
 
 * lists, cluster-wide and per namespace (``/apis/batch/v1/jobs``,
   ``/apis/batch/v1/namespaces/{ns}/jobs``, ``/api/v1/pods`` …), with ``limit``/``continue``
@@ -14,7 +15,9 @@ does) and serves what the adapter uses, the way the API server does:
   :meth:`~KubeApiServer.compact`);
 * get, create (``POST``, ``dryRun=All`` validates without storing), delete and patch (merge
   patch; a JSON patch list), and pod logs (``/api/v1/namespaces/{ns}/pods/{name}/log``, with
-  ``follow=true`` streaming lines as :meth:`KubeApiServer.append_log` adds them).
+  ``follow=true`` streaming lines as :meth:`KubeApiServer.append_log` adds them);
+* API discovery (``GET /apis``: an ``APIGroupList``, KServe's group only while it is installed),
+  and the ``scale`` subresource of Deployments and StatefulSets (GET, merge PATCH).
 
 Test controls: :meth:`~KubeApiServer.add` / :meth:`~KubeApiServer.modify` /
 :meth:`~KubeApiServer.delete` (each emits its watch event), :meth:`~KubeApiServer.fail` (answer
@@ -57,6 +60,9 @@ INSUFFICIENT_GPU = ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. pre
                     "4 No preemption victims found for incoming pod.")
 
 
+KSERVE = "serving.kserve.io/v1beta1"  # the KServe CRD's group and version
+
+
 @dataclass(frozen=True)
 class Resource:
     plural: str
@@ -73,7 +79,13 @@ RESOURCES: dict[str, Resource] = {
     "events": Resource("events", "v1", "Event"),
     "services": Resource("services", "v1", "Service"),  # a distributed job's headless Service
     "leases": Resource("leases", "coordination.k8s.io/v1", "Lease"),  # the autopilot's leader election
+    # inference services (tests/kube_serving.py builds them)
+    "deployments": Resource("deployments", "apps/v1", "Deployment"),
+    "statefulsets": Resource("statefulsets", "apps/v1", "StatefulSet"),
+    "horizontalpodautoscalers": Resource("horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler"),
+    "inferenceservices": Resource("inferenceservices", KSERVE, "InferenceService"),  # only while kserve is set
 }
+SCALABLE = frozenset({"deployments", "statefulsets"})  # the kinds with a scale subresource
 BY_KIND = {r.kind: r for r in RESOURCES.values()}
 
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
@@ -253,6 +265,7 @@ class KubeApiServer:
         self._logs: dict[tuple[str, str], list[str]] = {}
         self._logs_ended: set[tuple[str, str]] = set()
         self.requests: list[Request] = []
+        self.kserve = False  # whether the InferenceService CRD is installed (discovery shows its group)
         self.open_streams = 0
         self._httpd: ThreadingHTTPServer | None = None
         self.tls: Any = None
@@ -316,6 +329,7 @@ class KubeApiServer:
             self._logs.clear()
             self._logs_ended.clear()
             self.requests.clear()
+            self.kserve = False
             self.bookmark_every = 0.5
             self._changed.notify_all()
         self._released.set()
@@ -542,12 +556,13 @@ class KubeApiServer:
         if parts == ["version"]:
             _send_json(handler, 200, {"major": "1", "minor": "30", "gitVersion": "v1.30.0", "platform": "linux/amd64"})
             return
+        if parts == ["apis"] and request.method == "GET":
+            _send_json(handler, 200, self._discovery())
+            return
         if parts[:2] == ["api", "v1"]:
             group_version, rest = "v1", parts[2:]
-        elif parts[:3] == ["apis", "batch", "v1"]:
-            group_version, rest = "batch/v1", parts[3:]
-        elif parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
-            group_version, rest = "coordination.k8s.io/v1", parts[3:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3 and "/".join(parts[1:3]) in self._served():
+            group_version, rest = "/".join(parts[1:3]), parts[3:]
         else:
             raise _Answer(404, f"the server could not find the requested resource ({request.path})")
         namespace = None
@@ -562,6 +577,9 @@ class KubeApiServer:
         sub = rest[2] if len(rest) > 2 else None
         if sub == "log" and resource.plural == "pods" and request.method == "GET" and namespace:
             self._pod_log(handler, request, namespace, name or "")
+            return
+        if sub == "scale" and resource.plural in SCALABLE and namespace and name:
+            self._scale(handler, request, resource, namespace, name)
             return
         if sub is not None:
             raise _Answer(404, f"the server could not find the requested resource ({request.path})")
@@ -589,6 +607,41 @@ class KubeApiServer:
             self._replace(handler, request, resource, namespace, name)
         else:
             raise _Answer(405, f"{request.method} is not supported here")
+
+    def _served(self) -> set[str]:
+        """The group versions served under /apis (KServe's only while its CRD is installed)."""
+        return {r.group_version for r in RESOURCES.values() if "/" in r.group_version
+                and (self.kserve or r.group_version != KSERVE)}
+
+    def _discovery(self) -> dict[str, Any]:
+        """``GET /apis``: the ``APIGroupList`` of the groups served."""
+        groups = []
+        for group_version in sorted(self._served()):
+            group, version = group_version.split("/")
+            entry = {"groupVersion": group_version, "version": version}
+            groups.append({"name": group, "versions": [entry], "preferredVersion": entry})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _scale(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource,
+               namespace: str, name: str) -> None:
+        """The ``scale`` subresource (an ``autoscaling/v1`` Scale): GET it, or PATCH its
+        ``spec.replicas`` (merge patch), which sets the object's."""
+        with self._lock:
+            current = self.get(resource.kind, name, namespace)
+            if current is None:
+                raise _Answer(404, f'{resource.plural}.apps "{name}" not found')
+            if request.method == "PATCH":
+                kind = (handler.headers.get("Content-Type") or "").split(";")[0].strip()
+                if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                    raise _Answer(415, f"the body of the request was in an unknown format ({kind})")
+                replicas = merge_patch(_scale_of(current), request.body).get("spec", {}).get("replicas")
+                if not isinstance(replicas, int) or replicas < 0:
+                    raise _Answer(422, f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
+                                       f"{replicas!r}: must be greater than or equal to 0", "Invalid")
+                current = self.modify(resource.kind, name, namespace, {"spec": {"replicas": replicas}})
+            elif request.method != "GET":
+                raise _Answer(405, f"{request.method} is not supported on a scale subresource")
+        _send_json(handler, 200, _scale_of(current))
 
     def _replace(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource,
                  namespace: str | None, name: str) -> None:
@@ -848,6 +901,18 @@ class KubeApiServer:
             _end_stream(handler)
         except OSError:
             handler.close_connection = True
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The ``autoscaling/v1`` Scale of a Deployment or StatefulSet."""
+    meta = obj["metadata"]
+    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                         if k in meta},
+            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}}
 
 
 def _send(handler: BaseHTTPRequestHandler, code: int, content_type: str, payload: bytes) -> None:
@@ -1131,9 +1196,18 @@ class KubeCluster:
         """A :class:`~gpuconsole.backends.kube.source.KubeJobs` with test-sized timeouts, closed after the test."""
         from gpuconsole.backends.kube.source import KubeJobs
 
+        return self._kept(KubeJobs, kwargs)
+
+    def services(self, **kwargs: Any) -> Any:
+        """A :class:`~gpuconsole.backends.kube.services.KubeServices` likewise."""
+        from gpuconsole.backends.kube.services import KubeServices
+
+        return self._kept(KubeServices, kwargs)
+
+    def _kept(self, make: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         kwargs.setdefault("request_timeout", 2.0)
         kwargs.setdefault("watch_timeout", 2)
-        backend = KubeJobs(**kwargs)
+        backend = make(**kwargs)
         self._backends.append(backend)
         return backend
 
@@ -1156,6 +1230,27 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(interval)
+
+
+def poll_until(poll: Callable[[], Any], check: Callable[[Any], object], timeout: float = 8.0) -> Any:
+    """Call ``poll`` until ``check(reading)`` holds; a backend failure on the way is retried."""
+    from gpuconsole.backends.base import BackendError
+
+    last: list[object] = []
+
+    def attempt() -> Any:
+        try:
+            reading = poll()
+        except BackendError as exc:
+            last[:] = [exc]
+            return None
+        last[:] = [reading]
+        return reading if check(reading) else None
+
+    try:
+        return wait_until(attempt, timeout)
+    except AssertionError:
+        raise AssertionError(f"not reached; last poll: {last[0] if last else None!r:.600}") from None
 
 
 def use_kubeconfig(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:

@@ -642,10 +642,12 @@ def test_same_seed_same_world_other_seed_other_world(tmp_path: Path) -> None:
 @slow
 def test_demo_nodes_scales_the_fleet(tmp_path: Path) -> None:
     doc = snapshot_json("snapshot", "--demo", "--json", "--no-db", "--demo-nodes", "3", cwd=tmp_path)
-    assert len(doc["instances"]) == 3
-    assert len(doc["nodes"]) == 3
-    assert 3 <= len(doc["gpus"]) <= 3 * 8
-    assert len({g["node"] for g in doc["gpus"]}) == 3
+    # The inference pool's nodes come beside the N nodes the jobs run on.
+    pool = {i["node"] for i in doc["instances"] if dict(i["tags"]).get("Project") == "serving"}
+    assert len(doc["instances"]) - len(pool) == 3
+    assert len(doc["nodes"]) - len(pool) == 3
+    assert 3 <= len([g for g in doc["gpus"] if g["node"] not in pool]) <= 3 * 8
+    assert len({g["node"] for g in doc["gpus"]} - pool) == 3
 
 
 # --------------------------------------------------------------------------- without --demo
@@ -707,7 +709,7 @@ def test_demo_snapshot_text(tmp_path: Path) -> None:
     text = result.stdout
     assert "\x1b[" not in text, "the text snapshot has no colour codes"
     lines = text.splitlines()
-    assert lines[0] == "sources: gpus=sim (live), jobs=sim (live), cloud=sim (live)"
+    assert lines[0] == "sources: gpus=sim (live), jobs=sim (live), cloud=sim (live), services=sim (live)"
     # the GPU table
     assert any(re.fullmatch(r"NODE +IDX +MODEL +UTIL +MEMORY +TEMP +POWER +MIG", line) for line in lines), text
     assert any("└" in line for line in lines), "MIG slices are listed under their GPU"

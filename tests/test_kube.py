@@ -41,21 +41,7 @@ pytestmark = pytest.mark.slow
 
 def poll_until(backend: KubeJobs, check: Callable[[JobsReading], object], timeout: float = 8.0) -> JobsReading:
     """Poll until ``check(reading)`` holds; failures on the way are retried."""
-    last: list[object] = []
-
-    def attempt() -> JobsReading | None:
-        try:
-            reading = backend.poll_jobs()
-        except BackendError as exc:
-            last[:] = [exc]
-            return None
-        last[:] = [reading]
-        return reading if check(reading) else None
-
-    try:
-        return wait_until(attempt, timeout)
-    except AssertionError:
-        raise AssertionError(f"not reached; last poll: {last[0] if last else None!r:.500}") from None
+    return ks.poll_until(backend.poll_jobs, check, timeout)
 
 
 def by_name(reading: JobsReading) -> dict[str, object]:

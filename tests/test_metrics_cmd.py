@@ -141,7 +141,7 @@ def test_serves_every_family_that_promtool_accepts_in_both_formats_behind_the_to
         seen = samples(text)
         assert seen["gpuconsole_idle_gpu_cost_dollars_per_hour"][0][1] > 0
         assert {labels["source"]: value for labels, value in seen["gpuconsole_source_up"]} == {
-            "gpus": 1.0, "jobs": 1.0, "cloud": 1.0}
+            "gpus": 1.0, "jobs": 1.0, "cloud": 1.0, "services": 1.0}
         assert {"research", "team-nlp"} <= {labels["namespace"] for labels, _ in seen["gpuconsole_jobs_pending"]}
         if PROMTOOL is not None:
             check = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
@@ -262,7 +262,7 @@ def test_a_figure_that_cannot_be_known_is_absent_never_zero() -> None:
         assert f"gpuconsole_{family}" not in seen, family
     assert len(seen["gpuconsole_budget_limit_dollars"]) == len(snap.budgets)  # the limits are known all the same
     assert {labels["source"]: value for labels, value in seen["gpuconsole_source_up"]} == {
-        "gpus": 1.0, "jobs": 1.0, "cloud": 0.0}
+        "gpus": 1.0, "jobs": 1.0, "cloud": 0.0, "services": 1.0}
     assert "gpuconsole_pending_gpus" in seen
 
 

@@ -39,9 +39,9 @@ def test_a_source_nobody_set_up_says_why_and_how_in_the_registrys_words():
 
 def test_the_demo_chooses_the_simulator_for_every_kind():
     assert choose(SourceOptions(demo=True), simulated=True) == {
-        SourceKind.GPUS: "sim", SourceKind.JOBS: "sim", SourceKind.CLOUD: "sim"}
+        SourceKind.GPUS: "sim", SourceKind.JOBS: "sim", SourceKind.CLOUD: "sim", SourceKind.SERVICES: "sim"}
     assert choose(SourceOptions(gpus="off", jobs="off", cloud="off"), simulated=False) == {
-        SourceKind.GPUS: "off", SourceKind.JOBS: "off", SourceKind.CLOUD: "off"}
+        SourceKind.GPUS: "off", SourceKind.JOBS: "off", SourceKind.CLOUD: "off", SourceKind.SERVICES: "off"}
 
 
 def test_importing_the_registry_and_the_sources_loads_no_adapter():

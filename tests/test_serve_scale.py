@@ -156,3 +156,19 @@ def test_the_demo_embedding_service_gets_a_replica_within_five_minutes_audited_a
     assert acted and acted[0].action == "scale-service" and acted[0].target == "search/text-embed"
     assert "p99_ms" in json.loads(acted[0].params)["figures"]
     assert after == before + 1, decision
+
+
+def test_the_services_own_prometheus_wins_over_the_fleets_and_a_bad_key_is_one_line() -> None:
+    from gpuconsole.backends.prometheus import PrometheusSettings
+    from gpuconsole.core.config import ConfigError
+    from gpuconsole.core.fleet.prometheus_config import serving_figures
+    from gpuconsole.core.serving.config import decode
+
+    fleet = PrometheusSettings("http://127.0.0.1:9090")
+    assert serving_figures(decode({}), None) is None  # no Prometheus at all: no figures, no error
+    assert serving_figures(decode({}), fleet).prometheus is fleet
+    own = serving_figures(decode({"prometheus": {"url": "http://127.0.0.1:9091"}, "window": "5m"}, "c.toml"), fleet)
+    assert own.prometheus.url == "http://127.0.0.1:9091" and own.window_s == 300.0
+    with pytest.raises(ConfigError, match=r"^c.toml: \[services.prometheus\] key tokn: ") as caught:
+        serving_figures(decode({"prometheus": {"url": "http://x", "tokn": "a"}}, "c.toml"), fleet)
+    assert "\n" not in str(caught.value)

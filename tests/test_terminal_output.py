@@ -270,6 +270,6 @@ def test_the_console_through_its_filter_draws_the_gpus_pane_whole(tmp_path) -> N
     pyte.Stream(screen).feed(text)
     lines = screen.display
     assert "NODE" in lines[3] and "UTIL" in lines[3]
-    gpu = re.compile(r"^ \S+\s+\d+\s+\S+\s+[█░▏▎▍▌▋▊▉ ]{5}\s+\d+%\s+[\d.]+/\d+G\s+\d+°\s+\d+/\d+W\s+\S+\s*$")
+    gpu = re.compile(r"^ \S+\s+\d+\s+\S+\s+[█░▏▎▍▌▋▊▉ ]{5}\s+\d+%\s+[\d.]+/\d+G\s+\d+°\s+\d+/\d+W\s+\S+\s*[▁▂▃▄▅▆▇█]?$")  # the scroll bar may end a row
     rows = [line for line in lines[4:] if line.startswith(" ip-")]
     assert rows and all(gpu.match(line) for line in rows), rows

@@ -51,6 +51,7 @@ class SourceSettings(Protocol):
     watch_jobs: bool
     prometheus: PrometheusSettings | None
     alibaba: Any  # the [alibaba] table as AlibabaSettings, None when absent
+    serving: Any  # where the services' serving figures come from (served.FiguresSettings), None: nowhere
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +164,17 @@ def _kube(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
     return KubeJobs(options.kubeconfig, options.context, options.namespaces, watch=options.watch_jobs)
 
 
+def _kube_services(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
+    from gpuconsole.backends.kube import KubeServices  # the kubernetes client is imported only when it is used
+
+    cluster = KubeServices(options.kubeconfig, options.context, options.namespaces, watch=options.watch_jobs)
+    if options.serving is None:
+        return cluster
+    from gpuconsole.backends.served import ServedServices  # with Prometheus's figures
+
+    return ServedServices(cluster, options.serving)
+
+
 def _aws(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
     from gpuconsole.backends.aws import AwsCloud  # boto3 is imported only when it is used
 
@@ -232,6 +244,7 @@ SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
     },
     SERVICES: {
         "sim": SourceEntry(SERVICES, "sim", _sim_services),
+        "kube": SourceEntry(SERVICES, "kube", _kube_services, set_up=kube_configured),
         "off": _explained(SERVICES, "off", "inference services are turned off (--services off)",
                           "start without --services off"),
         "none": _explained(SERVICES, "none", "no Kubernetes cluster configured",
@@ -408,3 +421,13 @@ def prometheus_settings(**fields: Any) -> PrometheusSettings:
     from gpuconsole.backends.prometheus import PrometheusSettings
 
     return PrometheusSettings(**fields)
+
+
+def serving_figures_settings(prometheus: PrometheusSettings, window_s: float, custom: tuple[tuple[str, str, str], ...],
+                             slo_windows: tuple[float, ...]) -> Any:
+    """Where the inference services' figures are read (``served.FiguresSettings``); ``custom``:
+    ``(family, figure, PromQL)`` of each ``[[services.metrics]]`` figure."""
+    from gpuconsole.backends.prometheus.serving import CustomFigure
+    from gpuconsole.backends.served import FiguresSettings
+
+    return FiguresSettings(prometheus, window_s, tuple(CustomFigure(*c) for c in custom), slo_windows)

@@ -11,7 +11,7 @@ from gpuconsole.model import CloudReading, GpuReading, JobsReading, ServicesRead
 
 
 class Unconfigured:
-    """Implements every backend face (GPUs, jobs, cloud, services); every poll raises :class:`BackendUnavailable`."""
+    """Implements every backend face; every poll raises :class:`BackendUnavailable`."""
 
     capabilities: frozenset[Capability] = frozenset()
 

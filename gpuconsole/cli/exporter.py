@@ -4,7 +4,9 @@ A real Prometheus can scrape it like the exporter of a GPU fleet::
 
     gpuconsole sim-exporter --port 9400 --demo-nodes 16
 
-then ``gpuconsole --prometheus http://127.0.0.1:9090`` shows that fleet. The world runs on the
+then ``gpuconsole --prometheus http://127.0.0.1:9090`` shows that fleet. The inference pool's
+servers are served too (vLLM's and Triton's families, labelled with each pod's namespace and
+name), so the serving figures can be read through Prometheus without a cluster. The world runs on the
 wall clock from the given seed; every scrape advances it to the present and renders it.
 """
 
@@ -49,11 +51,11 @@ def run_exporter(args: argparse.Namespace) -> int:
         print(f"gpuconsole: error: argument {option}: cannot listen on {args.host}:{args.port}: {why}", file=sys.stderr)
         return 2
     try:
-        gpus, _jobs, _cloud = make_sim(seed=args.seed, nodes=args.demo_nodes)
+        gpus, _jobs, _cloud = make_sim(seed=args.seed, nodes=args.demo_nodes, serving=True)
         holder.append(sim_metrics(gpus.sim))
         count = len(gpus.poll_gpus().gpus)
-        print(wrap(f"serving {count} simulated GPUs as DCGM exporter metrics on http://{args.host}:{server.port}/metrics "
-                   "(Ctrl-C stops)"), flush=True)
+        print(wrap(f"serving {count} simulated GPUs as DCGM exporter metrics, and the inference pool's vLLM and "
+                   f"Triton metrics, on http://{args.host}:{server.port}/metrics (Ctrl-C stops)"), flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

@@ -94,6 +94,14 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         prometheus = prometheus_settings(flags, args.config)
     except ValueError as exc:
         raise ArgumentError(f"Prometheus: {exc}") from None
+    from gpuconsole.core.config import ConfigError
+    from gpuconsole.core.fleet.prometheus_config import serving_figures
+    from gpuconsole.core.serving.config import load as load_serving
+
+    try:
+        serving = serving_figures(load_serving(args.config), prometheus) if not args.demo else None
+    except ConfigError as exc:
+        raise ArgumentError(str(exc)) from None
     from gpuconsole.core.fleet.cloud_config import alibaba_settings
 
     try:
@@ -120,6 +128,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         watch_jobs=args.command in (None, "metrics"),  # other commands read once: a list, no watch threads
         prometheus=prometheus,
         alibaba=alibaba,
+        serving=serving,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,
                              act_on_budgets=act_on_budgets, read_only=args.read_only, automation=automation,

@@ -77,10 +77,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def sim_metrics(sim: Any) -> Callable[[], str]:
-    """What the exporter of the simulated world ``sim`` (a ``SimCloud``) serves at this moment."""
+    """What the exporter of the simulated world ``sim`` (a ``SimCloud``) serves at this moment:
+    its GPUs as the DCGM exporter's, and its inference pool's servers (vLLM's and Triton's)."""
 
     def metrics() -> str:
-        reading, jobs = sim.act(lambda w: (w.gpu_reading(), w.jobs_reading()))
-        return render(reading.gpus, jobs)
+        reading, jobs, serving = sim.act(lambda w: (w.gpu_reading(), w.jobs_reading(), w.serving_metrics()))
+        return render(reading.gpus, jobs) + serving
 
     return metrics

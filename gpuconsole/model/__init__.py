@@ -50,6 +50,7 @@ from gpuconsole.model.fleet import (
     MigMode,
     MigSlice,
     VgpuInstance,
+    mig_share,
 )
 from gpuconsole.model.jobs import CronJob, Job, JobState, Node
 from gpuconsole.model.money import (
@@ -98,5 +99,5 @@ __all__ = [
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",
     "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "Workload",
-    "from_jsonable", "tag_of", "to_jsonable",
+    "from_jsonable", "mig_share", "tag_of", "to_jsonable",
 ]

@@ -4,8 +4,24 @@
 from __future__ import annotations
 
 import enum
+import re
 
 from gpuconsole.model.value import Value
+
+MIG_COMPUTE_SLICES = 7  # an A100 / H100 splits into seven compute slices
+_MIG_PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
+
+
+def mig_share(profile: str | None) -> float:
+    """Share of a GPU's compute a MIG profile holds: ``"3g.40gb"`` → 3/7, a compute instance
+    ``"1c.3g.40gb"`` → 1/7. No profile, or one this does not know, counts as the whole GPU."""
+    if not profile:
+        return 1.0
+    match = _MIG_PROFILE.match(profile)
+    if match is None:
+        return 1.0
+    slices = int(match.group(1) or match.group(2))
+    return min(1.0, slices / MIG_COMPUTE_SLICES)
 
 
 class MigMode(str, enum.Enum):

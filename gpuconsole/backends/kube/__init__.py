@@ -2,7 +2,10 @@
 
 Modules (private to this folder unless named below):
     source: :class:`KubeJobs`, the job backend, over kubeconfig (files, contexts, the client's
-        making), client (one context's ApiClient and its errors), listing and watch.
+        making), client (one context's ApiClient and its errors), listing, watch and watched.
+    services: :class:`KubeServices`, the inference services backend (GPU Deployments,
+        StatefulSets, KServe InferenceServices, their HPAs): service_records, autoscaler and
+        service_compose read them, service_control scales, restarts and describes them.
     mapping: API objects translated into the model (records, pending reasons, cron, errors).
     schema: typed msgspec decoding of list pages (only the fields the mapping reads).
     control: submit, delete, suspend and trigger, sent to the API server.
@@ -21,6 +24,7 @@ from gpuconsole.backends import lazy_face
 __all__, __getattr__ = lazy_face(__name__, {
     "KubeJobs": "source",
     "KubeLease": "lease",
+    "KubeServices": "services",
     "contexts": "kubeconfig",
     "credential_expiries": "credentials",
     "kubeconfig_user": "kubeconfig",

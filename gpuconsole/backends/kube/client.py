@@ -48,7 +48,9 @@ class KubeClient:
             if self._api is None:
                 client = import_kubernetes().client
                 self._api = new_api_client(self.kubeconfig, self.context, self.name)
-                self._apis = {"batch": client.BatchV1Api(self._api), "core": client.CoreV1Api(self._api)}
+                self._apis = {"batch": client.BatchV1Api(self._api), "core": client.CoreV1Api(self._api),
+                              "apps": client.AppsV1Api(self._api), "autoscaling": client.AutoscalingV2Api(self._api),
+                              "custom": client.CustomObjectsApi(self._api), "apis": client.ApisApi(self._api)}
             return self._api
 
     @contextmanager

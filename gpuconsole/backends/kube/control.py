@@ -315,14 +315,19 @@ class KubeJobControl:
         obj = {"apiVersion": "batch/v1", "kind": kind, **obj}
         events = self._events(namespace, (obj.get("metadata") or {}).get("uid"), where)
         if kind == "Job":
-            pods = self._json("GET", f"{CORE}/pods", where, namespace=namespace,
-                              query=[("labelSelector", f"job-name={name}")])
-            items = [p for p in (pods.get("items") or []) if isinstance(p, Mapping)]
-            items.sort(key=lambda p: parse_time((p.get("metadata") or {}).get("creationTimestamp")) or 0.0)
-            for pod in items[-DESCRIBED_PODS:]:
-                meta = pod.get("metadata") or {}
-                events += self._events(namespace, meta.get("uid"), where, about=f"pod/{meta.get('name', '')}")
+            events += self._pod_events(namespace, f"job-name={name}", where)
         return describe_text(obj, events, self.clock())
+
+    def _pod_events(self, namespace: str, selector: str, where: str) -> list[EventLine]:
+        """The events of the newest :data:`DESCRIBED_PODS` pods that ``selector`` selects."""
+        pods = self._json("GET", f"{CORE}/pods", where, namespace=namespace, query=[("labelSelector", selector)])
+        items = [p for p in (pods.get("items") or []) if isinstance(p, Mapping)]
+        items.sort(key=lambda p: parse_time((p.get("metadata") or {}).get("creationTimestamp")) or 0.0)
+        events: list[EventLine] = []
+        for pod in items[-DESCRIBED_PODS:]:
+            meta = pod.get("metadata") or {}
+            events += self._events(namespace, meta.get("uid"), where, about=f"pod/{meta.get('name', '')}")
+        return events
 
     def _events(self, namespace: str, uid: Any, where: str, about: str = "") -> list[EventLine]:
         if not uid:

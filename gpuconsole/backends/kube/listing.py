@@ -35,12 +35,13 @@ class Kind:
     """One resource kind: how it is listed and how an object of it is read."""
 
     name: str  # in messages: "listing Jobs"
-    api: str  # "batch" (BatchV1Api) or "core" (CoreV1Api)
+    api: str  # "batch" (BatchV1Api), "core" (CoreV1Api), "apps", "autoscaling" or "custom" (CustomObjectsApi)
     list_all: str
     list_namespaced: str | None  # None: cluster-scoped
     read: Callable[[Mapping[str, Any]], Any]  # raw object → record (None: not one we keep)
     field_selector: str | None = None
     required: bool = True  # False: a 403/404 leaves it empty instead of failing the source
+    custom: tuple[str, str, str] | None = None  # a custom resource's (group, version, plural)
 
 
 JOBS = Kind("Jobs", "batch", "list_job_for_all_namespaces", "list_namespaced_job", kube_mapping.job_record)
@@ -89,6 +90,9 @@ class KubeLister(KubeClient):
         method = kind.list_all
         if namespace is not None and kind.list_namespaced is not None:
             method, args = kind.list_namespaced, (namespace,)
+        if kind.custom is not None:
+            group, version, plural = kind.custom
+            args = (group, version, *args, plural)
         with self._errors(where, timeout[1]):
             return getattr(api, method)(*args, _preload_content=False, _request_timeout=timeout, **params)
 

@@ -31,16 +31,23 @@ class WarningIndex:
         return max(found, key=lambda w: w.at) if found else None
 
 
+def pod_reason(pod: PodRecord, warnings: WarningIndex) -> str | None:
+    """Why a pod waits, in the scheduler's words (its PodScheduled condition, else its latest
+    FailedScheduling event), or the kubelet's (a container waiting to start); None: it does not."""
+    if pod.node is None:
+        if pod.unschedulable:
+            return pod.unschedulable
+        warning = warnings.latest("Pod", pod.uid, pod.namespace, pod.name)
+        if warning is not None:
+            return warning.message
+    return pod.waiting
+
+
 def pending_reason(job: JobRecord, pods: list[PodRecord], warnings: WarningIndex) -> str | None:
     for pod in sorted((p for p in pods if not p.terminated), key=lambda p: p.created, reverse=True):
-        if pod.node is None:
-            if pod.unschedulable:
-                return pod.unschedulable
-            warning = warnings.latest("Pod", pod.uid, pod.namespace, pod.name)
-            if warning is not None:
-                return warning.message
-        if pod.waiting:
-            return pod.waiting
+        reason = pod_reason(pod, warnings)
+        if reason:
+            return reason
     warning = warnings.latest("Job", job.uid, job.namespace, job.name)
     return warning.message if warning is not None else None
 

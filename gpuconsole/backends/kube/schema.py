@@ -36,6 +36,7 @@ class Metadata(_Part):
     uid: str
     namespace: str | None = None
     resourceVersion: str | None = None
+    generation: Any = None
     creationTimestamp: str | None = None
     labels: dict[str, Any] | None = None
     annotations: dict[str, Any] | None = None
@@ -133,6 +134,7 @@ class ContainerStatus(_Part):
 
 class PodStatus(_Part):
     phase: Any = None
+    startTime: Any = None
     conditions: list[Condition] | None = None
     containerStatuses: list[ContainerStatus] | None = None
 

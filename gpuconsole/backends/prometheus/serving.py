@@ -16,6 +16,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from gpuconsole.backends.base import BackendError
 from gpuconsole.backends.prometheus import answers as pa
 from gpuconsole.backends.prometheus import serving_queries as sq
@@ -42,15 +44,19 @@ class PrometheusServing:
         custom: the ``[[services.metrics]]`` figures, read besides the built-in families.
         slo_windows: other windows SLOs are measured over: the figures an SLO names are read
             over each too (answers named ``ok@300``, …).
+        slo_services: the services (``NS/NAME``) whose SLOs have those windows: the answers over
+            them are read for their pods only (``()``: for every pod).
         env: where the token and password variables are read.
     """
 
     def __init__(self, settings: PrometheusSettings, window_s: float = 120.0, custom: tuple[CustomFigure, ...] = (),
-                 slo_windows: tuple[float, ...] = (), env: Mapping[str, str] = os.environ) -> None:
+                 slo_windows: tuple[float, ...] = (), slo_services: tuple[str, ...] = (),
+                 env: Mapping[str, str] = os.environ) -> None:
         self.settings = settings
         self.window_s = window_s
         self.custom = custom
         self.slo_windows = slo_windows
+        self.slo_services = slo_services
         self._client = PrometheusClient(settings, env)
         self.name = self._client.name
         self.host = self._client.host
@@ -61,9 +67,10 @@ class PrometheusServing:
         custom ones (a family's label is its own name)."""
         selector = self.settings.selector
         found = {name: (sq.figure_query(name, self.window_s, selector), "") for name in sq.TERMS}
+        slo_selector = sq.pods_selector(self.slo_services, selector)
         for window in self.slo_windows:
             for name in sq.SLO_ANSWERS:
-                found[f"{name}@{window:g}"] = (sq.figure_query(name, window, selector), "")
+                found[f"{name}@{window:g}"] = (sq.figure_query(name, window, slo_selector), "")
         for n, custom in enumerate(self.custom):
             found[f"{custom.figure}#{n}"] = (sq.custom_query(custom.promql, self.window_s), custom.family)
         return found
@@ -80,17 +87,24 @@ class PrometheusServing:
         headers = self._client.headers()
         params = {"time": f"{now:.3f}"}
         executor = self._client.executor()
-        futures: dict[str, tuple[Future[bytes], str]] = {}
+        # A query two answers share (a summary's quantiles have no window) is sent and read once.
+        sent: dict[str, Future[bytes]] = {}
+        futures: dict[str, tuple[str, str]] = {}
         for name, (query, family) in self.queries().items():
-            futures[name] = (executor.submit(self._client.get, "/api/v1/query", {"query": query, **params}, headers,
-                                             raw=True), family)
+            if query not in sent:
+                sent[query] = executor.submit(self._client.get, "/api/v1/query", {"query": query, **params}, headers,
+                                              raw=True)
+            futures[name] = (query, family)
         answers: list[ServingSeries] = []
+        read: dict[tuple[str, str], ServingSeries] = {}
         refused: list[str] = []
         fatal: BaseException | None = None
-        for name, (future, family) in futures.items():
+        for name, (query, family) in futures.items():
             figure = name.split("#", 1)[0]
             try:
-                answers.append(sq.read_answer(figure, future.result(), family))
+                if (query, family) not in read:
+                    read[(query, family)] = sq.read_answer(figure, sent[query].result(), family)
+                answers.append(msgspec.structs.replace(read[(query, family)], name=figure))
             except sq.ServingAnswerError as exc:
                 refused.append(f"{figure}: {exc}")
             except BackendError as exc:

@@ -12,8 +12,6 @@ window``); histogram buckets are read as rates (``rate(…_bucket[window])``) an
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-
 import msgspec
 
 from gpuconsole.backends.prometheus.mapping import _braces
@@ -87,6 +85,25 @@ def _total(bucket_expr: str, w: str, s: str) -> str:
     return "sum by (namespace, pod) (" + bucket_expr.replace("_bucket{s}", "_count{s}").format(w=w, s=s) + ")"
 
 
+def pods_selector(services: Iterable[str], selector: str = "") -> str:
+    """``selector`` with matchers for the pods of the services ``NS/NAME`` only: ``NAME-…`` in
+    ``NS`` (a Deployment's ``NAME-<hash>-<id>``, a StatefulSet's ``NAME-0``, an
+    InferenceService's ``NAME-predictor-…``); a pod of another service that shares a namespace and
+    a prefix may come too, and is left out by the core's join."""
+    keys = [key.split("/", 1) for key in services if "/" in key]
+    if not keys:
+        return selector
+    namespaces = "|".join(sorted({_literal(ns) for ns, _name in keys}))
+    names = "|".join(sorted({_literal(name) for _ns, name in keys}))
+    inner = selector.strip().strip("{}").strip()
+    return ", ".join(filter(None, (inner, f'namespace=~"{namespaces}"', f'pod=~"({names})-.+"')))
+
+
+def _literal(name: str) -> str:
+    """A Kubernetes name as a regular expression matching itself (``.`` as ``[.]``)."""
+    return "".join(c if c.isalnum() or c == "-" else f"[{c}]" for c in name if c not in '"\\]^')
+
+
 def custom_query(promql: str, window_s: float) -> str:
     """A ``[[services.metrics]]`` figure's PromQL with ``{window}`` replaced by the window."""
     return promql.replace("{window}", window_text(window_s))
@@ -95,7 +112,10 @@ def custom_query(promql: str, window_s: float) -> str:
 # ---------------------------------------------------------------------- answers
 
 
-class _Labels(msgspec.Struct):
+# The answers of a refresh hold hundreds of thousands of series (a histogram's buckets for every
+# pod): read into Structs the collector does not track, each value straight to a float (``NaN``,
+# ``-Inf`` too; ``+Inf`` once it is written ``Inf``, see ``read_answer``).
+class _Labels(msgspec.Struct, gc=False):
     namespace: str = ""
     pod: str = ""
     family: str = ""
@@ -103,22 +123,22 @@ class _Labels(msgspec.Struct):
     quantile: str | None = None
 
 
-class _Sample(msgspec.Struct):
+class _Sample(msgspec.Struct, gc=False):
     metric: _Labels
-    value: tuple[float, str]
+    value: tuple[float, float]
 
 
-class _Data(msgspec.Struct):
+class _Data(msgspec.Struct, gc=False):
     resultType: str  # noqa: N815 - the API's name
     result: list[_Sample]
 
 
-class _Answer(msgspec.Struct):
+class _Answer(msgspec.Struct, gc=False):
     status: str
     data: _Data
 
 
-_DECODER = msgspec.json.Decoder(_Answer)
+_DECODER = msgspec.json.Decoder(_Answer, strict=False)  # strict=False: "1.5" reads as 1.5
 
 
 class ServingAnswerError(ValueError):
@@ -134,29 +154,44 @@ def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
             own ``family`` label.
     """
     try:
-        answer = _DECODER.decode(body)
+        try:
+            answer = _DECODER.decode(body)
+        except msgspec.ValidationError:  # a value of +Inf, which msgspec reads only as "Inf"
+            answer = _DECODER.decode(body.replace(b'"+Inf"', b'"Inf"'))
     except msgspec.DecodeError as exc:
         raise ServingAnswerError(f"an answer that is not an instant vector: {exc}") from None
     if answer.data.resultType != "vector":
         raise ServingAnswerError(f"expected a vector, got {answer.data.resultType!r}")
-    return ServingSeries(name, tuple(_series(answer.data.result, family)))
+    return ServingSeries(name, _series(answer.data.result, family, name.split("@", 1)[0] in EXTRA_LABEL))
 
 
-def _series(samples: Iterable[_Sample], family: str) -> Iterable[PodSeries]:
-    for sample in samples:
-        labels = sample.metric
-        if not labels.namespace or not labels.pod:
-            continue
-        value = number(sample.value[1])
-        if value is None:
-            continue
-        extra = labels.le if labels.le is not None else labels.quantile
-        bound = number(extra) if extra is not None else None
-        if extra is not None and bound is None and extra not in ("+Inf", "Inf"):
-            continue
-        if extra in ("+Inf", "Inf"):
-            bound = math.inf
-        yield PodSeries(labels.namespace, labels.pod, value, family or labels.family or "custom", bound)
+def _series(samples: list[_Sample], family: str, bounded: bool) -> tuple[PodSeries, ...]:
+    """The pods' series, in one comprehension (this runs for every bucket of every pod); with
+    ``bounded``, each with its bucket's bound or its quantile."""
+    one = PodSeries
+    # ``v - v == 0`` holds for a finite v only (NaN and ±Inf give NaN).
+    if not bounded:
+        return tuple([one(m.namespace, m.pod, v, family or m.family or "custom") for s in samples
+                      if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0])
+    bound = _BOUNDS
+    if len(bound) > 4096:  # bounds are a few dozen texts; a server that invents them does not grow this
+        bound.clear()
+    return tuple([one(m.namespace, m.pod, v, family or m.family or "custom", b) for s in samples
+                  if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0
+                  and ((b := bound[m.le if m.le is not None else m.quantile]) is not None or m.le is None is m.quantile)])
+
+
+class _Bounds(dict[str | None, float | None]):
+    """A bucket's ``le`` (or a summary's ``quantile``) text → its number (None: not a number),
+    worked out once per text."""
+
+    def __missing__(self, text: str | None) -> float | None:
+        value = None if text is None else math.inf if text in ("+Inf", "Inf") else number(text)
+        self[text] = value
+        return value
+
+
+_BOUNDS = _Bounds()
 
 
 def number(text: str) -> float | None:

@@ -104,6 +104,15 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
         if given:
             raise ValueError(f"--prometheus-{_FLAGS.get(next(iter(given)), next(iter(given)))} needs --prometheus URL")
         return None
+    return from_table(merged, where, env)
+
+
+def from_table(merged: Mapping[str, Any], where: str = "", env: Mapping[str, str] = os.environ) -> PrometheusSettings:
+    """The settings a table of the ``[prometheus]`` keys gives (``url`` set), checked.
+
+    Raises:
+        ValueError: a bad value, in one line starting with ``where``.
+    """
     settings = prometheus_settings(
         url=str(merged["url"]),
         token_file=_path(merged.get("token_file")),
@@ -122,3 +131,30 @@ def resolve(flags: Mapping[str, Any], explicit_config: Path | str | None = None,
 
 def _path(value: Any) -> str | None:
     return str(Path(value).expanduser()) if value else None
+
+
+def serving_figures(config: Any, fleet: PrometheusSettings | None, env: Mapping[str, str] = os.environ) -> Any:
+    """Where the inference services' figures are read (``backends.served.FiguresSettings``):
+    ``[services.prometheus]`` when the ``[services]`` table (``config``, a ``ServingConfig``) names
+    one, else the fleet's Prometheus; None without either.
+
+    Raises:
+        ConfigError: a bad ``[services.prometheus]`` key, in one line naming the file and key.
+    """
+    from gpuconsole.backends.registry import serving_figures_settings
+
+    prometheus = fleet
+    if config.prometheus:
+        where = f"{config.path}: [services.prometheus]" if config.path else "[services.prometheus]"
+        try:
+            decoded = decode_table(dict(config.prometheus), PrometheusTable)
+        except TableError as exc:
+            raise ConfigError(f"{where} key {exc.key or 'url'}: {exc.problem}") from None
+        try:
+            prometheus = from_table({k: v for k, v in msgspec.structs.asdict(decoded).items() if v is not None},
+                                    f"{where}: ", env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if prometheus is None:
+        return None
+    return serving_figures_settings(prometheus, config.window_s, config.custom, config.slo_windows())

@@ -46,6 +46,7 @@ class SourceOptions:
     prometheus: PrometheusSettings | None = None  # --prometheus URL … or the config file's [prometheus]
     alibaba: Any = None  # the config file's [alibaba] table (AlibabaSettings), None when absent
     services: str = "auto"  # inference services: auto, kube, sim or off
+    serving: Any = None  # where their serving figures come from (backends.served.FiguresSettings)
 
 
 def choose(options: SourceOptions, *, simulated: bool, env: Mapping[str, str] = os.environ) -> dict[SourceKind, str]:

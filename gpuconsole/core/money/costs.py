@@ -9,7 +9,6 @@ billed, and for what it accrued if launched in the period and no longer billed.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,11 +34,10 @@ from gpuconsole.model import (
     JobState,
     MigMode,
 )
+from gpuconsole.model import mig_share as mig_share  # re-exported: the attribution's and usage's share
 
-MIG_COMPUTE_SLICES = 7  # an A100 / H100 splits into seven compute slices
 UNTAGGED = "(untagged)"
 FORECAST_HORIZON_S = 30 * 86400.0
-_MIG_PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
 
 
 # --------------------------------------------------------------------------- spend
@@ -122,18 +120,6 @@ def idle_cost_per_hour(gpus: Iterable[Gpu], node_gpu_price: dict[str, float]) ->
 
 
 # --------------------------------------------------------------------------- attribution
-
-
-def mig_share(profile: str | None) -> float:
-    """Share of a GPU's compute a MIG profile holds: ``"3g.40gb"`` → 3/7, a compute instance
-    ``"1c.3g.40gb"`` → 1/7. No profile, or one this does not know, counts as the whole GPU."""
-    if not profile:
-        return 1.0
-    match = _MIG_PROFILE.match(profile)
-    if match is None:
-        return 1.0
-    slices = int(match.group(1) or match.group(2))
-    return min(1.0, slices / MIG_COMPUTE_SLICES)
 
 
 def per_instance(instances: Iterable[Instance], start: float, now: float) -> list[CostLine]:

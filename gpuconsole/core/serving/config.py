@@ -120,6 +120,11 @@ class ServingConfig:
         """The SLO windows other than the serving window (each read with queries of its own)."""
         return tuple(sorted({s.window_s for s in self.slos.values() if s.window_s != self.window_s}))
 
+    def slo_window_services(self) -> tuple[str, ...]:
+        """The services (``NS/NAME``) whose SLOs have a window of their own: the answers over the
+        SLO windows are read for their pods only."""
+        return tuple(sorted(key for key, s in self.slos.items() if s.window_s != self.window_s))
+
 
 def duration_s(text: str) -> float:
     """``"2m"`` → 120.0; ValueError (one line) for anything else."""

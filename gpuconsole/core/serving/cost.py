@@ -18,7 +18,7 @@ import msgspec
 from gpuconsole.core.money.attribution import instance_of
 from gpuconsole.core.money.currency import BASE, factor
 from gpuconsole.core.money.idle import IDLE_UTILIZATION
-from gpuconsole.model import FleetSnapshot, Gpu, MigMode, Service, ServiceReplica
+from gpuconsole.model import FleetSnapshot, Gpu, Instance, MigMode, Service, ServiceReplica
 
 PodKey = tuple[str, str]
 
@@ -30,10 +30,29 @@ class GpuPrices:
         self.snapshot = snapshot
         self.rates = dict(rates)
         self._known: dict[str, float | None] = {}
+        # The instances each node could be backed by, found once (not by a scan of every
+        # instance per node): by their node name, else by the instance id the node names.
+        self._by_node: dict[str, list[Instance]] = defaultdict(list)
+        self._by_id: dict[str, list[Instance]] = defaultdict(list)
+        for instance in snapshot.instances:
+            if instance.node:
+                self._by_node[instance.node].append(instance)
+            self._by_id[instance.instance_id].append(instance)
+        self._node_ids: dict[str, list[str]] = defaultdict(list)
+        for known in snapshot.nodes:
+            if known.instance_id:
+                self._node_ids[known.name].append(known.instance_id)
+
+    def _candidates(self, node: str) -> FleetSnapshot:
+        """The snapshot with only the instances that may back ``node``: what ``instance_of`` reads."""
+        found = self._by_node.get(node)
+        if not found:
+            found = [i for instance_id in dict.fromkeys(self._node_ids.get(node, ())) for i in self._by_id.get(instance_id, ())]
+        return msgspec.structs.replace(self.snapshot, instances=tuple(found))
 
     def per_gpu_hour(self, node: str) -> float | None:
         if node not in self._known:
-            instance = instance_of(self.snapshot, node)
+            instance = instance_of(self._candidates(node), node)
             price = None
             if instance is not None and instance.gpus and instance.state.billed:
                 rate = factor(instance.currency, BASE, self.rates)

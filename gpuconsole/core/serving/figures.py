@@ -9,9 +9,12 @@ each figure says which family it came from.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import groupby
+from operator import attrgetter
 
 import msgspec
 
@@ -20,6 +23,8 @@ from gpuconsole.model.serving import ADDITIVE, FIGURES
 from gpuconsole.model.serving import SeriesName as S
 
 PodKey = tuple[str, str]  # (namespace, pod)
+_POD = attrgetter("namespace", "pod")
+FIGURES_SET = frozenset(FIGURES)
 QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
 TTFT_QUANTILE = 0.99  # ttft_ms is the 99th percentile of the time to the first token
 
@@ -29,12 +34,27 @@ class PodIndex:
 
     def __init__(self, reading: ServingReading | None) -> None:
         self.by_name: dict[str, dict[PodKey, list[PodSeries]]] = {}
+        self.custom = False  # any [[services.metrics]] answer
         if reading is None:
             return
         for answer in reading.answers:
-            pods = self.by_name.setdefault(answer.name, defaultdict(list))
-            for series in answer.series:
-                pods[(series.namespace, series.pod)].append(series)
+            series = answer.series
+            if series and series[0].le is None:
+                # One series a pod, mostly: the index made in one step, without a loop in Python.
+                single = dict(zip(map(_POD, series), map(list, zip(series))))
+                if len(single) == len(series) and answer.name not in self.by_name:
+                    self.by_name[answer.name] = single
+                    continue
+            pods = self.by_name.setdefault(answer.name, {})
+            # Prometheus gives a pod's series (its buckets) one after the other: taken a run at
+            # a time, not a series at a time (a pod's series apart from each other still join).
+            for pod, run in groupby(series, _POD):
+                found = pods.get(pod)
+                if found is None:
+                    pods[pod] = list(run)
+                else:
+                    found.extend(run)
+        self.custom = not FIGURES_SET.isdisjoint(self.by_name)
 
     def of(self, name: str, pods: Sequence[PodKey]) -> list[PodSeries]:
         """Every series of answer ``name`` for ``pods``."""
@@ -51,22 +71,44 @@ def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> floa
     """The ``q`` quantile of cumulative ``(upper bound, count)`` buckets, as PromQL's
     ``histogram_quantile``: linear within the bucket the rank falls in, the highest finite
     bound when it falls in the ``+Inf`` bucket; None without a ``+Inf`` bucket or any count."""
+    return histogram_quantiles((q,), buckets)[0]
+
+
+def histogram_quantiles(qs: Sequence[float], buckets: Iterable[tuple[float, float]]) -> list[float | None]:
+    """:func:`histogram_quantile` of each of ``qs``, the buckets (every replica's, summed by
+    bound) added up once."""
     merged: dict[float, float] = defaultdict(float)
     for bound, count in buckets:
         merged[bound] += count
+    return _quantiles(qs, merged)
+
+
+def series_quantiles(qs: Sequence[float], series: Iterable[PodSeries]) -> list[float | None]:
+    """:func:`histogram_quantiles` of bucket series (their ``le`` and value)."""
+    merged: dict[float, float] = defaultdict(float)
+    for s in series:
+        if s.le is not None:
+            merged[s.le] += s.value
+    return _quantiles(qs, merged)
+
+
+def _quantiles(qs: Sequence[float], merged: Mapping[float, float]) -> list[float | None]:
     ordered = sorted(merged.items())
     if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
-        return None
+        return [None] * len(qs)
     counts, top = [], 0.0
     for _bound, count in ordered:  # a count lower than the one below it is the scrape's skew
         top = max(top, count)
         counts.append(top)
     total = counts[-1]
     if total <= 0:
-        return None
-    rank = q * total
-    index = next(i for i, count in enumerate(counts) if count >= rank)
-    if index == len(ordered) - 1:
+        return [None] * len(qs)
+    return [_rank_bound(q * total, ordered, counts) for q in qs]
+
+
+def _rank_bound(rank: float, ordered: list[tuple[float, float]], counts: list[float]) -> float:
+    index = bisect.bisect_left(counts, rank)  # the first bucket whose count reaches the rank
+    if index >= len(ordered) - 1:
         return ordered[-2][0]
     end = ordered[index][0]
     if index == 0:
@@ -99,17 +141,30 @@ def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tup
     Args:
         suffix: the answers of another window (``@300``), for an SLO measured over its own.
     """
+    by_name = index.by_name
+
     def of(name: str) -> list[PodSeries]:
-        return index.of(name + suffix, pods)
+        found = by_name.get(name + suffix)
+        out: list[PodSeries] = []
+        if found:
+            for pod in pods:
+                if pod in found:
+                    out.extend(found[pod])
+        return out
 
     figures: dict[str, float | None] = dict.fromkeys(FIGURES)
     families: dict[str, str] = {}
+
+    named: dict[tuple[int, ...], str] = {}  # the families of the series lists used, worked out once each
 
     def put(figure: str, value: float | None, *used: list[PodSeries]) -> None:
         if value is None:
             return
         figures[figure] = value
-        families[figure] = _families([s for group in used for s in group])
+        key = tuple(map(id, used))
+        if key not in named:
+            named[key] = _families([s for group in used for s in group])
+        families[figure] = named[key]
 
     ok, errors = of(S.OK), of(S.ERRORS)
     ok_rate, error_rate = _sum(ok), _sum(errors)
@@ -118,8 +173,8 @@ def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tup
     put("error_ratio", _ratio(error_rate, (ok_rate or 0.0) + (error_rate or 0.0)), errors)
     buckets = of(S.LATENCY_BUCKET)
     summary = of(S.LATENCY_QUANTILE)
-    for figure, q in QUANTILES:
-        value = histogram_quantile(q, ((s.le, s.value) for s in buckets if s.le is not None)) if buckets else None
+    from_buckets = series_quantiles([q for _f, q in QUANTILES], buckets) if buckets else [None] * len(QUANTILES)
+    for (figure, q), value in zip(QUANTILES, from_buckets, strict=True):
         if value is not None:
             put(figure, value * 1000.0, buckets)
         else:  # a summary's quantile (Triton's, where enabled): the slowest replica's
@@ -129,7 +184,7 @@ def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tup
     lat_sum, lat_count = of(S.LATENCY_SUM), of(S.LATENCY_COUNT)
     put("mean_ms", _ratio(_sum(lat_sum), _sum(lat_count), 1000.0), lat_sum)
     ttft = of(S.TTFT_BUCKET)
-    ttft_s = histogram_quantile(TTFT_QUANTILE, ((s.le, s.value) for s in ttft if s.le is not None)) if ttft else None
+    ttft_s = series_quantiles((TTFT_QUANTILE,), ttft)[0] if ttft else None
     put("ttft_ms", ttft_s * 1000.0 if ttft_s is not None else None, ttft)
     for figure, name in (("tokens_per_s", S.TOKENS), ("inferences_per_s", S.INFERENCES), ("running", S.RUNNING),
                          ("queue_depth", S.WAITING)):
@@ -139,7 +194,7 @@ def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tup
     put("queue_ms", _ratio(_sum(queued), _sum(lat_count), 1000.0), queued)
     kv = of(S.KV_CACHE)
     put("kv_cache", math.fsum(s.value for s in kv) / len(kv) if kv else None, kv)
-    for figure in FIGURES:  # [[services.metrics]] figures: named after the figure itself
+    for figure in FIGURES if index.custom else ():  # [[services.metrics]] figures: named after the figure itself
         custom = of(figure)
         if custom and figures[figure] is None:
             put(figure, _sum(custom) if figure in ADDITIVE else max(s.value for s in custom), custom)
@@ -161,7 +216,10 @@ def with_figures(services: Iterable[Service], index: PodIndex) -> list[Service]:
 
 
 def _replica_figure(index: PodIndex, name: str, pod: PodKey) -> float | None:
-    return _sum(index.of(name, (pod,)))
+    series = index.by_name.get(name, {}).get(pod)
+    if not series:
+        return None
+    return series[0].value if len(series) == 1 else math.fsum(s.value for s in series)
 
 
 def _with(service: Service, figures: Mapping[str, float | None], families: Mapping[str, str],
