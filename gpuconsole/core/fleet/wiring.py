@@ -17,13 +17,14 @@ from gpuconsole.backends.base import BillingReports, IntervalHint, TimeoutHint
 from gpuconsole.core.access.aws_roles import attach_aws_roles
 from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.access.rbac import ClusterPermissions
+from gpuconsole.core.access.site import own_file_plans_only
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.cron_memo import CronCostMemo
 from gpuconsole.core.fleet.hub import Hub, PollPolicy
 from gpuconsole.core.fleet.options import ConsoleOptions
 from gpuconsole.core.fleet.services import Services
 from gpuconsole.core.fleet.sources import build_sources
-from gpuconsole.core.money.budget_config import load_config
+from gpuconsole.core.money.budget_config import load_config, plan_only
 from gpuconsole.core.money.cost_explorer import CostExplorer
 from gpuconsole.core.money.idle import IdleTracker
 from gpuconsole.core.ops.actions import ActionLog
@@ -173,6 +174,8 @@ def budget_ops(options: ConsoleOptions, wires: Wires, actions: ActionLog, store:
     except ConfigError as exc:
         config, error = ConfigFile(None), str(exc)
     sources = options.sources
+    if not sources.demo and config.path is not None and own_file_plans_only(config.path):
+        config = plan_only(config)  # a shared machine: automatic budgets come from the site config
     demo_start = (sources.sim_start if sources.sim_start is not None else options.clock()) if sources.demo else None
     return BudgetOps(
         store=store,
