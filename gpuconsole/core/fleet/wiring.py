@@ -35,6 +35,7 @@ from gpuconsole.core.ops.cloud_ops import CloudOps
 from gpuconsole.core.ops.gpu_ops import GpuOps
 from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.core.ops.service_ops import ServiceOps
+from gpuconsole.core.serving.config import DEMO_SLOS
 from gpuconsole.core.serving.config import load as load_serving
 from gpuconsole.core.serving.join import ServingBook
 from gpuconsole.model import JobsReading, SourceKind
@@ -140,11 +141,15 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
 
 
 def serving_book(options: ConsoleOptions) -> ServingBook:
-    """The ``[services]`` table of the configuration file (its defaults, and why, when it is bad)."""
+    """The ``[services]`` table of the configuration file (its defaults, and why, when it is bad);
+    in the demo, with the demo's SLOs where the file sets none."""
     try:
-        return ServingBook(load_serving(options.config_path))
+        config = load_serving(options.config_path)
     except ConfigError as exc:
         return ServingBook(error=str(exc))
+    if options.sources.demo and not config.slos:
+        config = dataclasses.replace(config, slos=DEMO_SLOS)
+    return ServingBook(config)
 
 
 def with_jobs(services: Services, source: object) -> Services:
