@@ -205,3 +205,16 @@ async def test_a_developer_scales_in_their_namespace_and_is_told_why_not_elsewhe
         await wait_until(lambda: any(r.action == "scale-service" and r.result != "started" for r in audit.records()))
         last = [r for r in audit.records() if r.action == "scale-service" and r.result != "started"][-1]
         assert (last.actor, last.role, last.target, last.result) == ("dev", "developer", LLM, "ok")
+
+
+async def test_the_palette_opens_a_service_by_name():
+    async with running() as (app, pilot):
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Service research/notebook")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(lambda: isinstance(app.screen, ServiceScreen))
+        assert app.active_pane == "services" and app.screen.key == "research/notebook-llm"
+        await wait_until(lambda: app.screen.history_error or app.screen.history)
+        assert "no serving metrics" in shown(app.screen.query_one("#service-facts", Static))

@@ -223,6 +223,19 @@ class Provisioner(Protocol):
 
 
 @runtime_checkable
+class QueueControl(Protocol):
+    """A job's place in its queue (Kueue), before admission: raises :class:`BackendError` in one line."""
+
+    def move_to_queue(self, namespace: str, name: str, queue: str) -> None:
+        """Move a pending Job to another LocalQueue of its namespace."""
+        ...
+
+    def set_workload_active(self, namespace: str, name: str, active: bool) -> None:
+        """Deactivate (or reactivate) a pending Job's Workload (``spec.active``)."""
+        ...
+
+
+@runtime_checkable
 class JobControl(Protocol):
     """Changes to Kubernetes-style jobs: create from manifests, delete, suspend, trigger, read logs.
 

@@ -11,6 +11,7 @@ Modules:
     value: the base :class:`Value` and tags.
     fleet: GPUs, MIG slices, vGPUs, GPU processes and history samples.
     jobs: Kubernetes nodes, Jobs and CronJobs.
+    queues: Kueue and Volcano queues, and what a waiting job waits for.
     cloud: instances, instance types, prices, subnets and what a launch asks for.
     money: budgets, thresholds, budget actions, idle GPUs and cost lines.
     access: roles, users, the acting principal and audit records.
@@ -66,6 +67,7 @@ from gpuconsole.model.money import (
     Threshold,
     ThresholdBasis,
 )
+from gpuconsole.model.queues import Queue, QueueKind, WaitingFor
 from gpuconsole.model.serving import (
     PodSeries,
     Rollout,
@@ -96,9 +98,9 @@ __all__ = [
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
     "Job", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",
-    "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "RegionPrice", "Role", "Rollout",
+    "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "Queue", "QueueKind", "RegionPrice", "Role", "Rollout",
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",
-    "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "Workload",
+    "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "WaitingFor", "Workload",
     "from_jsonable", "mig_share", "tag_of", "to_jsonable",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 
+from gpuconsole.model.queues import WaitingFor
 from gpuconsole.model.value import Value
 
 
@@ -16,7 +17,7 @@ class JobState(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SUSPENDED = "suspended"
-
+    QUEUED = "queued"  # held by a queueing layer (Kueue) until its queue admits it
 
 
 class Node(Value):
@@ -53,6 +54,16 @@ class Job(Value):
     owner: str | None = None
     pod_uid: str | None = None
     pod: str | None = None  # the pod's name (of index 0 for an Indexed Job), what logs are read from
+    queue: str | None = None  # its Kueue LocalQueue, or its Volcano Queue
+    cluster_queue: str | None = None  # Kueue: the ClusterQueue its LocalQueue points at
+    waiting_for: WaitingFor | None = None  # why it has not started; pending_reason says it in one line
+    kind: str = "Job"  # "Job" (batch/v1) or "VolcanoJob" (batch.volcano.sh)
+    queue_position: int | None = None  # Kueue: its place among its ClusterQueue's pending Workloads (1 first)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether it waits to start (pending, or queued by a queueing layer)."""
+        return self.state in (JobState.PENDING, JobState.QUEUED)
 
     @property
     def gpu_request(self) -> str:

@@ -1,10 +1,14 @@
-"""The real Kubernetes job backend: Jobs, CronJobs, pods, GPU nodes and events of one context.
+"""The real Kubernetes job backend: Jobs, CronJobs, pods, GPU nodes and events of one context,
+and the queues in front of the scheduler (Kueue, Volcano) where API discovery shows them.
 
 :class:`KubeJobs` reads the cluster the way kubectl does (:mod:`kubeconfig`) through one
 ApiClient per context (:mod:`client`), created on first use from a worker thread. With
 ``watch=True`` (the console) each kind is kept by a watch thread (:mod:`watch`) and a poll joins
 the caches without a request; with ``watch=False`` every poll lists everything (:mod:`listing`);
-:mod:`watched` does both for any set of kinds.
+:mod:`watched` does both for any set of kinds. Kueue's ClusterQueues, LocalQueues and Workloads
+(``kueue.x-k8s.io`` v1beta2, else v1beta1) and Volcano's Queues, PodGroups and Jobs are read only
+where discovery (:mod:`discovery`) serves their groups: without them nothing more is asked after
+discovery, and a job's queue and what it waits for come from :mod:`queue_compose`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from gpuconsole.backends.base import Capability
 from gpuconsole.backends.kube import mapping as kube_mapping
+from gpuconsole.backends.kube.discovery import DISCOVERY_S, DiscoveringLister
 from gpuconsole.backends.kube.kubeconfig import (
     DEFAULT_KUBECONFIG,
     IN_CLUSTER_ENV,
@@ -23,8 +28,19 @@ from gpuconsole.backends.kube.kubeconfig import (
     kubeconfig_user,
 )
 from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind
+from gpuconsole.backends.kube.queue_compose import annotate
+from gpuconsole.backends.kube.queue_records import KUEUE_GROUP, KUEUE_VERSIONS
+from gpuconsole.backends.kube.queue_kinds import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    POD_GROUPS,
+    VOLCANO_JOBS,
+    VOLCANO_QUEUES,
+    WORKLOADS,
+    queue_kinds,
+)
 from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
-from gpuconsole.backends.kube.watched import Records, WatchedLister
+from gpuconsole.backends.kube.watched import Records
 from gpuconsole.model import JobsReading
 
 __all__ = [
@@ -40,7 +56,7 @@ __all__ = [
 ]
 
 
-class KubeJobs(WatchedLister):
+class KubeJobs(DiscoveringLister):
     """Jobs, CronJobs and GPU nodes of one Kubernetes context, behind the console's job interface.
 
     A user who may read Jobs but not Nodes, Events, Pods or CronJobs (a namespace-scoped role)
@@ -56,6 +72,7 @@ class KubeJobs(WatchedLister):
         watch: keep a watch-fed cache (the console); ``False``: every poll lists everything.
         watch_timeout: seconds the server keeps one watch open before it is resumed.
         page_size: objects per list request.
+        discovery_every: seconds between two discoveries of the Kueue and Volcano API groups.
     """
 
     capabilities: frozenset[Capability] = frozenset()
@@ -70,14 +87,15 @@ class KubeJobs(WatchedLister):
         watch: bool = True,
         watch_timeout: int = WATCH_TIMEOUT_S,
         page_size: int = PAGE_SIZE,
+        discovery_every: float = DISCOVERY_S,
     ) -> None:
         super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
-                         watch_timeout=watch_timeout, page_size=page_size)
+                         watch_timeout=watch_timeout, page_size=page_size, discovery_every=discovery_every)
         self._control: Any = None
         import_early()
 
     def kinds(self) -> tuple[Kind, ...]:
-        return KINDS
+        return (*KINDS, *queue_kinds(self))
 
     @property
     def job_control(self) -> Any:
@@ -88,7 +106,15 @@ class KubeJobs(WatchedLister):
                 from gpuconsole.backends.kube.control import KubeJobControl
 
                 control = self._control = KubeJobControl(self._client, self.request_timeout)
+                control.kueue_version = self._kueue_version
             return control
+
+    def _kueue_version(self) -> str | None:
+        """The Kueue version the cluster serves (discovery is asked first when no poll has)."""
+        if self.groups is None:
+            self._discover()
+        served = self.serves(KUEUE_GROUP, *KUEUE_VERSIONS)
+        return served if isinstance(served, str) else None
 
     # ----------------------------------------------------------------- JobBackend
 
@@ -101,9 +127,16 @@ class KubeJobs(WatchedLister):
             BackendTimeout: the API server did not answer in time.
             BackendError: any other failure; the cache is kept for the next poll.
         """
+        self._client()  # a missing kubeconfig is reported before discovery is tried
+        self._discover()
         return self._poll(_compose, kube_mapping.next_cron_change)
 
 
 def _compose(values: Records, now: float) -> JobsReading:
-    return kube_mapping.compose(values[JOBS.name], values[CRONJOBS.name], values[PODS.name],
-                                values[NODES.name], values[EVENTS.name], now)
+    vcjobs = values.get(VOLCANO_JOBS.name, [])
+    jobs = [*values[JOBS.name], *(r.job for r in vcjobs)]
+    reading = kube_mapping.compose(jobs, values[CRONJOBS.name], values[PODS.name], values[NODES.name],
+                                   values[EVENTS.name], now)
+    return annotate(reading, values.get(CLUSTER_QUEUES.name, ()), values.get(LOCAL_QUEUES.name, ()),
+                    values.get(WORKLOADS.name, ()), values.get(VOLCANO_QUEUES.name, ()),
+                    values.get(POD_GROUPS.name, ()), vcjobs)
