@@ -36,6 +36,7 @@ from gpuconsole.model import (
 # What a services source may do (re-exported here, beside the other sources' protocols).
 from gpuconsole.backends.service_protocols import ServiceControl as ServiceControl
 from gpuconsole.backends.service_protocols import ServiceHistory as ServiceHistory
+from gpuconsole.backends.cloud_protocols import RoleCredentials as RoleCredentials
 
 
 class Capability(str, enum.Enum):
@@ -362,18 +363,6 @@ class CredentialSwitching(Protocol):
     """A cloud that can make its calls with other credentials (a role session of ``[aws.roles]``)."""
 
     def use_credentials(self, refresh: Callable[[], dict[str, str]] | None) -> None:
-        ...
-
-
-@runtime_checkable
-class RoleCredentials(Protocol):
-    """A cloud whose calls run as a role session the core opens (Alibaba Cloud's STS AssumeRole
-    for ``[alibaba.roles]``): it assumes a role as the login, and then calls with what it got."""
-
-    def assume_role(self, role_arn: str, session_name: str, duration_s: int) -> dict[str, Any]:
-        ...
-
-    def use_role_credentials(self, refresh: Callable[[], dict[str, str]] | None) -> None:
         ...
 
 
