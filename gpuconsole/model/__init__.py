@@ -52,7 +52,7 @@ from gpuconsole.model.fleet import (
     VgpuInstance,
     mig_share,
 )
-from gpuconsole.model.jobs import CronJob, Job, JobState, Node
+from gpuconsole.model.jobs import JOB_KINDS, CronJob, Job, JobRole, JobState, Node
 from gpuconsole.model.money import (
     DEFAULT_THRESHOLDS,
     Budget,
@@ -94,7 +94,7 @@ __all__ = [
     "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
-    "Job", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market",
+    "JOB_KINDS", "Job", "JobRole", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market",
     "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "RegionPrice", "Role", "Rollout",
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",

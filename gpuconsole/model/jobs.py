@@ -34,8 +34,31 @@ class Node(Value):
     mig_allocated: tuple[tuple[str, int], ...] = ()  # (profile, count) held by running pods
 
 
+class JobRole(Value):
+    """One role of a distributed job (an MPIJob's Launcher or Worker, a PyTorchJob's Master, a
+    JobSet's replicated job): its desired replicas (pods), how many run, and GPUs per replica."""
+
+    name: str
+    replicas: int
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    gpus_per_replica: int = 0
+    mig_profile: str | None = None
+    pending_reason: str | None = None  # why a replica waits, in the scheduler's words
+    pod: str | None = None  # a pod of the role, what its logs are read from
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+
+JOB_KINDS = ("Job", "MPIJob", "PyTorchJob", "TrainJob", "JobSet")
+
+
 class Job(Value):
-    """A Kubernetes Job as the queue view needs it."""
+    """A Kubernetes Job, or a distributed training job (``kind``: MPIJob, PyTorchJob, TrainJob,
+    JobSet) with its ``roles``, as the queue view needs it."""
 
     uid: str
     name: str
@@ -53,6 +76,16 @@ class Job(Value):
     owner: str | None = None
     pod_uid: str | None = None
     pod: str | None = None  # the pod's name (of index 0 for an Indexed Job), what logs are read from
+    kind: str = "Job"  # one of JOB_KINDS
+    roles: tuple[JobRole, ...] = ()  # a distributed job's roles; gpus is the sum of their GPUs
+    nodes: tuple[str, ...] = ()  # every node its running pods are on (a distributed job: several)
+    pod_uids: tuple[str, ...] = ()  # every pod it owns (a distributed job's launcher and workers)
+    phase: str | None = None  # the operator's own word where it says more than state ("restarting")
+    restarts: int | None = None
+
+    def owns_pod(self, uid: str | None) -> bool:
+        """Whether the pod with ``uid`` is this job's (its shown pod or any other)."""
+        return bool(uid) and (uid == self.pod_uid or uid in self.pod_uids)
 
     @property
     def gpu_request(self) -> str:

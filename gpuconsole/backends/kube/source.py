@@ -5,6 +5,10 @@ ApiClient per context (:mod:`client`), created on first use from a worker thread
 ``watch=True`` (the console) each kind is kept by a watch thread (:mod:`watch`) and a poll joins
 the caches without a request; with ``watch=False`` every poll lists everything (:mod:`listing`);
 :mod:`watched` does both for any set of kinds.
+
+Distributed training jobs (MPIJob, PyTorchJob, TrainJob, JobSet: :mod:`training`) are read only
+where API discovery (:mod:`discovery`) shows their CRD's group version; without them nothing
+else is asked.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from gpuconsole.backends.base import Capability
 from gpuconsole.backends.kube import mapping as kube_mapping
+from gpuconsole.backends.kube.discovery import DISCOVERY_S, Discovery
 from gpuconsole.backends.kube.kubeconfig import (
     DEFAULT_KUBECONFIG,
     IN_CLUSTER_ENV,
@@ -23,6 +28,7 @@ from gpuconsole.backends.kube.kubeconfig import (
     kubeconfig_user,
 )
 from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind
+from gpuconsole.backends.kube.training import JOBSET, MPIJOB, PYTORCHJOB, READERS, TRAINJOB
 from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
 from gpuconsole.backends.kube.watched import Records, WatchedLister
 from gpuconsole.model import JobsReading
@@ -38,6 +44,12 @@ __all__ = [
     "contexts",
     "kubeconfig_user",
 ]
+
+# The distributed kinds, each read where discovery shows its group version.
+TRAINING_KINDS: tuple[Kind, ...] = tuple(
+    Kind(f"{kind}s", "custom", "list_cluster_custom_object", "list_namespaced_custom_object", READERS[kind],
+         required=False, custom=(group, version, plural))
+    for kind, group, version, plural in (MPIJOB, PYTORCHJOB, TRAINJOB, JOBSET))
 
 
 class KubeJobs(WatchedLister):
@@ -56,6 +68,7 @@ class KubeJobs(WatchedLister):
         watch: keep a watch-fed cache (the console); ``False``: every poll lists everything.
         watch_timeout: seconds the server keeps one watch open before it is resumed.
         page_size: objects per list request.
+        discovery_every: seconds between two discoveries of the training operators' CRDs.
     """
 
     capabilities: frozenset[Capability] = frozenset()
@@ -70,14 +83,18 @@ class KubeJobs(WatchedLister):
         watch: bool = True,
         watch_timeout: int = WATCH_TIMEOUT_S,
         page_size: int = PAGE_SIZE,
+        discovery_every: float = DISCOVERY_S,
     ) -> None:
         super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
                          watch_timeout=watch_timeout, page_size=page_size)
+        self.poll_timeout = 2 * self.request_timeout + 2.0  # a discovery, then the first lists
+        self.discovery = Discovery(discovery_every)
         self._control: Any = None
         import_early()
 
     def kinds(self) -> tuple[Kind, ...]:
-        return KINDS
+        served = self.discovery.served or frozenset()
+        return KINDS + tuple(k for k in TRAINING_KINDS if k.custom is not None and f"{k.custom[0]}/{k.custom[1]}" in served)
 
     @property
     def job_control(self) -> Any:
@@ -101,9 +118,12 @@ class KubeJobs(WatchedLister):
             BackendTimeout: the API server did not answer in time.
             BackendError: any other failure; the cache is kept for the next poll.
         """
+        self._client()  # a missing kubeconfig is reported before discovery is tried
+        self.discovery.refresh(self)
         return self._poll(_compose, kube_mapping.next_cron_change)
 
 
 def _compose(values: Records, now: float) -> JobsReading:
+    training = [record for kind in TRAINING_KINDS for record in values.get(kind.name, ())]
     return kube_mapping.compose(values[JOBS.name], values[CRONJOBS.name], values[PODS.name],
-                                values[NODES.name], values[EVENTS.name], now)
+                                values[NODES.name], values[EVENTS.name], now, training)
