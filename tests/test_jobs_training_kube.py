@@ -212,3 +212,43 @@ def test_a_namespace_scoped_reader_lists_training_jobs_in_its_namespaces(kube: K
     assert [j.name for j in reading.jobs] == ["mine"]
     assert kube.server.requested("/apis/kubeflow.org/v2beta1/namespaces/team-a/mpijobs")
     assert not kube.server.requested("/apis/kubeflow.org/v2beta1/mpijobs")
+
+
+# --------------------------------------------------------------------------- GPUs, holders and costs
+
+
+def test_the_mpijob_holds_its_workers_gpus_and_pays_for_them(kube: KubeCluster) -> None:
+    from rich.style import Style
+
+    from gpuconsole.core.fleet.wiring import pod_namespace
+    from gpuconsole.core.money import costs
+    from gpuconsole.core.money.attribution import attribute, job_rate
+    from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, Instance, InstanceState, Market
+    from gpuconsole.ui.palette import Palette
+    from gpuconsole.ui.panes.gpus import process_detail
+    from gpuconsole.ui.screens.gpu_detail import job_names
+
+    install(kube)
+    objects = mpi_cluster(kube)
+    reading = kube.backend(watch=False).poll_jobs()
+    worker = objects["workers"][1]["metadata"]["uid"]
+    proc = GpuProcess(pid=4242, gpu_uuid="GPU-7", name="python", memory_used_mib=70000, pod_uid=worker)
+    held = Gpu(uuid="GPU-7", node="gpu-node-2", index=7, name="NVIDIA A100-SXM4-80GB", utilization=97.0,
+               memory_used_mib=70000, memory_total_mib=81920, temperature_c=60, power_w=390.0, power_limit_w=400.0,
+               processes=(proc,))
+    instances = tuple(Instance(instance_id=f"i-{n}", instance_type="p4d.24xlarge", region="us-east-1",
+                               availability_zone="us-east-1a", market=Market.ON_DEMAND, state=InstanceState.RUNNING,
+                               launch_time=0.0, price_per_hour=32.8, gpus=8, node=f"gpu-node-{n}") for n in (1, 2))
+    snap = FleetSnapshot(taken_at=reading.taken_at, gpus=(held,), jobs=reading.jobs, nodes=reading.nodes,
+                         instances=instances)
+    who = attribute(snap, held)
+    assert who.sentence() == "GPU 7 on gpu-node-2: 97% busy, held by job allreduce of ns train, costing $4.10/h"
+    plain = Style()
+    assert "held by train/allreduce" in process_detail(proc, snap, Palette(*[plain] * 6)).plain
+    assert job_names(snap.jobs)[worker] == "train/allreduce"
+    assert pod_namespace(reading, worker) == "train"
+    # Per job and per namespace: the MPIJob's 16 GPUs at $4.10 a GPU-hour.
+    assert job_rate(snap, reading.jobs[0]) == pytest.approx(16 * 4.1)
+    by_job = costs.per_job(snap.jobs, instances, 0.0, reading.taken_at)
+    assert [(line.key, round(line.per_hour, 2)) for line in by_job] == [("train/allreduce", 65.6)]
+    assert [line.key for line in costs.per_namespace(snap.jobs, instances, 0.0, reading.taken_at)] == ["train"]
