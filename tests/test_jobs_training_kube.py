@@ -252,3 +252,33 @@ def test_the_mpijob_holds_its_workers_gpus_and_pays_for_them(kube: KubeCluster) 
     by_job = costs.per_job(snap.jobs, instances, 0.0, reading.taken_at)
     assert [(line.key, round(line.per_hour, 2)) for line in by_job] == [("train/allreduce", 65.6)]
     assert [line.key for line in costs.per_namespace(snap.jobs, instances, 0.0, reading.taken_at)] == ["train"]
+
+
+def test_snapshot_json_has_kind_and_roles_for_every_job(kube: KubeCluster, tmp_path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    install(kube)
+    mpi_cluster(kube)
+    torch = kube.server.add(kt.pytorchjob("bert-ddp", workers=2, gpus=8, state="created"))
+    for i in range(2):
+        kube.server.add(kt.kubeflow_pod(torch, "Worker", i, node=None, phase="Pending", unschedulable=INSUFFICIENT_GPU))
+    plain = kube.server.add(ks.job("plain", "ml", gpus=1))
+    kube.server.add(ks.pod_for(plain))
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuconsole", "snapshot", "--json", "--no-db", "--gpus", "off", "--cloud", "off",
+         "--kubeconfig", str(kube.kubeconfig)],
+        capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    jobs = {j["name"]: j for j in json.loads(result.stdout)["jobs"]}
+    assert {name: j["kind"] for name, j in jobs.items()} == {"allreduce": "MPIJob", "bert-ddp": "PyTorchJob", "plain": "Job"}
+    assert jobs["plain"]["roles"] == []
+    workers = next(r for r in jobs["allreduce"]["roles"] if r["name"] == "Worker")
+    assert {k: workers[k] for k in ("name", "replicas", "active", "gpus_per_replica")} == {
+        "name": "Worker", "replicas": 2, "active": 2, "gpus_per_replica": 8}
+    assert jobs["allreduce"]["gpus"] == 16 and jobs["bert-ddp"]["gpus"] == 24
+    assert jobs["bert-ddp"]["pending_reason"] == f"Worker: {INSUFFICIENT_GPU}"

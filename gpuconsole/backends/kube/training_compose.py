@@ -62,6 +62,13 @@ def _role(spec: RoleSpec, pods: list[PodRecord], warnings: WarningIndex) -> JobR
     )
 
 
+def waiting_role(roles: tuple[JobRole, ...]) -> JobRole | None:
+    """The role whose wait matters most: the most GPUs still waiting (a PyTorchJob's workers
+    before its master)."""
+    waiting = [r for r in roles if r.pending_reason]
+    return max(waiting, key=lambda r: (r.replicas - r.active) * r.gpus_per_replica, default=None)
+
+
 def training_model(record: TrainingRecord, specs: tuple[RoleSpec, ...], pods: list[PodRecord],
                    warnings: WarningIndex) -> Job:
     """A distributed job with its roles, state, nodes, pods and why it waits."""
@@ -75,7 +82,7 @@ def training_model(record: TrainingRecord, specs: tuple[RoleSpec, ...], pods: li
     lead = next((p for p in sorted(pods, key=lambda p: (p.terminated, -p.created)) if p.role in LEAD_ROLES), None)
     shown = lead or min(running or pods, key=lambda p: (p.index or 0, -p.created), default=None)
     gpu_pod = next((p for p in running if p.gpus or p.mig), None)
-    waiting = next((r for r in roles if r.pending_reason), None)
+    waiting = waiting_role(roles)
     first_run = min((p.created for p in running), default=None)
     return Job(
         uid=record.uid,

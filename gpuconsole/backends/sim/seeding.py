@@ -8,6 +8,8 @@ shows in the list. Building it directly keeps even a thousand-node world quick t
 
 from __future__ import annotations
 
+from gpuconsole.backends.sim.catalog import H100_80GB
+from gpuconsole.backends.sim.distributed import SimGang, member
 from gpuconsole.backends.sim.lifecycle import (
     FINISHED_TTL_S,
     Lifecycle,
@@ -29,6 +31,8 @@ class Seeding(Lifecycle):
         now = self._now
         sched = self._scheduler
         self._seed_cronjobs(now)
+        if demo:
+            self._seed_mpijob(now)
         slots = sum(len(n.whole) + len(n.slices) for n in sched.nodes)
         used = 0
         waiting = self._pending_target - 1
@@ -64,9 +68,40 @@ class Seeding(Lifecycle):
             job.created = now - rng.randint(3600, 8 * 3600)
             self._add_job(job)
             self._at(now + rng.randint(3600, 6 * 3600), "resume", job, job.run)
+        if demo:
+            self._seed_pytorchjob(now)
         # Settle pending reasons against the final allocation.
         for job in sched.schedule(self._pending):
             self._start(job, now)
+
+    def _gang(self, kind: str, name: str, created: float, image: str, owner: str,
+              roles: list[tuple[str, int, int, str | None]]) -> SimGang:
+        """A distributed job of ``roles`` (name, replicas, GPUs each, GPU product), its GPU
+        replicas added as member jobs (pending until placed)."""
+        gang = SimGang(kind, self._ids.uuid4(), name, "research", created, image, owner, [])
+        for role, replicas, gpus, product in roles:
+            members = [member(self._ids.uuid4(), self._ids.uuid4(), f"{name}-{role.lower()}-{i}", "research", created,
+                              gpus, product, image, owner) for i in range(replicas if gpus else 0)]
+            for job in members:
+                job.gang = gang
+                self._add_job(job)
+            gang.roles.append((role, gpus, members))
+        self._gangs.append(gang)
+        return gang
+
+    def _seed_mpijob(self, now: float) -> None:
+        """A running MPIJob: the guide's mpirun over two 4-GPU workers on two nodes."""
+        gang = self._gang("MPIJob", "nccl-allreduce", now - 5400, NEMO, "priya",
+                          [("Launcher", 1, 0, None), ("Worker", 2, 4, None)])
+        for job in gang.members():
+            if self._scheduler.place(job):
+                self._start(job, now, progress=0.1)
+                job.fails = job.stalled = False
+
+    def _seed_pytorchjob(self, now: float) -> None:
+        """A PyTorchJob whose master and workers wait for 8 H100s each (one node has eight)."""
+        self._gang("PyTorchJob", "llama-8b-ddp", now - 1800, NEMO, "dmitri",
+                   [("Master", 1, 8, H100_80GB.label), ("Worker", 2, 8, H100_80GB.label)])
 
     def _seed_pending(self, job: SimJob, created: float) -> None:
         job.created = min(created, self._now - self._rng.randint(60, 2400))

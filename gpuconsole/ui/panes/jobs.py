@@ -35,6 +35,7 @@ from gpuconsole.ui.panes.job_rows import (
     mig_text,
     node_cells,
     queue_order,
+    roles_text,
     short_product,
 )
 from gpuconsole.ui.widgets.cells import right
@@ -244,6 +245,8 @@ class JobsPane(Pane):
             line.append(job.state.value)
             if job.finished:
                 line.append(f" {age(now - job.finished)} ago")
+        if job.roles:
+            line.append(f" · {job.kind}: {roles_text(job)}")
         if job.owner:
             line.append(f" · owner {job.owner}")
         return line
