@@ -42,7 +42,7 @@ STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, 
 
 JOB_COLUMNS = [
     ("STATE", "state", 9),
-    ("KIND", "kind", 8),
+    ("KIND", "kind", 7),
     ("NAME", "name", 22),
     ("GPUS", "gpus", 9),
     ("NODE", "node", 14),
@@ -72,7 +72,7 @@ NODE_COLUMNS = [
     ("INSTANCE", "instance", None),
 ]
 TABLES = ("job-table", "cron-table", "node-table")
-JOB_GIVES = {"node": 8, "namespace": 6, "duration": 6, "kind": 2}  # these narrow before a name is cut
+JOB_GIVES = {"node": 8, "namespace": 6, "duration": 6}  # these narrow before a name is cut
 
 
 def _known(value: object) -> tuple[int, object]:
@@ -122,7 +122,7 @@ def duration(job: Job, now: float) -> str:
     return age((job.finished if job.finished is not None else now) - job.started)
 
 
-KIND_TEXT = {"PyTorchJob": "PyTorch"}  # the rest fit as they are: Job, MPIJob, TrainJob, JobSet
+KIND_TEXT = {"PyTorchJob": "PyTorch", "TrainJob": "Train"}  # the rest fit: Job, MPIJob, JobSet
 
 
 def state_text(job: Job) -> str:
