@@ -112,8 +112,8 @@ class Seeding(Lifecycle):
                     sched.release(victim)
                     del self._jobs[victim.uid]
                 sched.bind(job, node)
-                self._start(job, now, progress=0.1)
-                job.fails = job.stalled = False
+                self._start(job, now)
+                job.started, job.fails, job.stalled = float(now - 5340), False, False
         finally:
             self._rng = main
 

@@ -236,6 +236,8 @@ class JobsPane(Pane):
         if job is None:
             return None
         line = Text(f"{job.namespace}/{job.name}  ", style=palette.strong)
+        if job.roles:  # a distributed job's roles first: the reason after them may be cut
+            line.append(f"{job.kind} {roles_text(job)} · ")
         if job.state is JobState.PENDING:
             line.append(f"waiting {age(now - job.created)}: ")
             line.append(job.pending_reason or "not scheduled yet", palette.warn)
@@ -245,8 +247,6 @@ class JobsPane(Pane):
             line.append(job.state.value)
             if job.finished:
                 line.append(f" {age(now - job.finished)} ago")
-        if job.roles:
-            line.append(f" · {job.kind}: {roles_text(job)}")
         if job.owner:
             line.append(f" · owner {job.owner}")
         return line
