@@ -38,3 +38,11 @@ def test_the_gpus_pane_names_the_mpijob_as_the_holder_of_its_workers_gpus() -> N
     held = [p for g in snap.gpus for p in g.processes if mpi.owns_pod(p.pod_uid)]
     assert len(held) == 8 and {g.node for g in snap.gpus for p in g.processes if p in held} == set(mpi.nodes)
     assert all("held by research/nccl-allreduce" in process_detail(p, snap, PLAIN).plain for p in held)
+
+
+def test_the_demo_mpijobs_log_is_its_launchers() -> None:
+    world = SimWorld(seed=7)
+    world.step(60)
+    mpi = next(j for j in world.jobs_reading().jobs if j.kind == "MPIJob")
+    lines, count, ended = world.pod_log(mpi.namespace, mpi.pod, tail=20)
+    assert lines and count >= len(lines) and not ended
