@@ -14,16 +14,15 @@ restart, a replica's log, describe) through :mod:`service_control`, on the same 
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, Capability
+from gpuconsole.backends.base import Capability
 from gpuconsole.backends.kube.autoscaler import hpa_record
+from gpuconsole.backends.kube.discovery import DISCOVERY_S, Discovery
 from gpuconsole.backends.kube.kubeconfig import import_early
-from gpuconsole.backends.kube.listing import EVENTS, NODES, PAGE_SIZE, Kind, parse_json
+from gpuconsole.backends.kube.listing import EVENTS, NODES, PAGE_SIZE, Kind
 from gpuconsole.backends.kube.service_compose import compose
 from gpuconsole.backends.kube.service_records import (
     INFERENCESERVICES,
@@ -38,11 +37,6 @@ from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
 from gpuconsole.backends.kube.watched import Records, WatchedLister
 from gpuconsole.model import ServicesReading
 
-log = logging.getLogger(__name__)
-
-DISCOVERY_S = 300.0  # how often API discovery is asked again whether KServe is served
-DISCOVERY_RETRY_S = 30.0  # how soon a discovery that failed is asked again
-
 DEPLOYMENTS = Kind("Deployments", "apps", "list_deployment_for_all_namespaces", "list_namespaced_deployment",
                    deployment_record)
 STATEFULSETS = Kind("StatefulSets", "apps", "list_stateful_set_for_all_namespaces", "list_namespaced_stateful_set",
@@ -55,15 +49,6 @@ INFERENCE_SERVICES = Kind("InferenceServices", "custom", "list_cluster_custom_ob
                           inference_service_record, required=False,
                           custom=(KSERVE_GROUP, KSERVE_VERSION, INFERENCESERVICES))
 KINDS: tuple[Kind, ...] = (DEPLOYMENTS, STATEFULSETS, HPAS, GPU_PODS, NODES, EVENTS)
-
-
-def serves_kserve(discovery: Any) -> bool:
-    """Whether an ``APIGroupList`` (``GET /apis``) has ``serving.kserve.io`` at ``v1beta1``."""
-    groups = discovery.get("groups") if isinstance(discovery, Mapping) else None
-    for group in groups if isinstance(groups, list) else ():
-        if isinstance(group, Mapping) and group.get("name") == KSERVE_GROUP:
-            return any(isinstance(v, Mapping) and v.get("version") == KSERVE_VERSION for v in group.get("versions") or ())
-    return False
 
 
 class KubeServices(WatchedLister):
@@ -84,9 +69,8 @@ class KubeServices(WatchedLister):
         super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
                          watch_timeout=watch_timeout, page_size=page_size)
         self.poll_timeout = 2 * self.request_timeout + 2.0  # a discovery, then the first lists
-        self.discovery_every = float(discovery_every)
+        self.discovery = Discovery(discovery_every)
         self.kserve: bool | None = None  # None: not known (not asked yet, or discovery failed)
-        self._discovered_at: float | None = None
         self._control: Any = None
         import_early()
 
@@ -94,27 +78,11 @@ class KubeServices(WatchedLister):
         return (*KINDS, INFERENCE_SERVICES) if self.kserve else KINDS
 
     def _discover(self) -> None:
-        """Ask API discovery whether KServe is served, at most every ``discovery_every`` seconds;
-        a failure keeps what was known (the lists say what is wrong with the server) and is
-        asked again after :data:`DISCOVERY_RETRY_S`."""
-        now = time.monotonic()
-        if self._discovered_at is not None and now - self._discovered_at < self.discovery_every:
-            return
-        self._discovered_at = now
-        self._client()
-        where = "asking the API server which API groups it serves"
-        timeout = (self.request_timeout, self.request_timeout)
-        try:
-            with self._errors(where):
-                response = self._apis["apis"].get_api_versions(_preload_content=False, _request_timeout=timeout)
-                try:
-                    data = bytes(response.data)
-                finally:
-                    response.release_conn()
-            self.kserve = serves_kserve(parse_json(data, where))
-        except BackendError as exc:
-            log.debug("%s", exc)
-            self._discovered_at = now - self.discovery_every + min(self.discovery_every, DISCOVERY_RETRY_S)
+        """Whether KServe is served, as API discovery (:mod:`discovery`) says: asked at most every
+        ``discovery_every`` seconds; a failure keeps what was known."""
+        served = self.discovery.refresh(self)
+        if served is not None:
+            self.kserve = f"{KSERVE_GROUP}/{KSERVE_VERSION}" in served
 
     def poll_services(self) -> ServicesReading:
         """The GPU services as the caches (or, without watching, fresh lists) have them.
