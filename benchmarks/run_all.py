@@ -173,6 +173,19 @@ def paste_rows(doc: dict[str, Any]) -> list[Row]:
     ]
 
 
+def serving_rows(doc: dict[str, Any]) -> list[Row]:
+    name = f"serving {doc['services']:,} services × {doc['replicas']}"
+    fleet = doc["fleet_poll_ms"]
+    return [
+        at_most(f"{name}: refresh (median)", doc["refresh_ms"]["median"], "ms", doc["target_ms"]),
+        at_most(f"{name}: query + parse (median)", doc["poll_ms"]["median"], "ms", None),
+        at_most(f"{name}: compose (median)", doc["compose_ms"]["median"], "ms", None),
+        at_most(f"serving peer: GPU fleet {doc['fleet_gpus']:,} GPUs, poll (median)", fleet["median"], "ms", None),
+        Row(f"{name}: queries a refresh (5 services: same)", f"{doc['queries_sent']} ({doc['queries_sent_5_services']})",
+            f"{doc['queries']}", doc["queries_sent"] == doc["queries_sent_5_services"] == doc["queries"]),
+    ]
+
+
 @dataclass(frozen=True)
 class Bench:
     script: str
@@ -196,6 +209,7 @@ BENCHES = (
     Bench("autopilot_rules.py", ("--runs", "100"), (), autopilot_rows, 300),
     Bench("big_fleet.py", ("--runs", "1", "--rounds", "2"), (), big_fleet_rows, 900),
     Bench("paste.py", ("--runs", "2"), (), paste_rows, 600),
+    Bench("serving_refresh.py", ("--refreshes", "10"), (), serving_rows, 600),
 )
 
 

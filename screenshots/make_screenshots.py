@@ -1,8 +1,8 @@
 """Regenerate the SVG screenshots in this folder from the seeded, frozen demo.
 
-    .venv/bin/python screenshots/make_screenshots.py
+    .venv/bin/python screenshots/make_screenshots.py [NAME ...]
 
-Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
+With names (``services``, ``gpu-detail`` …) only those are shot again. Every pane at 120×36, plus the GPU detail view, the key help and the launch wizard's first two
 steps, with the dark theme. The Autopilot pane is shot after four minutes of the demo's rules.
 The demo is frozen at a fixed moment (tests/showcase.py), so the pictures change only when
 what the console shows changes.
@@ -39,6 +39,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "launch-prices": ("4", "n", WAIT, "enter", WAIT),
     "autopilot": ("7",),
     "experiments": ("8", WAIT, WAIT, WAIT, WAIT),  # the demo's experiments are seeded in a worker
+    "services": ("9",),
 }
 AUTOPILOT_S = 240  # the autopilot shot: four minutes of the demo's rules deciding and acting
 
@@ -70,13 +71,19 @@ async def shoot(name: str, keys: tuple[str, ...], db: Path) -> Path:
         console.close()
 
 
-async def main() -> int:
+async def main(names: list[str]) -> int:
+    unknown = [name for name in names if name not in SHOTS]
+    if unknown:
+        print(f"no such screenshot: {', '.join(unknown)} (choose from {', '.join(SHOTS)})", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         for n, (name, keys) in enumerate(SHOTS.items()):
+            if names and name not in names:
+                continue
             path = await shoot(name, keys, Path(tmp) / f"{n}.db")
             print(f"wrote {path.relative_to(HERE.parent)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -1,7 +1,8 @@
 """A users table with one user of each role, and one door per action kind, for the matrix tests.
 
-Users: ``ada`` (admin, MFA enrolled), ``dev`` (developer in ``team-nlp``), ``aud`` (auditor).
-``own`` targets live in ``team-nlp``, ``other`` targets in ``research``.
+Users: ``ada`` (admin, MFA enrolled), ``dev`` (developer in ``team-nlp`` and ``chat``), ``aud``
+(auditor). ``own`` targets live in ``team-nlp`` (an inference service: in ``chat``), ``other``
+targets in ``research``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ CASES = [(Role.ADMIN, "own"), (Role.DEVELOPER, "own"), (Role.DEVELOPER, "other")
 # Jobs and CronJobs of the seeded demo world (seed 7) in each namespace.
 JOBS = {OWN_NS: "mistral-lora-rdlb2", OTHER_NS: "grpo-exp-swb7d"}
 CRONJOBS = {OWN_NS: "nightly-eval", OTHER_NS: "weekly-benchmark"}
+# Inference services of the demo's pool: the developer's own (in chat) and another namespace's.
+SERVICE_NS = "chat"
+SERVICES = {"own": f"{SERVICE_NS}/vllm-llama3", "other": f"{OTHER_NS}/notebook-llm"}
 INSTANCE = "i-6830e07bc1e398f10"
 KILLED: dict[str, int] = {}  # namespace → the pid the kill door signalled
 
@@ -35,7 +39,7 @@ def make_home(root: Path, clock: Callable[[], float]) -> tuple[UsersTable, MfaSt
     """The users table (ada, dev, aud), ada's MFA secret, and the audit log, under ``root``."""
     users = UsersTable(root / "config" / "users.json")
     users.init("ada")
-    users.add("dev", Role.DEVELOPER, (OWN_NS,))
+    users.add("dev", Role.DEVELOPER, (OWN_NS, SERVICE_NS))
     users.add("aud", Role.AUDITOR)
     mfa = MfaStore(root / "data" / "mfa.json", clock)
     secret, _uri = mfa.enroll("ada")

@@ -277,8 +277,10 @@ class PrometheusProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def query(self, promql: str) -> list[Any]:
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    def query(self, promql: str, at: float | None = None) -> list[Any]:
+        """The answer of ``promql`` now, or evaluated at ``at`` (POSIX seconds)."""
+        params = {"query": promql, **({"time": f"{at:.3f}"} if at is not None else {})}
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}"
         with urllib.request.urlopen(url, timeout=5) as answer:
             return json.loads(answer.read())["data"]["result"]
 

@@ -24,6 +24,7 @@ from tests.access_world import (
     NAMES,
     OTHER_NS,
     OWN_NS,
+    SERVICES,
     expected_allowed,
     use_home,
 )
@@ -58,6 +59,8 @@ def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
         ActionKind.RULE_REMOVE: ["rule", "remove", "kept"],
         ActionKind.RULE_PAUSE: ["rule", "pause", "kept"],
         ActionKind.RULE_RESUME: ["rule", "resume", "kept"],
+        ActionKind.SCALE_SERVICE: [*DEMO, "service", "scale", SERVICES[scope], "2"],
+        ActionKind.RESTART_SERVICE: [*DEMO, "service", "restart", SERVICES[scope], "--yes"],
     }[kind]
 
 

@@ -72,7 +72,7 @@ def test_every_action_for_every_role_through_the_core(tmp_path, kind, role, scop
 def test_a_developer_is_told_why_in_one_line(tmp_path) -> None:
     console, _guard, _ = console_as(tmp_path, Role.DEVELOPER)
     try:
-        with pytest.raises(ActionDenied, match=r"^denied: developer dev may act only in namespace\(s\) team-nlp, not in namespace research$"):
+        with pytest.raises(ActionDenied, match=r"^denied: developer dev may act only in namespace\(s\) team-nlp, chat, not in namespace research$"):
             console.services.jobs.trigger("research", "weekly-benchmark")
         with pytest.raises(ActionDenied, match=r"^denied: only an admin may terminate; dev is a developer$"):
             door(console, ActionKind.TERMINATE, "own")()

@@ -62,29 +62,29 @@ async def test_every_pane_by_number_key():
 async def test_tab_cycles_panes_and_q_quits():
     async with running() as (app, pilot):
         seen = []
-        for _ in range(7):
+        for _ in range(8):
             await pilot.press("tab")
             seen.append(app.active_pane)
-        assert seen == ["gpus", "jobs", "instances", "budgets", "audit", "autopilot", "experiments"]
+        assert seen == ["gpus", "jobs", "instances", "budgets", "audit", "autopilot", "experiments", "services"]
         await pilot.press("tab")
         assert app.active_pane == "overview"
         await pilot.press("shift+tab")
-        assert app.active_pane == "experiments"
+        assert app.active_pane == "services"
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
 
 
 async def test_every_pane_key_is_in_sight_at_80_columns():
-    """Eight panes do not fit spaced out in 80 columns: the strip packs them, with short titles,
+    """Nine panes do not fit spaced out in 80 columns: the strip packs them, with short titles,
     and spreads out again when the terminal grows."""
     async with running() as (app, pilot):
         strip = app.screen.query_one("#pane-tabs")
         shown = strip._shown.plain
-        assert shown.rstrip().endswith("8 Exps") and "7 Auto " in shown and len(shown.rstrip()) <= 80
+        assert shown.rstrip().endswith("8 Exps  9 Svc") and "7 Auto " in shown and len(shown.rstrip()) <= 80
         await pilot.resize_terminal(120, 30)
         await pilot.pause()
-        assert "7 Autopilot   8 Exps" in strip._shown.plain
+        assert "7 Autopilot   8 Exps   9 Services" in strip._shown.plain
 
 
 async def test_filter_narrows_then_escape_restores():

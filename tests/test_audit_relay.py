@@ -27,6 +27,7 @@ from gpuconsole.core.access.guard import Guard
 from gpuconsole.core.access.mfa import MfaStore
 from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionLog, ActionRequest, run_action
 from tests.access_world import INSTANCE
+from tests.aws_peer import aws_peer, fault_proxy, moto_server  # noqa: F401 - fixtures
 from tests.nonroot import NOBODY, nobody_home, nobody_runner, run_as_nobody
 
 FORGED = {"op": "append", "actor": "alice", "role": "admin", "action": "terminate", "target": INSTANCE,
@@ -112,6 +113,40 @@ def test_the_site_config_names_the_relay_and_the_readers_read_its_chain(relay, t
     assert "1 record(s)" in capsys.readouterr().out
 
 
+def test_the_relays_verify_holds_its_chain_against_its_own_copy(tmp_path, aws_peer) -> None:  # noqa: F811
+    """The copy must be a prefix of the relay's chain: ``gpuconsole audit relay`` ships its chain to
+    the site's CloudWatch copy, and root's own file cut short, its head file rewritten to match,
+    passes the local check but not the relay's verify."""
+    from tests.test_audit_sink import GROUP, copy_table, tamper
+
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    site = where / "site"
+    site.mkdir(mode=0o755)
+    (site / "config.toml").write_text(copy_table(aws_peer))
+    os.chmod(site / "config.toml", 0o644)
+    socket_path, db = where / "audit.sock", tmp_path / "relay" / "chain.db"
+    server = start_relay(socket_path, db, {**os.environ, "GPUCONSOLE_SITE_DIR": str(site)})
+    try:
+        for _ in range(3):
+            assert ask(socket_path, {**FORGED, "actor": "root"})["ok"]
+        answer = ask(socket_path, {"op": "verify"})
+        assert answer["ok"] and "3 record(s), chain verified against the remote copy" in answer["message"], answer
+        assert GROUP in answer["message"]
+        log = AuditLog(db)
+        first = log.records()[0]
+        tamper(log, "DELETE FROM records WHERE seq > 1")
+        log.head_path.write_text(f"1 {first.hash}\n")
+        assert log.verify().ok  # the local chain and head alone cannot tell
+        answer = ask(socket_path, {"op": "verify"})
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(where, ignore_errors=True)
+    assert not answer["ok"] and answer["bad_seq"] == 2
+    assert answer["message"].startswith("record 2 is missing from the local log")
+
+
 def test_the_manifest_names_the_socket_and_the_chain(capsys) -> None:
     assert main(["audit", "relay", "manifest", "--socket", "/run/x/audit.sock"]) == 0
     units = capsys.readouterr().out
@@ -194,3 +229,46 @@ def test_a_real_login_acts_only_while_the_relay_takes_its_records_under_its_own_
     listed = run_as_nobody(["budget", "list", "--json", "--db", str(home / "cache.db")], home, env)
     assert "spare" not in listed.stdout and "sprint" in listed.stdout
     assert log.verify().ok
+
+
+def test_a_real_logins_environment_cannot_move_the_relays_copy(tmp_path, aws_peer) -> None:  # noqa: F811
+    """nobody points every AWS setting it may change at a server of its own and claims to be
+    alice: its ``budget add`` still reaches the relay, and the relay's copy in the site's
+    CloudWatch group holds it, under nobody, sent with the relay's own settings; nobody, an
+    admin of the site's users table, verifies the relay's chain against that copy."""
+    from tests.test_audit_sink import copy_table, remote_messages_at
+
+    nobody_runner()  # skips, saying why, where no non-root login can be used
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    socket_path = where / "audit.sock"
+    site = where / "site"
+    site.mkdir(mode=0o755)
+    (site / "users.json").write_text(json.dumps({"users": {"nobody": {"role": "admin"}, "root": {"role": "admin"}}}))
+    (site / "config.toml").write_text(copy_table(aws_peer, f'relay = "{socket_path}"\n'))
+    for name in ("users.json", "config.toml"):
+        os.chmod(site / name, 0o644)
+    home = nobody_home()
+    own = home / "aws-config"
+    elsewhere = "http://127.0.0.1:9"
+    own.write_text(f"[default]\nendpoint_url = {elsewhere}\nregion = us-west-2\n")
+    os.chmod(own, 0o644)
+    env = {"GPUCONSOLE_SITE_DIR": str(site), "GPUCONSOLE_LOGIN": "alice", "USER": "alice",
+           "AWS_ENDPOINT_URL": elsewhere, "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS": elsewhere, "AWS_CONFIG_FILE": str(own),
+           "AWS_ACCESS_KEY_ID": "AKIDNOBODY000000", "AWS_SECRET_ACCESS_KEY": "nobody"}
+    server = start_relay(socket_path, tmp_path / "relay" / "chain.db",
+                         {**os.environ, "GPUCONSOLE_SITE_DIR": str(site)})
+    try:
+        done = run_as_nobody(["budget", "add", "sprint", "--amount", "100", "--db", str(home / "cache.db")], home, env)
+        assert done.returncode == 0, done.stderr
+        sent = [m["record"] for m in remote_messages_at(aws_peer)]
+        verified = run_as_nobody(["audit", "verify"], home, env)  # the site makes nobody an admin: it may read
+        assert verified.returncode == 0, verified.stderr
+        assert "2 record(s), chain verified against the remote copy" in verified.stdout
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(where, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+    assert [(r["actor"], r["action"], r["result"]) for r in sent] == [
+        ("nobody", "budget-add", "started"), ("nobody", "budget-add", "ok")]

@@ -157,6 +157,28 @@ def test_a_record_never_sent_is_extra(anchored, capsys) -> None:
     assert rc == 1 and "record 3 is extra in the local log" in err
 
 
+@pytest.mark.parametrize("stream", ["", 'stream = "elsewhere"\n'])
+def test_a_log_begun_again_is_not_vouched_for_by_a_copy_of_another_chain(anchored, aws_peer, tmp_path, monkeypatch,  # noqa: F811
+                                                                         capsys, stream) -> None:
+    """The copy must be a prefix of the local chain and of no other: a login that deletes its log,
+    head and queue and begins again (in the same stream, or under a stream name of its own
+    choosing) sends a second chain as the same login and host, and verify says so."""
+    act(anchored, 3, actor="bob")
+    sink = audit_sink.anchor(anchored)
+    for path in (anchored.path, anchored.head_path, sink.queue_path):
+        path.unlink()
+    write_config(tmp_path, monkeypatch, copy_table(aws_peer, stream))
+    again = default_guard().audit
+    act(again, 1, actor="bob")
+    assert again.verify().ok  # the new chain holds on its own
+    if stream:
+        assert sorted(r.record.seq for r in audit_sink.anchor(again).remote()) == [1, 1, 2, 3]  # each stream of its own
+    rc, _, err = verify_cli(capsys)
+    assert rc == 1 and err.count("\n") == 1
+    assert "record 1 is in the remote copy twice, with different contents" in err
+    assert f"the copy holds another chain sent as {audit_sink.login_name()}@{socket.gethostname()}" in err
+
+
 def test_with_the_sink_down_records_queue_0600_and_arrive_later(anchored, aws_peer, capsys) -> None:  # noqa: F811
     aws_peer.proxy.fail("PutLogEvents", "ServiceUnavailableException", "down for the test", status=503)
     act(anchored, 2)

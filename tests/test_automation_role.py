@@ -181,3 +181,25 @@ def test_an_autopilot_action_in_a_logins_own_session_is_denied_and_audited(autom
     [record] = [r for r in AuditLog(tmp_path / "audit.db").records() if r.action == "stop"]
     assert record.actor == "autopilot:idle" and record.result.startswith("denied: automatic actions run as")
     assert f"not in {os_login()}'s own AWS session" in record.result
+
+
+@pytest.mark.parametrize(("command", "role"), [(["autopilot", "run", "--once", "--lock", "autopilot.lock"], "automation"),
+                                               (["autopilot", "plan"], "admin")])
+def test_the_autopilot_service_reads_and_acts_as_automation_and_its_plan_never_does(
+        iam_world: IamWorld, automation: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        command: list[str], role: str) -> None:
+    from gpuconsole.cli.main import main
+
+    monkeypatch.setenv("GPUCONSOLE_AUTOPILOT_DB", str(tmp_path / "autopilot.db"))
+    iam_world.use_profile(monkeypatch, "service-user" if role == "automation" else "admin-user")
+    with automation.open("a") as config:  # a rule, so the autopilot polls the fleet
+        config.write('\n[[rules]]\nname = "idle"\nkind = "idle-stop"\nscope = "all"\nidle_for = "30m"\n')
+    argv = [*command, "--cloud", "aws", "--region", TEST_REGION, "--gpus", "off", "--jobs", "off", "--no-db",
+            "--config", str(automation)]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    arns = {r.params["RoleArn"] for r in iam_world.moto.proxy.requests if r.action == "AssumeRole"}
+    if role == "automation":
+        assert arns == {iam_world.role_arns["automation"]}
+    else:  # the plan acts on nothing: the login's own session (an admin's, which waits for a code)
+        assert iam_world.role_arns["automation"] not in arns

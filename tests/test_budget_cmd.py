@@ -187,3 +187,34 @@ def test_budget_check_as_a_process(tmp_path: Path) -> None:
                            "--config", str(config), "small"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr == ""
     assert done.stdout.startswith("budget small: ")
+
+
+@pytest.mark.slow
+def test_on_a_shared_machine_an_automatic_budget_of_a_logins_own_file_only_plans(
+        capsys: pytest.CaptureFixture[str], aws_peer: AwsPeer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Site settings exist: what acts by itself comes from the site config (or ``budget add
+    --automatic``, admin, MFA, audited); an automatic budget in a login's own file is shown with
+    what it would stop, says it is plan only, and stops nothing, even with ``--enforce``."""
+    answer = aws_peer.client("ec2").run_instances(
+        ImageId=aws_peer.image_id(), InstanceType="p4d.24xlarge", MinCount=1, MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "Budget", "Value": "research"}]}])
+    tagged = answer["Instances"][0]["InstanceId"]
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[[budgets]]\nname = "research"\namount = 0.001\nperiod = "custom"\nstarts = 2020-01-01\n'
+                    'scope = "tag:Budget=research"\nthresholds = ["100:notify+stop-all"]\nautomatic = true\n')
+    site = tmp_path / "site"
+    site.mkdir(mode=0o755)
+    (site / "users.json").write_text(json.dumps({"users": {"root": {"role": "admin"}}}))
+    (site / "users.json").chmod(0o644)
+    monkeypatch.setenv("GPUCONSOLE_SITE_DIR", str(site))
+
+    code, out, err = run(capsys, "budget", "check", "--enforce", "--region", "us-east-1", "--no-db", "--config", str(mine))
+    assert code == 1, err
+    said = " ".join(out.split())  # lines wrap at 80 columns
+    assert "plan only: on a shared machine a budget acts by itself only from the site config" in said
+    assert tagged in said and "waits for a user's yes" in said
+    assert aws_peer.proxy.sent("StopInstances") == []
+
+    monkeypatch.delenv("GPUCONSOLE_SITE_DIR")  # a machine of one login: its own file acts, as before
+    code, out, err = run(capsys, "budget", "check", "--enforce", "--region", "us-east-1", "--no-db", "--config", str(mine))
+    assert code == 1 and f"stopped {tagged}" in out, err

@@ -278,7 +278,7 @@ def test_help_documents_the_options_the_subcommand_and_the_keys(flag: str) -> No
         assert theme in text
     # the key bindings of the console
     assert "keys in the console" in text
-    for key, words in [("1-8", "switch panes"), ("/", "filter"), ("ctrl+p", "command palette"), ("?", "key bindings"), ("q", "quit")]:
+    for key, words in [("1-9", "switch panes"), ("/", "filter"), ("ctrl+p", "command palette"), ("?", "key bindings"), ("q", "quit")]:
         assert any(key in line and words in line for line in text.splitlines()), (key, words)
     assert "GPUCONSOLE_DB" in text and "NO_COLOR" in text
 

@@ -64,7 +64,7 @@ def test_a_good_table_decodes_and_its_keys_are_declared_once() -> None:
         name="a", amount=2.0, items=[Inner(2)])
     assert fields_of(Outer) == ("name", "amount", "items", "words")
     assert typing.get_args(typing.get_type_hints(TlsTable)["min_version"]) == tuple(tls.VERSIONS)
-    assert fields_of(AwsRolesTable) == tuple(r.value for r in Role)
+    assert fields_of(AwsRolesTable) == (*(r.value for r in Role), "automation")  # the service identity beside the roles
 
 
 BUDGET = '[[budgets]]\nname = "a"\namount = 1\n'

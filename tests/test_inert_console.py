@@ -81,3 +81,22 @@ async def test_a_pod_log_an_event_a_label_and_an_annotation_reach_the_terminal_a
         written = terminal_bytes(app)
         assert "planted \\x1b]52;c;cHduZWQ=\\x07" in written and "[bold red]markup[/]" in written
         assert raw_data_escapes(written) == []
+
+
+async def test_a_job_name_reaches_the_jobs_pane_as_text(kube: KubeCluster, monkeypatch, tmp_path) -> None:
+    """A name that no API server would take, served all the same (another backend, a proxy):
+    the Jobs pane draws it spelled out, its markup as written."""
+    monkeypatch.setattr(kube_backend, "KubeJobs", QuickKubeJobs)
+    monkeypatch.setenv("GPUCONSOLE_AUDIT_DB", str(tmp_path / "audit.db"))
+    kube.server.add(ks.node("gpu-node-1"))
+    job = kube.server.add(ks.job(f"t{OSC52}[b]x[/b]", "ml"))
+    kube.server.add(ks.pod_for(job))
+    options = ConsoleOptions(sources=SourceOptions(jobs="kube", gpus="off", cloud="off", namespaces=("ml",)),
+                             interval=0.2, timeout=3)
+    async with running(Console(options), live=lambda app: len(app.snapshot.jobs) == 1, size=(160, 40)) as (app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        written = terminal_bytes(app)
+        assert "t\\x1b]52;c;cHduZWQ=\\x07[" in written  # its cell, cut to the column
+        assert "]52;c;cHduZWQ=[b]x[/b]" in written  # the detail line (Rich's Text drops a BEL itself)
+        assert raw_data_escapes(written) == []

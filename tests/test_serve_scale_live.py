@@ -81,7 +81,9 @@ def test_a_p99_breach_read_from_prometheus_patches_the_scale_subresource(kube: K
     llm_deployment(kube)
     console = console_on(kube, loaded)
     try:
-        assert isinstance(console.source(SourceKind.SERVICES), ServedServices)
+        source = console.source(SourceKind.SERVICES)
+        assert isinstance(source, ServedServices)
+        assert source.poll_timeout == source.cluster.poll_timeout + 20.0  # discovery and lists, then the queries
         engine = Engine([rule_from_table(RULE)], AutopilotState())
         snapshot, decision = decide(console, engine)
         [service] = [s for s in snapshot.services if s.key == "chat/vllm-llama3"]

@@ -40,7 +40,10 @@ def services() -> tuple[Service, ...]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    server = ModelServer(llm_ms=(200.0, 400.0), embed_ms=(20.0, 40.0), slots=8, embed_fail=0.05)
+    # The LLM answers within one of vLLM's latency buckets, (0.8 s, 1 s], and never queues (fewer
+    # clients than slots): a histogram's quantile is exact to a few per cent there, whatever the
+    # machine's load adds to the loop's own timing.
+    server = ModelServer(llm_ms=(810.0, 950.0), embed_ms=(20.0, 40.0), slots=8, embed_fail=0.05)
     prometheus = PrometheusProcess(BINARY, tmp_path_factory.mktemp("prometheus"), [],
                                    scrape=scrape_config(server, LLM_POD, EMBED_POD))
     try:
@@ -53,7 +56,7 @@ def served(tmp_path_factory):
 
 def test_the_console_reads_requests_and_p99_within_ten_percent_of_what_the_load_loop_measured(served) -> None:
     server, prometheus = served
-    llm = LoadLoop(server.url, "/v1/completions", clients=12).start()
+    llm = LoadLoop(server.url, "/v1/completions", clients=6).start()
     embed = LoadLoop(server.url, "/v2/models/embed/infer", clients=4).start()
     time.sleep(WINDOW_S + 6.0)  # a whole window of steady load, scraped
     source = PrometheusServing(PrometheusSettings(prometheus.url, timeout=10.0), window_s=WINDOW_S)
@@ -61,7 +64,7 @@ def test_the_console_reads_requests_and_p99_within_ten_percent_of_what_the_load_
     # What Prometheus itself says the LLM's p99 is, over the same pods and window.
     promql = ('histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket'
               f'{{namespace="chat"}}[{int(WINDOW_S)}s])))')
-    truth = prometheus.query(promql)
+    truth = prometheus.query(promql, at=reading.taken_at)  # at the very moment the console's round asked
     llm_loop, embed_loop = llm.stop(), embed.stop()
     source.close()
     book = ServingBook(ServingConfig(window_s=WINDOW_S))

@@ -107,3 +107,19 @@ def test_a_node_finds_its_instance_by_name_or_by_the_instance_id_it_names() -> N
     prices = GpuPrices(snapshot)
     assert prices.per_gpu_hour("node-a") == 10.0 and prices.per_gpu_hour("node-b") == 2.0
     assert prices.per_gpu_hour("node-c") is None
+
+
+def test_the_services_table_sends_its_slo_windows_services_to_the_source(prometheus) -> None:
+    from gpuconsole.backends.served import ServedServices
+    from gpuconsole.core.fleet.prometheus_config import serving_figures
+    from gpuconsole.core.serving.config import decode
+
+    config = decode({"window": "2m", "slo": [{"service": "chat/llm", "p99_ms": 300, "window": "5m"},
+                                             {"service": "search/embed", "error_ratio": 0.01}]})
+    settings = serving_figures(config, PrometheusSettings(prometheus.url))
+    assert settings.slo_windows == (300.0,) and settings.slo_services == ("chat/llm",)
+    served = ServedServices(object(), settings)
+    try:
+        assert 'pod=~"(llm)-.+"' in served.figures.queries()[f"{S.OK}@300"][0]
+    finally:
+        served.figures.close()

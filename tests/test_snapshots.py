@@ -11,7 +11,7 @@ from gpuconsole.ui.app import GpuConsoleApp
 from tests.helpers import FrozenClock, all_live, demo_console, record_history, settle, wait_until
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
-PANES = {"overview": "1", "gpus": "2", "jobs": "3", "instances": "4", "budgets": "5"}
+PANES = {"overview": "1", "gpus": "2", "jobs": "3", "instances": "4", "budgets": "5", "services": "9"}
 
 
 @pytest.fixture

@@ -424,10 +424,11 @@ def prometheus_settings(**fields: Any) -> PrometheusSettings:
 
 
 def serving_figures_settings(prometheus: PrometheusSettings, window_s: float, custom: tuple[tuple[str, str, str], ...],
-                             slo_windows: tuple[float, ...]) -> Any:
+                             slo_windows: tuple[float, ...], slo_services: tuple[str, ...] = ()) -> Any:
     """Where the inference services' figures are read (``served.FiguresSettings``); ``custom``:
-    ``(family, figure, PromQL)`` of each ``[[services.metrics]]`` figure."""
+    ``(family, figure, PromQL)`` of each ``[[services.metrics]]`` figure; ``slo_services``: the
+    services whose SLOs have the ``slo_windows`` (those answers are read for their pods only)."""
     from gpuconsole.backends.prometheus.serving import CustomFigure
     from gpuconsole.backends.served import FiguresSettings
 
-    return FiguresSettings(prometheus, window_s, tuple(CustomFigure(*c) for c in custom), slo_windows)
+    return FiguresSettings(prometheus, window_s, tuple(CustomFigure(*c) for c in custom), slo_windows, slo_services)

@@ -36,6 +36,7 @@ class FiguresSettings:
     window_s: float = 120.0
     custom: tuple[CustomFigure, ...] = ()
     slo_windows: tuple[float, ...] = ()
+    slo_services: tuple[str, ...] = ()  # NS/NAME of the services whose SLOs have those windows
 
 
 def pod_selector(namespace: str, pods: tuple[str, ...], base: str = "") -> str:
@@ -72,9 +73,12 @@ class ServedServices:
     def __init__(self, cluster: Any, settings: FiguresSettings) -> None:
         self.cluster = cluster
         self.settings = settings
-        self.figures = PrometheusServing(settings.prometheus, settings.window_s, settings.custom, settings.slo_windows)
+        self.figures = PrometheusServing(settings.prometheus, settings.window_s, settings.custom, settings.slo_windows,
+                                         settings.slo_services)
         self.name = f"{getattr(cluster, 'name', 'kube')}+prometheus"
         self.capabilities = getattr(cluster, "capabilities", frozenset())
+        # A poll is the cluster's (its first discovery and lists), then one round of queries.
+        self.poll_timeout = float(getattr(cluster, "poll_timeout", 0.0)) + self.figures.poll_timeout
 
     def poll_services(self) -> ServicesReading:
         reading: ServicesReading = self.cluster.poll_services()

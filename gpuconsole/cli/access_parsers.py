@@ -1,5 +1,5 @@
 """The command families that change or audit things one at a time: ``users``, ``audit``,
-``instance``, ``job`` and ``process`` (each in its own module), wired into the CLI in one place."""
+``instance``, ``job``, ``service`` and ``process`` (each in its own module), wired into the CLI in one place."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ def add_access_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_audit_parser(sub, common)
     add_instance_parser(sub, common)
     add_job_parser(sub, common)
+    from gpuconsole.cli.service import add_service_parser
+
+    add_service_parser(sub, common)
     add_process_parser(sub, common)
     from gpuconsole.cli.access_roles import add_access_roles_parser
     from gpuconsole.cli.keys import add_keys_parser
@@ -27,7 +30,7 @@ def add_access_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run_access_command(args: argparse.Namespace, make_console: Any) -> int:
-    """Run ``users``, ``audit``, ``instance``, ``job`` or ``process``; the exit status."""
+    """Run ``users``, ``audit``, ``instance``, ``job``, ``service`` or ``process``; the exit status."""
     if args.command == "users":
         from gpuconsole.cli.users import run_users
 
@@ -48,6 +51,10 @@ def run_access_command(args: argparse.Namespace, make_console: Any) -> int:
         from gpuconsole.cli.keys import run_keys
 
         return run_keys(args)
+    if args.command == "service":
+        from gpuconsole.cli.service import run_service
+
+        return run_service(args, make_console)
     if args.command == "process":
         from gpuconsole.cli.process import run_process
 

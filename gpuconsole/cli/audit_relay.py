@@ -27,7 +27,7 @@ def add_relay_parser(actions: Any) -> None:
 
 
 def run_relay(args: argparse.Namespace, out: TextIO) -> int:
-    from gpuconsole.core.access import audit_relay, audit_sink, site
+    from gpuconsole.core.access import audit_relay, audit_remote, audit_sink, site
     from gpuconsole.core.access.access import Role, UsersTable
     from gpuconsole.core.access.audit import AuditLog
 
@@ -41,9 +41,10 @@ def run_relay(args: argparse.Namespace, out: TextIO) -> int:
     users = UsersTable(settings.users) if settings.users is not None else None
 
     def role_of(login: str) -> str | None:
-        if users is None or not users.exists():
+        """The site's role of ``login`` ("none" for a login the table does not name); None without a table."""
+        if users is None or not users.exists:
             return None
-        return users.principal(login).role.value
+        return users.principal(login).role_text
 
     def may_read(uid: int) -> bool:
         return uid == 0 or role_of(audit_relay.login_of(uid)) in (Role.ADMIN.value, Role.AUDITOR.value)
@@ -51,7 +52,7 @@ def run_relay(args: argparse.Namespace, out: TextIO) -> int:
     audit_relay.private_db(Path(args.db))
     config = settings.config if "audit" in settings.tables else None
     log = audit_sink.attach(AuditLog(Path(args.db)), _without_relay(audit_sink.settings_from_config(config)))
-    relay = audit_relay.AuditRelay(log, may_read, role_of)
+    relay = audit_relay.AuditRelay(log, may_read, role_of, verify=lambda: audit_remote.verify_anchored(log))
     print(f"gpuconsole: audit relay on {args.socket}, its chain in {args.db}", file=sys.stderr)
     try:
         relay.serve(Path(args.socket), inherited_fd=audit_relay.systemd_socket())

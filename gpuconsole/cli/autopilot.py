@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from gpuconsole.cli.access import BadInput, finish
 from gpuconsole.cli.table import Column, add_wide_option, render_table, width_of, wrap
 
-FIRST_ANSWER_S = 10.0
+FIRST_ANSWER_S = 30.0  # at most; it goes on as soon as every source has answered once
 NO_RULES = "no autopilot rules: add [[rules]] to the config file, or use gpuconsole rule add"
 # rule list: the last decision gives first and may go, then the scope
 RULE_COLUMNS = (Column("NAME", key=True), Column("KIND"), Column("SCOPE", give=2, least=10), Column("FROM"),

@@ -195,7 +195,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if args.cost_command == "reconcile":
                 _setup_logging(tui=False)
             return run_cost(args, make_console=make_console)
-        if args.command in ("users", "audit", "instance", "job", "process", "access", "keys"):
+        if args.command in ("users", "audit", "instance", "job", "service", "process", "access", "keys"):
             from gpuconsole.cli.access_parsers import run_access_command
 
             _setup_logging(tui=False)

@@ -25,8 +25,8 @@ from gpuconsole.core.fleet.source_names import (
 
 KEYS = """\
 keys in the console:
-  1-8 / tab   switch panes: overview, GPUs, jobs, instances, budgets, audit,
-              autopilot, experiments
+  1-9 / tab   switch panes: overview, GPUs, jobs, instances, budgets, audit,
+              autopilot, experiments, services
   /           filter the current table        enter  details of the selected row
   ctrl+p      command palette (every action)  ?      all key bindings
   d           open the demo (with no backend)  q      quit
@@ -47,6 +47,7 @@ EXAMPLES = (
     ("gpuconsole --context prod --namespace ml", "the job queue of one namespace of a kubeconfig context"),
     ("gpuconsole --prometheus https://prom.example.com \\\n    --prometheus-token-file ~/.prom-token",
      "every GPU of the fleet from the DCGM exporter's series"),
+    ("gpuconsole service list --demo", "inference services: latency, tok/s, $ per 1M tokens"),
     ("gpuconsole users init", "become the first admin and enrol MFA"),
     ("gpuconsole audit verify", "exit 1 when the audit log was tampered"),
     ("gpuconsole --read-only", "the console with every change disabled"),
@@ -290,7 +291,7 @@ DEFAULTS = {
 
 # The commands, in the order ``gpuconsole --help`` lists them (a test holds this to the parser).
 COMMANDS = ("snapshot", "budget", "cost", "gpus", "sim-exporter", "metrics", "users", "audit", "instance", "job",
-            "process", "access", "keys", "autopilot", "rule", "experiment", "notify")
+            "service", "process", "access", "keys", "autopilot", "rule", "experiment", "notify")
 
 
 def _names_no_command(argv: Sequence[str]) -> bool:
@@ -328,7 +329,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="print the current state once and exit (for scripts)",
         description="Print GPUs, jobs, instances, budgets and source status once, as text or JSON.",
     )
-    snap.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON (sections gpus, jobs, instances, budgets, sources)")
+    snap.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON (sections gpus, jobs, instances, services, budgets, sources)")
     snap.add_argument("--wait", type=_positive_float, default=5.0, metavar="S", help="seconds to wait for every source's first answer (default 5)")
     add_wide_option(snap)
     from gpuconsole.cli.budget import add_budget_parser

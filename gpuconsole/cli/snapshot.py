@@ -1,7 +1,8 @@
 """``gpuconsole snapshot``: the console's state once, as text or JSON, for scripts.
 
 The JSON document has the sections ``gpus``, ``jobs``, ``cronjobs``, ``nodes``, ``instances``,
-``budgets``, ``sources``, ``alerts`` and ``spend``; field names are those of
+``services`` (inference services, as ``gpuconsole service list --json`` prints them), ``budgets``,
+``sources``, ``alerts`` and ``spend``; field names are those of
 :mod:`gpuconsole.model`, times are POSIX seconds; an instance's money is in its ``currency``, the
 totals in US dollars (``spend.left_out`` names what another currency leaves out).
 """
@@ -15,6 +16,7 @@ from typing import Any, TextIO
 from gpuconsole.cli.table import WIDTH, Column, cut, render_table, wrap
 from gpuconsole.core.fleet.console import Console
 from gpuconsole.cli.gpus import gpu_document
+from gpuconsole.cli.service import service_document
 from gpuconsole.model import FleetSnapshot, InstanceState, to_jsonable
 
 SCHEMA = "gpuconsole.snapshot/1"
@@ -41,6 +43,7 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         "cronjobs": to_jsonable(snap.cronjobs),
         "nodes": to_jsonable(snap.nodes),
         "instances": [{**to_jsonable(i), "bills_now": i.bills_now} for i in snap.instances],
+        "services": [service_document(s) for s in snap.services],
         "budgets": [
             {**to_jsonable(b.budget), "spent": b.spent, "forecast": b.forecast, "burn_per_hour": b.burn_per_hour,
              "percent": b.percent, "crossed": to_jsonable(b.crossed), "left_out": b.left_out or None}

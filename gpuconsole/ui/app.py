@@ -81,8 +81,8 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
     CSS_PATH = ["app.tcss", *(spec.css_path for spec in PANES)]  # each screen loads its own
     COMMANDS = App.COMMANDS | {
         partial(_provider, name)
-        for name in ("ConsoleCommands", "GpuCommands", "JobCommands", "InstanceCommands", "BudgetCommands",
-                     "ContextCommands")
+        for name in ("ConsoleCommands", "GpuCommands", "JobCommands", "ServiceCommands", "InstanceCommands",
+                     "BudgetCommands", "ContextCommands")
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(spec.key, f"show_pane('{spec.id}')", spec.title, show=False) for spec in PANES),

@@ -1,4 +1,4 @@
-"""Command palette providers, one per domain: console actions, GPUs, jobs, instances, budgets.
+"""Command palette providers, one per domain: console actions, GPUs, jobs, services, instances, budgets.
 
 ``discover`` lists the console's actions when the palette opens empty, so every action is one
 ``ctrl+p`` away; the domain providers search the live snapshot (open a GPU, find a job).
@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from gpuconsole.ui.format import short_model
+from gpuconsole.ui.format import inert, short_model
 from gpuconsole.ui.navigation import find_in_pane, toggle_job_tables
 from gpuconsole.ui.registry import PANES
 from gpuconsole.ui.protocols import ConsoleApp
@@ -122,6 +122,24 @@ class JobCommands(_SearchedProvider):
             yield f"Job {job.namespace}/{job.name}", partial(find_in_pane, app, "jobs", job.name), job.state.value
         for cron in app.snapshot.cronjobs:
             yield f"CronJob {cron.namespace}/{cron.name}", partial(find_in_pane, app, "jobs", cron.name), cron.schedule
+
+
+class ServiceCommands(_SearchedProvider):
+    """Open an inference service's view by namespace, name, kind or metric family."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.console_app
+        for service in app.snapshot.services:
+            yield (f"Service {inert(service.key)}", partial(open_service, app, service.key),
+                   inert(f"{service.kind.value} · {service.metrics_source or 'no serving metrics'}"))
+
+
+def open_service(app: PaletteApp, key: str) -> None:
+    """The Services pane, then the view of the service ``key``."""
+    from gpuconsole.ui.panes.service_view import ServiceScreen
+
+    app.action_show_pane("services")
+    app.push_screen(ServiceScreen(key))
 
 
 class InstanceCommands(_SearchedProvider):

@@ -60,11 +60,13 @@ PANES: tuple[PaneSpec, ...] = (  # the tab order
           opens=(("GPU detail view (enter on a GPU)", "gpuconsole.ui.screens.gpu_detail:GpuDetailScreen"),),
           views=(("procs", "procs"), ("processes", "procs"))),
     _pane("jobs", "Jobs", "3", "JobsPane", views=(("cronjobs", "cron"), ("nodes", "nodes"))),
-    _pane("instances", "Instances", "4", "InstancesPane"),
+    _pane("instances", "Instances", "4", "InstancesPane", short="Inst"),
     _pane("budgets", "Budgets", "5", "BudgetsPane"),
     _pane("audit", "Audit", "6", "AuditPane"),
     _pane("autopilot", "Autopilot", "7", "AutopilotPane", short="Auto"),
     _pane("experiments", "Experiments", "8", "ExperimentsPane", tab="Exps"),
+    _pane("services", "Services", "9", "ServicesPane", short="Svc",
+          opens=(("Service view (enter on a service)", "gpuconsole.ui.panes.service_view:ServiceScreen"),)),
 )
 
 BY_ID: dict[str, PaneSpec] = {spec.id: spec for spec in PANES}

@@ -12,6 +12,7 @@ window``); histogram buckets are read as rates (``rate(…_bucket[window])``) an
 from __future__ import annotations
 
 import math
+from sys import intern
 import msgspec
 
 from gpuconsole.backends.prometheus.mapping import _braces
@@ -123,9 +124,16 @@ class _Labels(msgspec.Struct, gc=False):
     quantile: str | None = None
 
 
+class _Pair(msgspec.Struct, array_like=True, gc=False):
+    """``[time, value]``: a Struct, not a tuple, so that the collector does not track it."""
+
+    time: float
+    value: float
+
+
 class _Sample(msgspec.Struct, gc=False):
     metric: _Labels
-    value: tuple[float, float]
+    value: _Pair
 
 
 class _Data(msgspec.Struct, gc=False):
@@ -167,17 +175,18 @@ def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
 
 def _series(samples: list[_Sample], family: str, bounded: bool) -> tuple[PodSeries, ...]:
     """The pods' series, in one comprehension (this runs for every bucket of every pod); with
-    ``bounded``, each with its bucket's bound or its quantile."""
+    ``bounded``, each with its bucket's bound or its quantile. Names are interned: a pod's
+    dozens of series share one string, hashed once when the core groups them by pod."""
     one = PodSeries
     # ``v - v == 0`` holds for a finite v only (NaN and ±Inf give NaN).
     if not bounded:
-        return tuple([one(m.namespace, m.pod, v, family or m.family or "custom") for s in samples
-                      if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0])
+        return tuple([one(intern(m.namespace), intern(m.pod), v, family or m.family or "custom") for s in samples
+                      if (m := s.metric).namespace and m.pod and (v := s.value.value) - v == 0])
     bound = _BOUNDS
     if len(bound) > 4096:  # bounds are a few dozen texts; a server that invents them does not grow this
         bound.clear()
-    return tuple([one(m.namespace, m.pod, v, family or m.family or "custom", b) for s in samples
-                  if (m := s.metric).namespace and m.pod and (v := s.value[1]) - v == 0
+    return tuple([one(intern(m.namespace), intern(m.pod), v, family or intern(m.family) or "custom", b) for s in samples
+                  if (m := s.metric).namespace and m.pod and (v := s.value.value) - v == 0
                   and ((b := bound[m.le if m.le is not None else m.quantile]) is not None or m.le is None is m.quantile)])
 
 

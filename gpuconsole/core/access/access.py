@@ -68,11 +68,14 @@ def needs_mfa(kind: ActionKind, params: tuple[tuple[str, str], ...] = ()) -> boo
 
     Besides the kinds of :func:`needs_mfa_kind`: adding an automatic budget, or replacing one
     (even with a harmless budget). An automatic budget's stops and terminates later run with
-    nobody asked, so arming or disarming one is as destructive as running them.
+    nobody asked, so arming or disarming one is as destructive as running them. Scaling a
+    service to no replicas takes it down, as a stop does.
     """
     if needs_mfa_kind(kind):
         return True
     named = dict(params)
+    if kind is ActionKind.SCALE_SERVICE and named.get("replicas") == "0":
+        return True
     return kind is ActionKind.BUDGET_ADD and "yes" in (named.get("automatic"), named.get("replaces-automatic"))
 
 

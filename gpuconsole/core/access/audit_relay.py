@@ -17,7 +17,8 @@ socket: ``audit list``, ``export`` and ``verify`` use it when the site names a r
 
 Messages are JSON lines: ``{"op": "append", "role", "action", "target", "params", "result"}``
 answered by ``{"ok": true, "seq": N}``; ``{"op": "records"}`` and ``{"op": "verify"}`` for the
-readers; an error is ``{"ok": false, "error": "one line"}``.
+readers (verify holds the chain against the relay's CloudWatch copy, when it has one, so root's
+own file cut short or rewritten is found too); an error is ``{"ok": false, "error": "one line"}``.
 """
 
 from __future__ import annotations
@@ -93,12 +94,16 @@ class AuditRelay:
         log: the relay's own chain (root's).
         may_read: whether the login with this uid may read the chain (admins, auditors, root).
         role_of: the role the site gives a login (recorded beside what the client claimed).
+        verify: the verdict on the chain (``audit_remote.verify_anchored``: against the relay's
+            own copy, which must be a prefix of this chain; default: the chain and its head).
     """
 
-    def __init__(self, log: AuditLog, may_read: Callable[[int], bool], role_of: Callable[[str], str | None]) -> None:
+    def __init__(self, log: AuditLog, may_read: Callable[[int], bool], role_of: Callable[[str], str | None], *,
+                 verify: Callable[[], Verdict] | None = None) -> None:
         self.log = log
         self.may_read = may_read
         self.role_of = role_of
+        self.verify = verify or log.verify
         self._server: socketserver.UnixStreamServer | None = None
 
     def answer(self, uid: int, message: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +118,7 @@ class AuditRelay:
                                                   "(admins and auditors may)"}
                 if op == "records":
                     return {"ok": True, "records": [r.as_dict() for r in self.log.records()]}
-                verdict = self.log.verify()
+                verdict = self.verify()
                 return {"ok": verdict.ok, "records": verdict.records, "message": verdict.message,
                         "bad_seq": verdict.bad_seq}
             if op == "ping":

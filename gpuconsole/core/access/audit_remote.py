@@ -53,13 +53,19 @@ def _account(sink: CloudWatchSink) -> str:
 
 
 def by_seq(remote: Sequence[RemoteRecord]) -> dict[int, AuditRecord] | Verdict:
-    """The copy's records by number; a number sent twice with different contents is forgery."""
+    """The copy's records by number. The copy must be a prefix of one chain: a number sent twice
+    with different contents means another chain was sent under the same login and host (a log
+    deleted and begun again, a second log, a forged record), and the copy vouches for neither."""
     out: dict[int, AuditRecord] = {}
+    where: dict[int, str] = {}
     for item in remote:
         seen = out.setdefault(item.record.seq, item.record)
+        first = where.setdefault(item.record.seq, item.stream)
         if seen != item.record:
-            return Verdict(False, len(out), f"record {item.record.seq} is in the remote copy twice, "
-                                            "with different contents", item.record.seq)
+            streams = f" (streams {first} and {item.stream})" if first != item.stream else ""
+            return Verdict(False, len(out), f"record {item.record.seq} is in the remote copy twice, with different "
+                                            f"contents{streams}: the copy holds another chain sent as "
+                                            f"{item.login}@{item.host}", item.record.seq)
     return out
 
 

@@ -357,19 +357,22 @@ class CloudWatchSink(QueuedSink):
         self.stream = stream
 
     def remote(self, everyone: bool = False) -> list[RemoteRecord]:
-        """The copy: this login's records of this host's stream, or (``everyone``) the group's.
+        """The copy: every record this login sent from this host, in any stream of its own (not
+        only today's: a chain sent earlier under another stream name counts too), or
+        (``everyone``) the group's. A record naming this login in another identity's stream is
+        that identity's, and left out here (:mod:`.audit_shared` shows it as a mismatch).
 
         Raises:
             AuditError: the copy cannot be read (one line).
         """
         try:
-            messages = self.store.read(None if everyone else self.stream)
+            messages = self.store.read(None)
         except BackendError as exc:
             raise AuditError(f"cannot read the remote copy: {exc}") from None
         out = [r for r in (decode(message, stream) for stream, message in messages) if r is not None]
         if everyone:
             return out
-        return [r for r in out if r.host == self.host and r.login == self.login]
+        return [r for r in out if r.host == self.host and r.login == self.login and r.stream_owner == self.login]
 
 
 def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, login: str | None = None) -> AuditLog:

@@ -123,6 +123,19 @@ def site_rules_file(site: SiteSettings | None = None) -> Path | None:
     return site.folder / paths.SITE_CONFIG_NAME
 
 
+def own_file_plans_only(config: Path, site: SiteSettings | None = None) -> bool:
+    """Whether what acts by itself in ``config`` (automatic budgets, rules) may only plan: on a
+    shared machine, every config file but the site's own (nobody reviewed it, and it would act
+    as the automation identity)."""
+    site_file = site_rules_file(site)
+    if site_file is None:
+        return False
+    try:
+        return Path(config).resolve() != site_file.resolve()
+    except OSError:
+        return True
+
+
 def resolve(explicit_config: Path | str | None = None, env: Mapping[str, str] = os.environ,
             euid: int | None = None, site: SiteSettings | None = None) -> tuple[AccessFiles, list[str]]:
     """The users table, MFA secrets and audit log this login works on, and the overrides it

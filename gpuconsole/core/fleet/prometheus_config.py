@@ -157,4 +157,5 @@ def serving_figures(config: Any, fleet: PrometheusSettings | None, env: Mapping[
             raise ConfigError(str(exc)) from None
     if prometheus is None:
         return None
-    return serving_figures_settings(prometheus, config.window_s, config.custom, config.slo_windows())
+    return serving_figures_settings(prometheus, config.window_s, config.custom, config.slo_windows(),
+                                    config.slo_window_services())

@@ -17,13 +17,14 @@ from gpuconsole.backends.base import BillingReports, IntervalHint, TimeoutHint
 from gpuconsole.core.access.aws_roles import attach_aws_roles
 from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.access.rbac import ClusterPermissions
+from gpuconsole.core.access.site import own_file_plans_only
 from gpuconsole.core.config import ConfigError, ConfigFile
 from gpuconsole.core.fleet.cron_memo import CronCostMemo
 from gpuconsole.core.fleet.hub import Hub, PollPolicy
 from gpuconsole.core.fleet.options import ConsoleOptions
 from gpuconsole.core.fleet.services import Services
 from gpuconsole.core.fleet.sources import build_sources
-from gpuconsole.core.money.budget_config import load_config
+from gpuconsole.core.money.budget_config import load_config, plan_only
 from gpuconsole.core.money.cost_explorer import CostExplorer
 from gpuconsole.core.money.idle import IdleTracker
 from gpuconsole.core.ops.actions import ActionLog
@@ -34,6 +35,7 @@ from gpuconsole.core.ops.cloud_ops import CloudOps
 from gpuconsole.core.ops.gpu_ops import GpuOps
 from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.core.ops.service_ops import ServiceOps
+from gpuconsole.core.serving.config import DEMO_SLOS
 from gpuconsole.core.serving.config import load as load_serving
 from gpuconsole.core.serving.join import ServingBook
 from gpuconsole.model import JobsReading, SourceKind
@@ -139,11 +141,15 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
 
 
 def serving_book(options: ConsoleOptions) -> ServingBook:
-    """The ``[services]`` table of the configuration file (its defaults, and why, when it is bad)."""
+    """The ``[services]`` table of the configuration file (its defaults, and why, when it is bad);
+    in the demo, with the demo's SLOs where the file sets none."""
     try:
-        return ServingBook(load_serving(options.config_path))
+        config = load_serving(options.config_path)
     except ConfigError as exc:
         return ServingBook(error=str(exc))
+    if options.sources.demo and not config.slos:
+        config = dataclasses.replace(config, slos=DEMO_SLOS)
+    return ServingBook(config)
 
 
 def with_jobs(services: Services, source: object) -> Services:
@@ -173,6 +179,8 @@ def budget_ops(options: ConsoleOptions, wires: Wires, actions: ActionLog, store:
     except ConfigError as exc:
         config, error = ConfigFile(None), str(exc)
     sources = options.sources
+    if not sources.demo and config.path is not None and own_file_plans_only(config.path):
+        config = plan_only(config)  # a shared machine: automatic budgets come from the site config
     demo_start = (sources.sim_start if sources.sim_start is not None else options.clock()) if sources.demo else None
     return BudgetOps(
         store=store,

@@ -223,7 +223,7 @@ class BudgetBook:
         return f"removed budget {name}"
 
     def _not_here(self, budget: Budget, verb: str) -> str:
-        if budget.origin == "config":
+        if budget.origin in ("config", "login"):  # the file's (plan only on a shared machine)
             where = self.config.path or "the configuration file"
             return (f"budget {budget.name} is declared in the config file {where}: "
                     f"it cannot be {verb} from the console; edit the file")

@@ -86,6 +86,19 @@ def parse_config(text: str, path: Path) -> ConfigFile:
     return ConfigFile(path, tuple(out), money_rates(data.get("money"), path))
 
 
+PLAN_ONLY = "login"  # the origin of an automatic budget of a login's own file on a shared machine
+PLAN_ONLY_NOTE = ("plan only: on a shared machine a budget acts by itself only from the site config or "
+                  "`budget add --automatic` (admin, MFA, audited)")
+
+
+def plan_only(config: ConfigFile) -> ConfigFile:
+    """``config`` (a login's own file on a shared machine) with its automatic budgets made plan
+    only: they evaluate and show what they would do, and wait for a user (origin ``login``)."""
+    budgets = tuple(msgspec.structs.replace(b, automatic=False, origin=PLAN_ONLY) if b.automatic else b
+                    for b in config.budgets)
+    return ConfigFile(config.path, budgets, config.rates)
+
+
 class MoneyTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The ``[money]`` table: what one unit of each currency is worth in US dollars."""
 

@@ -21,6 +21,7 @@ from msgspec.structs import replace
 
 from gpuconsole.core.money import budgets as rules
 from gpuconsole.core.money.budget_book import FiredKey
+from gpuconsole.core.money.budget_config import PLAN_ONLY, PLAN_ONLY_NOTE
 from gpuconsole.model import (
     Alert,
     Budget,
@@ -137,7 +138,8 @@ def plan(statuses: Sequence[BudgetStatus], snap: FleetSnapshot, now: float, fire
                     continue
                 key = (b.name, tkey, action.value, start)
                 if not b.automatic:
-                    pending.append(proposed)
+                    pending.append(proposed if b.origin != PLAN_ONLY else
+                                   replace(proposed, detail=f"{proposed.detail} ({PLAN_ONLY_NOTE})"))
                 elif key in fired:
                     if proposed.targets and seen_since_acted(snap, action, acted.get(key)):
                         pending.append(replace(proposed, automatic=False, detail=(

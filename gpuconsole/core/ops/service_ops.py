@@ -115,8 +115,8 @@ class ServiceOps:
         except BackendError as exc:
             raise ActionError(one_line(exc)) from exc
 
-    def describe(self, service: Service | tuple[str, str, str]) -> str:
-        kind, namespace, name, _current = _named(service)
+    def describe(self, kind: str, namespace: str, name: str) -> str:
+        """The service (``kind`` ``Deployment`` …) as YAML, then its recent events."""
         return self._call(lambda: self._control().describe_service(kind, namespace, name))
 
     def history(self, service: Service, figure: str, seconds: float = 3600.0,

@@ -185,3 +185,12 @@ def load(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ
         return ServingConfig()
     table = data.get(TABLE)
     return ServingConfig() if table is None else decode(table, str(path))
+
+
+# The demo's objectives: the LLM's p99 and first token, the embedding model's p99 (which its
+# burst breaches a few minutes in), the risk model's p99 under 5 ms, as the guide asks.
+DEMO_SLOS: Mapping[str, Slo] = {
+    "chat/vllm-llama3": Slo("chat/vllm-llama3", p99_ms=10000.0, ttft_ms=2500.0),
+    "search/text-embed": Slo("search/text-embed", p99_ms=150.0, error_ratio=0.01),
+    "risk/risk-scorer": Slo("risk/risk-scorer", p99_ms=5.0),
+}

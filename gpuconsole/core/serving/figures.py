@@ -34,6 +34,7 @@ class PodIndex:
 
     def __init__(self, reading: ServingReading | None) -> None:
         self.by_name: dict[str, dict[PodKey, list[PodSeries]]] = {}
+        self.custom = False  # any [[services.metrics]] answer
         if reading is None:
             return
         for answer in reading.answers:
@@ -53,7 +54,7 @@ class PodIndex:
                     pods[pod] = list(run)
                 else:
                     found.extend(run)
-        self.custom = not FIGURES_SET.isdisjoint(self.by_name)  # any [[services.metrics]] answer
+        self.custom = not FIGURES_SET.isdisjoint(self.by_name)
 
     def of(self, name: str, pods: Sequence[PodKey]) -> list[PodSeries]:
         """Every series of answer ``name`` for ``pods``."""

@@ -1,12 +1,14 @@
-"""``enter`` on a job or CronJob: the object as YAML with its recent events, like ``kubectl describe``.
+"""``enter`` on a job or CronJob (``D`` on a service): the object as YAML with its recent events,
+like ``kubectl describe``.
 
-The text is fetched in a thread worker through ``console.jobs.describe``; until it arrives the
+The text is fetched in a thread worker through ``console.jobs.describe`` (a service's:
+``service_ops.describe``); until it arrives the
 screen says what it is waiting for, and a failure is one line in its place.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -17,14 +19,19 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gpuconsole.core.ops.actions import ActionError
-from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.ui.format import inert
 from gpuconsole.ui.worker_errors import ReportsWorkerErrors
 from gpuconsole.ui.widgets.footer import KeyFooter
 
 
+class Describes(Protocol):
+    """What describes an object: the job operations, the service operations."""
+
+    def describe(self, kind: str, namespace: str, name: str) -> str: ...
+
+
 class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
-    """A Job or CronJob described.
+    """A Job, a CronJob or a service described.
 
     | key | does |
     |---|---|
@@ -35,7 +42,7 @@ class DescribeScreen(ReportsWorkerErrors, ModalScreen[None]):
     CSS_PATH = "describe.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
 
-    def __init__(self, jobs: JobOps, kind: str, namespace: str, name: str) -> None:
+    def __init__(self, jobs: Describes, kind: str, namespace: str, name: str) -> None:
         super().__init__()
         self.jobs = jobs
         self.kind = kind

@@ -1,6 +1,6 @@
-"""``l`` on a job: its pod's log, following while the job runs, with ``/`` search.
+"""``l`` on a job or a service's replica: its pod's log, following while it runs, with ``/`` search.
 
-Lines come from a thread worker reading ``console.jobs.logs``; it hands them over through a
+Lines come from a thread worker reading ``console.jobs.logs`` (a service's: ``service_ops.logs``); it hands them over through a
 bounded queue that the screen drains ten times a second, so a chatty pod costs one repaint per
 tick however many lines it printed. The view keeps the last 5,000 lines.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import ClassVar
+from collections.abc import Iterator
+from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -20,7 +21,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from gpuconsole.core.ops.actions import ActionError
-from gpuconsole.core.ops.job_ops import JobOps
 from gpuconsole.ui.format import inert
 from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.widgets.log_view import MAX_LINES, LogView
@@ -29,6 +29,13 @@ from gpuconsole.ui.widgets.footer import KeyFooter
 
 TAIL_LINES = 1000  # what is fetched first; following adds to it up to MAX_LINES
 DRAIN_EVERY_S = 0.1
+
+
+class PodLogs(Protocol):
+    """What reads a pod's log: the job operations, the service operations."""
+
+    def logs(self, namespace: str, pod: str, *, tail_lines: int = ..., follow: bool = ...,
+             stop: threading.Event | None = ...) -> Iterator[str]: ...
 
 
 class SearchInput(Input):
@@ -61,7 +68,7 @@ class LogScreen(ReportsWorkerErrors, ModalScreen[None]):
         Binding("N", "match(-1)", "Previous match"),
     ]
 
-    def __init__(self, jobs: JobOps, namespace: str, pod: str, *, follow: bool, title: str = "") -> None:
+    def __init__(self, jobs: PodLogs, namespace: str, pod: str, *, follow: bool, title: str = "") -> None:
         super().__init__()
         self.jobs = jobs
         self.namespace = namespace
