@@ -282,3 +282,29 @@ def test_snapshot_json_has_kind_and_roles_for_every_job(kube: KubeCluster, tmp_p
         "name": "Worker", "replicas": 2, "active": 2, "gpus_per_replica": 8}
     assert jobs["allreduce"]["gpus"] == 16 and jobs["bert-ddp"]["gpus"] == 24
     assert jobs["bert-ddp"]["pending_reason"] == f"Worker: {INSUFFICIENT_GPU}"
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def test_suspend_resume_and_delete_go_through_the_action_path_to_each_kinds_own_field(kube: KubeCluster) -> None:
+    from gpuconsole.core.ops.actions import ActionError, ActionLog
+    from gpuconsole.core.ops.job_ops import JobOps
+    from tests.helpers import FrozenClock
+
+    install(kube)
+    kube.add(kt.mpijob("allreduce"), kt.jobset("sweep"), kt.pytorchjob("bert-ddp"))
+    log = ActionLog()
+    ops = JobOps(kube.backend(watch=False), FrozenClock(1_700_000_000.0), log)
+    assert ops.suspend("MPIJob", "train", "allreduce", "yes").ok
+    assert kube.server.get("MPIJob", "allreduce", "train")["spec"]["runPolicy"]["suspend"] is True
+    assert ops.resume("MPIJob", "train", "allreduce").ok
+    assert kube.server.get("MPIJob", "allreduce", "train")["spec"]["runPolicy"]["suspend"] is False
+    assert ops.suspend("JobSet", "train", "sweep", "yes").ok
+    assert kube.server.get("JobSet", "sweep", "train")["spec"]["suspend"] is True
+    assert ops.delete("PyTorchJob", "train", "bert-ddp", "yes").ok
+    assert kube.server.get("PyTorchJob", "bert-ddp", "train") is None
+    assert [r.request.params for r in log.recent()][-1] == (("kind", "PyTorchJob"),)
+    with pytest.raises(ActionError, match="needs a yes"):  # a delete still needs its "yes"
+        ops.delete("MPIJob", "train", "allreduce")
+    assert kube.server.get("MPIJob", "allreduce", "train") is not None
