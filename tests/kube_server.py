@@ -70,7 +70,9 @@ PYTORCHJOB = "kubeflow.org/v1"
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 JOBSET = "jobset.x-k8s.io/v1alpha2"
 TRAINING_CRDS = frozenset({MPIJOB, PYTORCHJOB, TRAINJOB, JOBSET})
-CRD_VERSIONS = frozenset({KSERVE, *TRAINING_CRDS})  # group versions served only while installed
+KUEUE_GROUP = "kueue.x-k8s.io"  # served at the version KubeApiServer.kueue names (v1beta2 or v1beta1)
+VOLCANO_SCHEDULING = "scheduling.volcano.sh/v1beta1"
+VOLCANO_BATCH = "batch.volcano.sh/v1alpha1"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,17 @@ class Resource:
     group_version: str  # "v1" (core) or "batch/v1"
     kind: str
     namespaced: bool = True
+    key: str = ""  # its key in RESOURCES when that is not the plural (a Volcano Job's "jobs")
+    status: bool = False  # a custom resource with the status subresource
+
+    @property
+    def id(self) -> str:
+        return self.key or self.plural
+
+    @property
+    def alias(self) -> str:
+        """The name tests give :meth:`KubeApiServer.get` and friends: the kind, else the key."""
+        return self.key or self.kind
 
 
 RESOURCES: dict[str, Resource] = {
@@ -94,6 +107,14 @@ RESOURCES: dict[str, Resource] = {
     "statefulsets": Resource("statefulsets", "apps/v1", "StatefulSet"),
     "horizontalpodautoscalers": Resource("horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler"),
     "inferenceservices": Resource("inferenceservices", KSERVE, "InferenceService"),  # only while kserve is set
+    # Kueue (only while kueue names a version) and Volcano (only while volcano is set); tests/kube_queues.py
+    "clusterqueues": Resource("clusterqueues", f"{KUEUE_GROUP}/v1beta2", "ClusterQueue", namespaced=False, status=True),
+    "localqueues": Resource("localqueues", f"{KUEUE_GROUP}/v1beta2", "LocalQueue", status=True),
+    "workloads": Resource("workloads", f"{KUEUE_GROUP}/v1beta2", "Workload", status=True),
+    "resourceflavors": Resource("resourceflavors", f"{KUEUE_GROUP}/v1beta2", "ResourceFlavor", namespaced=False),
+    "queues": Resource("queues", VOLCANO_SCHEDULING, "Queue", namespaced=False, status=True),
+    "podgroups": Resource("podgroups", VOLCANO_SCHEDULING, "PodGroup", status=True),
+    "vcjobs": Resource("jobs", VOLCANO_BATCH, "Job", key="vcjobs", status=True),  # tests name it "vcjobs"
     # distributed training (only while their group version is in crds)
     "mpijobs": Resource("mpijobs", MPIJOB, "MPIJob"),
     "pytorchjobs": Resource("pytorchjobs", PYTORCHJOB, "PyTorchJob"),
@@ -101,7 +122,8 @@ RESOURCES: dict[str, Resource] = {
     "jobsets": Resource("jobsets", JOBSET, "JobSet"),
 }
 SCALABLE = frozenset({"deployments", "statefulsets"})  # the kinds with a scale subresource
-BY_KIND = {r.kind: r for r in RESOURCES.values()}
+BY_KIND = {r.alias: r for r in RESOURCES.values()}
+_CRDS = {KSERVE: "kserve", VOLCANO_SCHEDULING: "volcano", VOLCANO_BATCH: "volcano"}  # group version → the switch
 
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
             409: "AlreadyExists", 410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid",
@@ -282,6 +304,8 @@ class KubeApiServer:
         self.requests: list[Request] = []
         self.kserve = False  # whether the InferenceService CRD is installed (discovery shows its group)
         self.crds: set[str] = set()  # other CRDs installed, by group version (TRAINING_CRDS)
+        self.kueue: str | None = None  # the Kueue version served ("v1beta2", "v1beta1"); None: not installed
+        self.volcano = False  # whether Volcano's CRDs are installed
         self.open_streams = 0
         self._httpd: ThreadingHTTPServer | None = None
         self.tls: Any = None
@@ -347,6 +371,8 @@ class KubeApiServer:
             self.requests.clear()
             self.kserve = False
             self.crds = set()
+            self.kueue = None
+            self.volcano = False
             self.bookmark_every = 0.5
             self._changed.notify_all()
         self._released.set()
@@ -354,6 +380,10 @@ class KubeApiServer:
     # ---------------------------------------------------------------- objects
 
     def _resource_of(self, obj: dict[str, Any]) -> Resource:
+        group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+        for resource in RESOURCES.values():
+            if resource.kind == obj.get("kind") and resource.group_version.rpartition("/")[0] == group:
+                return resource
         try:
             return BY_KIND[obj["kind"]]
         except KeyError:
@@ -365,7 +395,7 @@ class KubeApiServer:
         return (meta.get("namespace", "") if resource.namespaced else "", meta["name"])
 
     def _emit(self, resource: Resource, kind: str, obj: dict[str, Any]) -> None:
-        self._history.append((self._rv, resource.plural, kind, obj))
+        self._history.append((self._rv, resource.id, kind, obj))
         self._changed.notify_all()
 
     def _bump(self) -> int:
@@ -384,7 +414,7 @@ class KubeApiServer:
             meta.setdefault("creationTimestamp", stamp())
             meta.setdefault("generation", 1)
             meta["resourceVersion"] = str(self._bump())
-            self._objects[resource.plural][self._key(resource, stored)] = stored
+            self._objects[resource.id][self._key(resource, stored)] = stored
             self._encoded(stored)
             self._emit(resource, "ADDED", stored)
             return copy.deepcopy(stored)
@@ -401,19 +431,19 @@ class KubeApiServer:
                 stored["metadata"]["resourceVersion"] = str(self._bump())
             else:
                 self._bump()
-            self._objects[resource.plural][(meta.get("namespace", "") if resource.namespaced else "", name)] = stored
+            self._objects[resource.id][(meta.get("namespace", "") if resource.namespaced else "", name)] = stored
             self._emit(resource, "ADDED", stored)
             return copy.deepcopy(stored)
 
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
         resource = BY_KIND[kind]
         with self._lock:
-            found = self._objects[resource.plural].get((namespace if resource.namespaced else "", name))
+            found = self._objects[resource.id].get((namespace if resource.namespaced else "", name))
             return copy.deepcopy(found) if found is not None else None
 
     def objects(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
-            return [copy.deepcopy(o) for o in self._objects[BY_KIND[kind].plural].values()]
+            return [copy.deepcopy(o) for o in self._objects[BY_KIND[kind].id].values()]
 
     def modify(self, kind: str, name: str, namespace: str = "default",
                change: Callable[[dict[str, Any]], None] | dict[str, Any] | None = None) -> dict[str, Any]:
@@ -421,14 +451,14 @@ class KubeApiServer:
         resource = BY_KIND[kind]
         with self._lock:
             key = (namespace if resource.namespaced else "", name)
-            current = self._objects[resource.plural][key]
+            current = self._objects[resource.id][key]
             if callable(change):
                 updated = copy.deepcopy(current)
                 change(updated)
             else:
                 updated = merge_patch(current, change or {})
             updated["metadata"]["resourceVersion"] = str(self._bump())
-            self._objects[resource.plural][key] = updated
+            self._objects[resource.id][key] = updated
             self._encoded(updated)
             self._emit(resource, "MODIFIED", updated)
             return copy.deepcopy(updated)
@@ -437,7 +467,7 @@ class KubeApiServer:
         """Remove an object (DELETED)."""
         resource = BY_KIND[kind]
         with self._lock:
-            gone = self._objects[resource.plural].pop((namespace if resource.namespaced else "", name))
+            gone = self._objects[resource.id].pop((namespace if resource.namespaced else "", name))
             gone = copy.deepcopy(gone)
             gone["metadata"]["resourceVersion"] = str(self._bump())
             self._emit(resource, "DELETED", gone)
@@ -585,9 +615,10 @@ class KubeApiServer:
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]].group_version != group_version:
+        found = {(self._gv(r), r.plural): r for r in RESOURCES.values()}.get((group_version, rest[0] if rest else ""))
+        if found is None or not self._installed(found):
             raise _Answer(404, f"the server could not find the requested resource ({request.path})")
-        resource = RESOURCES[rest[0]]
+        resource = found
         if namespace is not None and not resource.namespaced:
             raise _Answer(404, f"the server could not find the requested resource ({request.path})")
         name = rest[1] if len(rest) > 1 else None
@@ -598,6 +629,8 @@ class KubeApiServer:
         if sub == "scale" and resource.plural in SCALABLE and namespace and name:
             self._scale(handler, request, resource, namespace, name)
             return
+        if sub == "status" and resource.status and name and request.method in ("GET", "PATCH", "PUT"):
+            sub = None  # the status subresource: the object, changed as a whole here
         if sub is not None:
             raise _Answer(404, f"the server could not find the requested resource ({request.path})")
         if name is None:
@@ -612,7 +645,7 @@ class KubeApiServer:
                 raise _Answer(405, f"{request.method} is not supported on a collection")
             return
         if request.method == "GET":
-            found = self.get(resource.kind, name, namespace or "")
+            found = self.get(resource.alias, name, namespace or "")
             if found is None:
                 raise _Answer(404, f'{resource.plural} "{name}" not found')
             _send_json(handler, 200, found)
@@ -625,11 +658,24 @@ class KubeApiServer:
         else:
             raise _Answer(405, f"{request.method} is not supported here")
 
+    def _gv(self, resource: Resource) -> str:
+        """The group version ``resource`` is served at (Kueue's: the version :attr:`kueue` names)."""
+        if resource.group_version.startswith(KUEUE_GROUP + "/") and self.kueue:
+            return f"{KUEUE_GROUP}/{self.kueue}"
+        return resource.group_version
+
+    def _installed(self, resource: Resource) -> bool:
+        """Whether ``resource``'s CRD is installed (built-in kinds always are)."""
+        if resource.group_version.startswith(KUEUE_GROUP + "/"):
+            return self.kueue is not None
+        if resource.group_version in TRAINING_CRDS:
+            return resource.group_version in self.crds
+        switch = _CRDS.get(resource.group_version)
+        return switch is None or bool(getattr(self, switch))
+
     def _served(self) -> set[str]:
         """The group versions served under /apis (a CRD's only while it is installed)."""
-        installed = self.crds | ({KSERVE} if self.kserve else set())
-        return {r.group_version for r in RESOURCES.values() if "/" in r.group_version
-                and (r.group_version not in CRD_VERSIONS or r.group_version in installed)}
+        return {self._gv(r) for r in RESOURCES.values() if "/" in r.group_version and self._installed(r)}
 
     def _discovery(self) -> dict[str, Any]:
         """``GET /apis``: the ``APIGroupList`` of the groups served, each with every version it
@@ -649,7 +695,7 @@ class KubeApiServer:
         """The ``scale`` subresource (an ``autoscaling/v1`` Scale): GET it, or PATCH its
         ``spec.replicas`` (merge patch), which sets the object's."""
         with self._lock:
-            current = self.get(resource.kind, name, namespace)
+            current = self.get(resource.alias, name, namespace)
             if current is None:
                 raise _Answer(404, f'{resource.plural}.apps "{name}" not found')
             if request.method == "PATCH":
@@ -660,7 +706,7 @@ class KubeApiServer:
                 if not isinstance(replicas, int) or replicas < 0:
                     raise _Answer(422, f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
                                        f"{replicas!r}: must be greater than or equal to 0", "Invalid")
-                current = self.modify(resource.kind, name, namespace, {"spec": {"replicas": replicas}})
+                current = self.modify(resource.alias, name, namespace, {"spec": {"replicas": replicas}})
             elif request.method != "GET":
                 raise _Answer(405, f"{request.method} is not supported on a scale subresource")
         _send_json(handler, 200, _scale_of(current))
@@ -673,7 +719,7 @@ class KubeApiServer:
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
             raise _Answer(400, "the body of the request was in an unknown format")
         with self._lock:
-            current = self.get(resource.kind, name, namespace or "")
+            current = self.get(resource.alias, name, namespace or "")
             if current is None:
                 raise _Answer(404, f'{resource.plural} "{name}" not found')
             sent = body["metadata"].get("resourceVersion")
@@ -686,7 +732,7 @@ class KubeApiServer:
                 obj.clear()
                 obj.update(body, metadata=meta)
 
-            stored = self.modify(resource.kind, name, namespace or "", become)
+            stored = self.modify(resource.alias, name, namespace or "", become)
         _send_json(handler, 200, stored)
 
     # ---------------------------------------------------------------- list and watch
@@ -724,7 +770,7 @@ class KubeApiServer:
                 objects, version = page
             else:
                 selected = self._selected(resource, namespace, request)
-                objects = [o for _k, o in sorted(self._objects[resource.plural].items()) if selected(o)]
+                objects = [o for _k, o in sorted(self._objects[resource.id].items()) if selected(o)]
                 version = self._rv
             meta: dict[str, Any] = {"resourceVersion": str(version)}
             if limit and len(objects) > limit:
@@ -732,7 +778,7 @@ class KubeApiServer:
                 next_token = uuid.uuid4().hex
                 self._pages[next_token] = (rest, version)
                 meta.update({"continue": next_token, "remainingItemCount": len(rest)})
-        head = json.dumps({"kind": f"{resource.kind}List", "apiVersion": resource.group_version, "metadata": meta})
+        head = json.dumps({"kind": f"{resource.kind}List", "apiVersion": self._gv(resource), "metadata": meta})
         items = b", ".join(self._encoded(obj) for obj in objects)
         _send(handler, 200, "application/json", head[:-1].encode() + b', "items": [' + items + b"]}")
 
@@ -763,7 +809,7 @@ class KubeApiServer:
             epoch, cuts = self._epoch, self._cuts
             if since in ("", "0"):
                 position = self._rv
-                pending = [{"type": "ADDED", "object": o} for _k, o in sorted(self._objects[resource.plural].items())
+                pending = [{"type": "ADDED", "object": o} for _k, o in sorted(self._objects[resource.id].items())
                            if selected(o)]
             else:
                 position = int(since)
@@ -794,12 +840,12 @@ class KubeApiServer:
                             410, f"too old resource version: {position} ({self._oldest})", "Expired")}]
                         continue
                     for rv, plural, kind, obj in self._history:
-                        if rv > position and plural == resource.plural and selected(obj):
+                        if rv > position and plural == resource.id and selected(obj):
                             pending.append({"type": kind, "object": obj})
                     position = self._rv
                     if bookmarks and time.monotonic() >= next_bookmark:
                         pending.append({"type": "BOOKMARK", "object": {
-                            "kind": resource.kind, "apiVersion": resource.group_version,
+                            "kind": resource.kind, "apiVersion": self._gv(resource),
                             "metadata": {"resourceVersion": str(position)}}})
                         next_bookmark = time.monotonic() + self.bookmark_every
             _end_stream(handler)
@@ -815,7 +861,7 @@ class KubeApiServer:
         for rv, plural, _kind, _obj in reversed(self._history):
             if rv <= position:
                 return False
-            if plural == resource.plural:
+            if plural == resource.id:
                 return True
         return False
 
@@ -840,7 +886,7 @@ class KubeApiServer:
         meta.pop("uid", None)
         with self._lock:
             key = self._key(resource, obj)
-            if key in self._objects[resource.plural]:
+            if key in self._objects[resource.id]:
                 raise _Answer(409, f'{resource.plural}.{resource.group_version.split("/")[0]} "{meta["name"]}" already exists')
             if request.query.get("dryRun") == "All":
                 preview = copy.deepcopy(obj)
@@ -853,19 +899,19 @@ class KubeApiServer:
     def _delete(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource,
                 namespace: str | None, name: str) -> None:
         with self._lock:
-            if self.get(resource.kind, name, namespace or "") is None:
+            if self.get(resource.alias, name, namespace or "") is None:
                 raise _Answer(404, f'{resource.plural} "{name}" not found')
             if request.query.get("dryRun") == "All":
-                gone = self.get(resource.kind, name, namespace or "")
+                gone = self.get(resource.alias, name, namespace or "")
             else:
-                gone = self.delete(resource.kind, name, namespace or "")
+                gone = self.delete(resource.alias, name, namespace or "")
         _send_json(handler, 200, gone)
 
     def _patch(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource,
                namespace: str | None, name: str) -> None:
         kind = (handler.headers.get("Content-Type") or "").split(";")[0].strip()
         with self._lock:
-            current = self.get(resource.kind, name, namespace or "")
+            current = self.get(resource.alias, name, namespace or "")
             if current is None:
                 raise _Answer(404, f'{resource.plural} "{name}" not found')
             try:
@@ -886,7 +932,7 @@ class KubeApiServer:
                 obj.clear()
                 obj.update(updated)
 
-            stored = self.modify(resource.kind, name, namespace or "", become)
+            stored = self.modify(resource.alias, name, namespace or "", become)
         _send_json(handler, 200, stored)
 
     # ---------------------------------------------------------------- logs

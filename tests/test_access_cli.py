@@ -64,7 +64,9 @@ def argv_for(kind: ActionKind, scope: str, db: str) -> list[str]:
     }[kind]
 
 
-CLI_KINDS = [k for k in FLEET_KINDS if k is not ActionKind.NOTIFY]
+# Kueue's actions need a cluster that serves Kueue (the demo has none): tests/test_queues_kube.py.
+QUEUE_KINDS = (ActionKind.MOVE_QUEUE, ActionKind.DEACTIVATE_WORKLOAD, ActionKind.REACTIVATE_WORKLOAD)
+CLI_KINDS = [k for k in FLEET_KINDS if k is not ActionKind.NOTIFY and k not in QUEUE_KINDS]
 
 
 def pid_of_job(ns: str) -> int:

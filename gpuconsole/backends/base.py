@@ -36,6 +36,7 @@ from gpuconsole.model import (
 # What a services source may do (re-exported here, beside the other sources' protocols).
 from gpuconsole.backends.service_protocols import ServiceControl as ServiceControl
 from gpuconsole.backends.service_protocols import ServiceHistory as ServiceHistory
+from gpuconsole.backends.cloud_protocols import RoleCredentials as RoleCredentials
 
 
 class Capability(str, enum.Enum):
@@ -219,6 +220,19 @@ class Provisioner(Protocol):
         ...
 
     def terminate(self, region: str, instance_id: str) -> None:
+        ...
+
+
+@runtime_checkable
+class QueueControl(Protocol):
+    """A job's place in its queue (Kueue), before admission: raises :class:`BackendError` in one line."""
+
+    def move_to_queue(self, namespace: str, name: str, queue: str) -> None:
+        """Move a pending Job to another LocalQueue of its namespace."""
+        ...
+
+    def set_workload_active(self, namespace: str, name: str, active: bool) -> None:
+        """Deactivate (or reactivate) a pending Job's Workload (``spec.active``)."""
         ...
 
 

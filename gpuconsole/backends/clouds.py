@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.model import CloudReading, Instance, LaunchSpec
+from gpuconsole.model import AlibabaLaunchOptions, CloudReading, Instance, LaunchSpec
 from gpuconsole.model.cloud import EC2_INSTANCE_ID, ECS_INSTANCE_ID
 
 
@@ -75,6 +75,8 @@ class Provider:
             wizard shows each field under the label its provider gives it, and leaves out a field
             the provider does not declare.
         checks: its own id forms, checked before a launch reaches it.
+        options: its own launch-option Struct (:mod:`gpuconsole.model.launch_options`), whose
+            fields the wizard shows after the neutral ones; None when it has none.
     """
 
     name: str
@@ -84,6 +86,7 @@ class Provider:
     stop_note: str = ""
     launch_fields: tuple[tuple[str, str], ...] = ()
     checks: IdChecks = AWS_CHECKS
+    options: type | None = None
 
 
 PROVIDERS: dict[str, Provider] = {}
@@ -106,7 +109,8 @@ register_provider(Provider(
     "stopped in standard mode (KeepCharging), bills on; disks bill on",
     (("count", "Count"), ("image_id", "Image"), ("key_name", "Key pair"), ("subnet_id", "VSwitch"),
      ("root_volume_gib", "System GiB"), ("encrypted", "Encryption"), ("kms_key_id", "KMS key"),
-     ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), ALIBABA_CHECKS))
+     ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), ALIBABA_CHECKS,
+    AlibabaLaunchOptions))
 
 
 def launch_fields(instance_type: str) -> tuple[tuple[str, str], ...]:
@@ -164,12 +168,13 @@ class CloudSet:
         found = getattr(owner, name)
         if name == "volumes":
             return lambda region: () if self._watched_elsewhere(owner, region) else found(region)
-        if name == "instance_history":
+        if name == "instance_history":  # the owning member's own trail (CloudTrail, ActionTrail)
             def history(region: str, instance_id: str, since: float, until: float) -> tuple:
-                mine = self._owner.get(instance_id, owner.name) == owner.name
-                return found(region, instance_id, since, until) if mine else ()
+                provider = provider_of_id(instance_id)
+                member = self.members.get(self._owner.get(instance_id) or (provider.name if provider else owner.name))
+                return member.instance_history(region, instance_id, since, until) if member in owners else ()
             return history
-        return found
+        return found  # billing reports stay one cloud's: a bill in one currency is never added to another
 
     def _watched_elsewhere(self, owner: Any, region: str) -> bool:
         return any(region in getattr(m, "regions", ()) for m in self.members.values() if m is not owner)

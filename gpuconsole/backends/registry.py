@@ -308,6 +308,7 @@ def simulated_world(options: SourceSettings, clock: Clock) -> World:
         # The demo shows a spot interruption within minutes (and the autopilot recovering it).
         interrupt_spot_after=DEMO_INTERRUPTION_S if options.demo else None,
         serving=options.demo,  # and an inference pool, with a burst a few minutes in
+        alibaba=options.demo,  # and a second cloud: an Alibaba Cloud region, cn-hangzhou
     )
 
 

@@ -130,6 +130,9 @@ def add_cost_parser(sub: Any, common: argparse.ArgumentParser | None = None) -> 
     from gpuconsole.cli.cost_reconcile import add_reconcile_parser
 
     add_reconcile_parser(commands, common)
+    from gpuconsole.cli.cost_clouds import add_clouds_parser
+
+    add_clouds_parser(commands, common)
     p = commands.add_parser(
         "compare",
         help="cost, completion time and price-performance of own server vs on-demand vs spot",
@@ -323,6 +326,10 @@ def run_cost(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
         from gpuconsole.cli.cost_reconcile import run_reconcile
 
         return run_reconcile(args, make_console, out, err)
+    if getattr(args, "cost_command", None) == "clouds":
+        from gpuconsole.cli.cost_clouds import run_clouds
+
+        return run_clouds(args, make_console, out, err)
     out = out or sys.stdout
     err = err or sys.stderr
     try:

@@ -1,4 +1,5 @@
-"""``gpuconsole job``: submit, delete, suspend, resume and trigger jobs from a script.
+"""``gpuconsole job``: submit, delete, suspend, resume and trigger jobs from a script, and move a
+job Kueue has not admitted to another LocalQueue, or deactivate / reactivate its Workload.
 
 The same door as the Jobs pane (:class:`~gpuconsole.core.ops.job_ops.JobOps`): the role,
 namespace, MFA and audit checks and the confirmations are the core's. A delete or a suspend
@@ -33,6 +34,7 @@ def add_job_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     submit.add_argument("--gpus-per-pod", dest="pod_gpus", type=int, default=1, metavar="N", help="GPUs per pod (default 1)")
     submit.add_argument("--command", dest="job_cmdline", default="", metavar="CMD", help="shell line to run (default: the image's)")
     submit.add_argument("--schedule", default="", metavar="CRON", help="a cron schedule: submit a CronJob")
+    submit.add_argument("--queue", default="", metavar="LOCALQUEUE", help="a Kueue LocalQueue of the namespace")
     submit.add_argument("--dry-run", action="store_true", help="let the cluster check it; create nothing")
     add_mfa_option(submit)
     for verb, text in (("delete", "delete a Job or CronJob"), ("suspend", "suspend a Job or CronJob"),
@@ -43,6 +45,15 @@ def add_job_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             p.add_argument("--kind", dest="object_kind", choices=KINDS, default="Job", help="Job (default) or CronJob")
         if verb in ("delete", "suspend"):
             p.add_argument("--yes", action="store_true", help=f"{verb} without asking")
+        add_mfa_option(p)
+    move = verbs.add_parser("move", parents=[common], help="move a queued Job to another LocalQueue (Kueue)")
+    move.add_argument("ref", type=_ref, metavar="NAMESPACE/NAME")
+    move.add_argument("queue", metavar="LOCALQUEUE", help="a LocalQueue of the Job's namespace")
+    add_mfa_option(move)
+    for verb, text in (("deactivate", "keep a queued Job's Workload out of its queue (Kueue)"),
+                       ("reactivate", "put a deactivated Workload back in its queue")):
+        p = verbs.add_parser(verb, parents=[common], help=text)
+        p.add_argument("ref", type=_ref, metavar="NAMESPACE/NAME")
         add_mfa_option(p)
 
 
@@ -57,7 +68,8 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
     verb = args.job_command
     object_kind = getattr(args, "object_kind", "CronJob")
     kind = {"submit": ActionKind.SUBMIT_JOB, "delete": ActionKind.DELETE_JOB, "resume": ActionKind.RESUME_JOB,
-            "trigger": ActionKind.TRIGGER_CRONJOB,
+            "trigger": ActionKind.TRIGGER_CRONJOB, "move": ActionKind.MOVE_QUEUE,
+            "deactivate": ActionKind.DEACTIVATE_WORKLOAD, "reactivate": ActionKind.REACTIVATE_WORKLOAD,
             "suspend": ActionKind.SUSPEND_JOB if object_kind == "Job" else ActionKind.SUSPEND_CRONJOB}[verb]
     console = make_console(args)
     try:
@@ -76,6 +88,10 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
             result = jobs.suspend(object_kind, namespace, name, confirmation)
         elif verb == "resume":
             result = jobs.resume(object_kind, namespace, name)
+        elif verb == "move":
+            result = jobs.move_queue(namespace, name, args.queue)
+        elif verb in ("deactivate", "reactivate"):
+            result = jobs.set_workload_active(namespace, name, verb == "reactivate")
         else:
             result = jobs.trigger(namespace, name)
     finally:
@@ -88,4 +104,4 @@ def _request(args: argparse.Namespace, namespace: str, name: str, owner: str) ->
     from gpuconsole.core.ops.manifests import JobRequest
 
     return JobRequest(name=name, namespace=namespace, image=args.image, gpus=args.pod_gpus,
-                      command=args.job_cmdline, schedule=args.schedule, owner=owner)
+                      command=args.job_cmdline, schedule=args.schedule, owner=owner, queue=args.queue)

@@ -192,7 +192,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "cost":
             from gpuconsole.cli.cost import run_cost
 
-            if args.cost_command == "reconcile":
+            if args.cost_command in ("reconcile", "clouds"):
                 _setup_logging(tui=False)
             return run_cost(args, make_console=make_console)
         if args.command in ("users", "audit", "instance", "job", "service", "process", "access", "keys"):

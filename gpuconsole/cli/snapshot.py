@@ -17,7 +17,7 @@ from gpuconsole.cli.table import WIDTH, Column, cut, render_table, wrap
 from gpuconsole.core.fleet.console import Console
 from gpuconsole.cli.gpus import gpu_document
 from gpuconsole.cli.service import service_document
-from gpuconsole.model import FleetSnapshot, InstanceState, to_jsonable
+from gpuconsole.model import FleetSnapshot, InstanceState, Queue, to_jsonable
 
 SCHEMA = "gpuconsole.snapshot/1"
 
@@ -42,6 +42,7 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         "jobs": to_jsonable(snap.jobs),
         "cronjobs": to_jsonable(snap.cronjobs),
         "nodes": to_jsonable(snap.nodes),
+        "queues": [queue_document(q) for q in snap.queues],
         "instances": [{**to_jsonable(i), "bills_now": i.bills_now} for i in snap.instances],
         "services": [service_document(s) for s in snap.services],
         "budgets": [
@@ -59,6 +60,16 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
         "pending_actions": to_jsonable(snap.pending_actions),
         "costs": cost_section(snap),
     }
+
+
+def queue_document(queue: Queue) -> dict[str, Any]:
+    """A cluster-wide queue (a Kueue ClusterQueue or a Volcano Queue) in ``snapshot --json``."""
+    return {"name": queue.name, "kind": queue.kind.value, "cohort": queue.cohort, "gpu_quota": queue.gpu_quota,
+            "gpu_used": queue.gpu_used, "gpu_borrowed": queue.gpu_borrowed,
+            "gpu_borrowing_limit": queue.gpu_borrowing_limit, "gpu_lending_limit": queue.gpu_lending_limit,
+            "pending_workloads": queue.pending_workloads, "admitted_workloads": queue.admitted_workloads,
+            "usd_per_hour": queue.usd_per_hour, "flavors": list(queue.flavors), "active": queue.active,
+            "local_queues": list(queue.local_queues)}
 
 
 def cost_section(snap: FleetSnapshot) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Modules:
     value: the base :class:`Value` and tags.
     fleet: GPUs, MIG slices, vGPUs, GPU processes and history samples.
     jobs: Kubernetes nodes, Jobs and CronJobs.
+    queues: Kueue and Volcano queues, and what a waiting job waits for.
     cloud: instances, instance types, prices, subnets and what a launch asks for.
     money: budgets, thresholds, budget actions, idle GPUs and cost lines.
     access: roles, users, the acting principal and audit records.
@@ -43,6 +44,7 @@ from gpuconsole.model.cloud import (
     Workload,
 )
 from gpuconsole.model.codec import from_jsonable, to_jsonable
+from gpuconsole.model.launch_options import AlibabaLaunchOptions, LaunchOptions
 from gpuconsole.model.fleet import (
     Gpu,
     GpuProcess,
@@ -65,6 +67,7 @@ from gpuconsole.model.money import (
     Threshold,
     ThresholdBasis,
 )
+from gpuconsole.model.queues import Queue, QueueKind, WaitingFor
 from gpuconsole.model.serving import (
     PodSeries,
     Rollout,
@@ -91,13 +94,13 @@ from gpuconsole.model.snapshot import (
 from gpuconsole.model.value import Tags, Value, tag_of
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
+    "DEFAULT_THRESHOLDS", "AlibabaLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
-    "JOB_KINDS", "Job", "JobRole", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchSpec", "MachineImage", "Market",
-    "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "RegionPrice", "Role", "Rollout",
+    "JOB_KINDS", "Job", "JobRole", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",
+    "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "Queue", "QueueKind", "RegionPrice", "Role", "Rollout",
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",
-    "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "Workload",
+    "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "WaitingFor", "Workload",
     "from_jsonable", "mig_share", "tag_of", "to_jsonable",
 ]

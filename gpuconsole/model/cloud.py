@@ -1,7 +1,7 @@
 """Cloud instances, the instance-type catalog, prices, and what a launch asks for, in words every
 cloud shares (id, cloud, type, zone, state, market, price, currency, tags, GPUs, image, network,
-disks). What only one cloud has lives in that provider's own option Struct (:class:`AwsLaunchOptions`,
-:class:`AlibabaLaunchOptions`), which its adapter owns and checks.
+disks). What only one cloud has lives in that provider's own option Struct
+(:mod:`gpuconsole.model.launch_options`), which its adapter reads and its provider's checks check.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import re
 
+from gpuconsole.model.launch_options import LaunchOptions
 from gpuconsole.model.value import Tags, Value, tag_of
 
 # An instance id as its cloud writes it: EC2's ``i-`` and 8 or 17 lowercase hex digits; Alibaba
@@ -230,6 +231,7 @@ class LaunchSpec(Value):
     imdsv2_required: bool = True
     max_spot_price: float | None = None  # $/h; None: capped at the on-demand price
     tags: Tags = ()
+    options: LaunchOptions | None = None  # what only the type's cloud has (its provider's Struct)
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)

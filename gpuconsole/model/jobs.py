@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 
+from gpuconsole.model.queues import WaitingFor
 from gpuconsole.model.value import Value
 
 
@@ -16,7 +17,7 @@ class JobState(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SUSPENDED = "suspended"
-
+    QUEUED = "queued"  # held by a queueing layer (Kueue) until its queue admits it
 
 
 class Node(Value):
@@ -76,12 +77,21 @@ class Job(Value):
     owner: str | None = None
     pod_uid: str | None = None
     pod: str | None = None  # the pod's name (of index 0 for an Indexed Job), what logs are read from
-    kind: str = "Job"  # one of JOB_KINDS
+    queue: str | None = None  # its Kueue LocalQueue, or its Volcano Queue
+    cluster_queue: str | None = None  # Kueue: the ClusterQueue its LocalQueue points at
+    waiting_for: WaitingFor | None = None  # why it has not started; pending_reason says it in one line
+    kind: str = "Job"  # "Job" (batch/v1), "VolcanoJob" (batch.volcano.sh) or one of JOB_KINDS
+    queue_position: int | None = None  # Kueue: its place among its ClusterQueue's pending Workloads (1 first)
     roles: tuple[JobRole, ...] = ()  # a distributed job's roles; gpus is the sum of their GPUs
     nodes: tuple[str, ...] = ()  # every node its running pods are on (a distributed job: several)
     pod_uids: tuple[str, ...] = ()  # every pod it owns (a distributed job's launcher and workers)
     phase: str | None = None  # the operator's own word where it says more than state ("restarting")
     restarts: int | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether it waits to start (pending, or queued by a queueing layer)."""
+        return self.state in (JobState.PENDING, JobState.QUEUED)
 
     def owns_pod(self, uid: str | None) -> bool:
         """Whether the pod with ``uid`` is this job's (its shown pod or any other)."""

@@ -10,6 +10,7 @@ from gpuconsole.model.cloud import Instance
 from gpuconsole.model.fleet import Gpu
 from gpuconsole.model.jobs import CronJob, Job, Node
 from gpuconsole.model.money import BudgetStatus, CostLine, IdleGpu, PendingAction
+from gpuconsole.model.queues import Queue
 from gpuconsole.model.serving import Service
 from gpuconsole.model.value import Value
 
@@ -92,6 +93,7 @@ class JobsReading(Value):
     cronjobs: tuple[CronJob, ...]
     nodes: tuple[Node, ...]
     taken_at: float
+    queues: tuple[Queue, ...] = ()  # Kueue ClusterQueues and Volcano Queues where the cluster has them
 
 
 class CloudReading(Value):
@@ -128,6 +130,7 @@ class FleetSnapshot(Value):
     autopilot: tuple[AutopilotRuleStatus, ...] = ()  # the autopilot's rules, in the console that runs it
     autopilot_leader: str = ""  # who holds the autopilot's lease or lock ("" when none runs)
     services: tuple[Service, ...] = ()  # inference services, with their figures, cost and SLO
+    queues: tuple[Queue, ...] = ()  # cluster-wide queues (Kueue, Volcano), with the $/h of what they admitted
 
     def source(self, kind: SourceKind) -> SourceStatus | None:
         for status in self.sources:

@@ -40,11 +40,16 @@ def mib(value: float) -> str:
     return humanize.naturalsize(value * 1024 * 1024, binary=True, format="%.1f").replace(" ", "").replace("iB", "i")
 
 
+_IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+
+
 def short_node(name: str | None) -> str:
-    """``ip-10-0-1-23.ec2.internal`` → ``ip-10-0-1-23``; the cluster-local suffix adds nothing."""
+    """``ip-10-0-1-23.ec2.internal`` → ``ip-10-0-1-23``: the cluster-local suffix adds nothing.
+    An ACK node's ``cn-hangzhou.192.168.0.23`` → ``192.168.0.23``: there the address tells it apart."""
     if not name:
         return "-"
-    return name.split(".", 1)[0]
+    head, _, rest = name.partition(".")
+    return rest if _IPV4.fullmatch(rest) else head
 
 
 def short_model(name: str) -> str:

@@ -30,7 +30,7 @@ from gpuconsole.backends.base import (
     CapacityError,
     DryRunFailed,
 )
-from gpuconsole.model import Instance, InstanceState, Market
+from gpuconsole.model import Instance, InstanceState, Market, SecurityGroup, Subnet
 
 STATES = {
     "Pending": InstanceState.PENDING,
@@ -105,6 +105,20 @@ def instance_from(raw: dict[str, Any], region: str, price: float, currency: str)
         currency=currency,
         stopped_bills=status == "Stopped" and stopped_bills(raw),
     )
+
+
+def vswitch(raw: dict[str, Any]) -> Subnet:
+    """One DescribeVSwitches ``VSwitch`` as the neutral subnet (a VSwitch lives in one zone)."""
+    return Subnet(subnet_id=str(raw.get("VSwitchId", "")), vpc_id=str(raw.get("VpcId", "")),
+                  availability_zone=str(raw.get("ZoneId", "")), cidr=str(raw.get("CidrBlock", "")),
+                  name=str(raw.get("VSwitchName") or ""), default_for_az=bool(raw.get("IsDefault")),
+                  available_ips=int(raw.get("AvailableIpAddressCount") or 0))
+
+
+def security_group(raw: dict[str, Any]) -> SecurityGroup:
+    """One DescribeSecurityGroups ``SecurityGroup``."""
+    return SecurityGroup(group_id=str(raw.get("SecurityGroupId", "")), name=str(raw.get("SecurityGroupName") or ""),
+                         vpc_id=str(raw.get("VpcId", "")), description=str(raw.get("Description") or ""))
 
 
 def _cut(text: str, secrets: tuple[str, ...]) -> str:

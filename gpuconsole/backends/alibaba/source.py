@@ -17,13 +17,25 @@ from functools import cache
 from importlib import resources
 import uuid
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuconsole.backends.alibaba.mapping import _items, backend_error, dry_run_error, ecs_time, instance_from
+from gpuconsole.backends.alibaba.billing import bill_rows, trail_events
+from gpuconsole.backends.alibaba.mapping import (
+    _items,
+    backend_error,
+    dry_run_error,
+    ecs_time,
+    instance_from,
+    security_group,
+    vswitch,
+)
 from gpuconsole.backends.base import BackendError, Capability, NotSupported
 from gpuconsole.model import (
+    AlibabaLaunchOptions,
     CloudReading,
+    CostLine,
     Instance,
     InstanceState,
     InstanceType,
@@ -52,6 +64,10 @@ class AlibabaSettings:
     profile: str | None = None
     currency: str = "CNY"
     sts_endpoint: str = "https://sts.aliyuncs.com"
+    # BSS OpenAPI and ActionTrail; "": ``endpoint`` when one is given (a peer answers all),
+    # else Alibaba Cloud's own (business.aliyuncs.com; actiontrail.<region>.aliyuncs.com)
+    billing_endpoint: str = ""
+    trail_endpoint: str = ""
 
 
 def split_endpoint(url: str) -> tuple[str, str]:
@@ -93,22 +109,44 @@ class AlibabaCloud:
         if settings.endpoint:
             split_endpoint(settings.endpoint)  # a bad URL fails here, before any call
         self._clients: dict[str, Any] = {}
+        self._role: Callable[[], dict[str, str]] | None = None  # [alibaba.roles]: the role session
+        self._client_key = ""  # the access key the clients were made with
         self._prices: dict[tuple[str, str], float] = {}
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- SDK
 
-    def _credential(self) -> Any:
+    def _credential(self, *, own: bool = False) -> Any:
+        """The role session's credentials when one is in use (never the login's own then), else
+        the standard chain's; ``own``: the login's, to assume the role with."""
         from alibabacloud_credentials.client import Client as Credentials
 
+        if self._role is not None and not own:
+            from alibabacloud_credentials.models import Config as CredentialConfig
+
+            creds = self._role()
+            return Credentials(CredentialConfig(type="sts", access_key_id=creds["access_key_id"],
+                                                access_key_secret=creds["access_key_secret"],
+                                                security_token=creds["security_token"]))
         if self.profile:
             from alibabacloud_credentials.provider.profile import ProfileCredentialsProvider
 
             return Credentials(provider=ProfileCredentialsProvider(profile_name=self.profile))
         return Credentials()
 
-    def _client(self, region: str) -> Any:
+    def use_role_credentials(self, refresh: Callable[[], dict[str, str]] | None) -> None:
+        """Make every call with the credentials ``refresh`` gives (a RAM role's STS session,
+        ``access_key_id``, ``access_key_secret``, ``security_token``); None: the standard chain."""
         with self._lock:
+            self._role = refresh
+            self._clients.clear()
+
+    def _client(self, region: str) -> Any:
+        key = self._role()["access_key_id"] if self._role is not None else ""  # may raise: no session, no call
+        with self._lock:
+            if key != self._client_key:
+                self._clients.clear()
+                self._client_key = key
             client = self._clients.get(region)
             if client is None:
                 from alibabacloud_ecs20140526.client import Client
@@ -129,6 +167,8 @@ class AlibabaCloud:
         """
         try:
             return self._invoke(region, action, params)
+        except BackendError:
+            raise  # no role session: said in core's words
         except Exception as exc:  # the SDK raises its own families and plain ones; all are mapped
             raise backend_error(exc, region) from None
 
@@ -137,7 +177,7 @@ class AlibabaCloud:
         from alibabacloud_ecs20140526 import models
         from darabonba.runtime import RuntimeOptions
 
-        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in action).lstrip("_")
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in action.replace("VSwitch", "Vswitch")).lstrip("_")
         request = getattr(models, f"{action}Request")().from_map({"RegionId": region, **params})
         runtime = RuntimeOptions(read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS, autoretry=True, max_attempts=3)
         response = getattr(self._client(region), f"{snake}_with_options")(request, runtime)
@@ -191,25 +231,70 @@ class AlibabaCloud:
 
     def caller_identity(self) -> dict[str, str]:
         """Whom the calls run as: STS ``GetCallerIdentity`` (RPC, version 2015-04-01)."""
+        body = self._sts("GetCallerIdentity", {})
+        return {"account": str(body.get("AccountId", "")), "caller": str(body.get("Arn", "")),
+                "identity_type": str(body.get("IdentityType", ""))}
+
+    def assume_role(self, role_arn: str, session_name: str, duration_s: int) -> dict[str, Any]:
+        """STS ``AssumeRole`` as the login itself: the role's temporary credentials
+        (``access_key_id``, ``access_key_secret``, ``security_token``, ``expires_at``, ``arn``)."""
+        body = self._sts("AssumeRole", {"RoleArn": role_arn, "RoleSessionName": session_name,
+                                        "DurationSeconds": str(duration_s)}, own=True)
+        creds = body.get("Credentials") or {}
+        expires = str(creds.get("Expiration") or "").replace("Z", "")
+        return {"access_key_id": str(creds.get("AccessKeyId", "")), "access_key_secret": str(creds.get("AccessKeySecret", "")),
+                "security_token": str(creds.get("SecurityToken", "")),
+                "expires_at": ecs_time(expires[:19] + "Z") if expires else 0.0,
+                "arn": str((body.get("AssumedRoleUser") or {}).get("Arn", ""))}
+
+    def _sts(self, action: str, query: dict[str, str], *, own: bool = False) -> dict[str, Any]:
+        """One STS call (RPC, version 2015-04-01) at ``[alibaba] sts_endpoint``."""
+        return self._rpc(self.settings.sts_endpoint, "2015-04-01", action, query, own=own, where="STS")
+
+    # ----------------------------------------------------------------- billing and run history
+
+    def resource_costs(self, start: float, end: float) -> tuple[tuple[str, str, float], ...]:
+        """``(instance id, UTC day, amount)`` in the account's currency (BSS DescribeInstanceBill)."""
+        endpoint = self.settings.billing_endpoint or self.settings.endpoint or "https://business.aliyuncs.com"
+        return bill_rows(lambda a, q: self._rpc(endpoint, "2017-12-14", a, q, where="BSS"),
+                         start, end)
+
+    def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
+        """What the bill says each instance cost between ``start`` and ``end`` (per instance;
+        a tag grouping is not asked of BSS: the console groups instances by their tags)."""
+        totals: dict[str, float] = {}
+        for instance_id, _day, amount in self.resource_costs(start, end):
+            totals[instance_id] = totals.get(instance_id, 0.0) + amount
+        return tuple(CostLine("instance", i, round(a, 6)) for i, a in sorted(totals.items()))
+
+    def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[tuple[float, bool], ...]:
+        """When the instance ran (ActionTrail LookupEvents in its region)."""
+        endpoint = self.settings.trail_endpoint or self.settings.endpoint or f"https://actiontrail.{region}.aliyuncs.com"
+        return trail_events(lambda a, q: self._rpc(endpoint, "2020-07-06", a, q, where="ActionTrail"),
+                            instance_id, since, until)
+
+    def _rpc(self, endpoint: str, version: str, action: str, query: dict[str, str], *, own: bool = False,
+             where: str = "") -> dict[str, Any]:
+        """One RPC-style call of any Alibaba Cloud API at ``endpoint`` (a full URL)."""
         from alibabacloud_tea_openapi import models as openapi
         from alibabacloud_tea_openapi import utils_models
         from alibabacloud_tea_openapi.client import Client
         from darabonba.runtime import RuntimeOptions
 
-        host, protocol = split_endpoint(self.settings.sts_endpoint)
-        config = openapi.Config(credential=self._credential(), endpoint=host, protocol=protocol,
-                                read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS)
-        params = utils_models.Params(action="GetCallerIdentity", version="2015-04-01", protocol=protocol.upper(),
-                                     pathname="/", method="POST", auth_type="AK", style="RPC",
-                                     req_body_type="formData", body_type="json")
+        host, protocol = split_endpoint(endpoint)
         try:
-            answer = Client(config).call_api(params, utils_models.OpenApiRequest(query={}),
+            config = openapi.Config(credential=self._credential(own=own), endpoint=host, protocol=protocol,
+                                    read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS)
+            params = utils_models.Params(action=action, version=version, protocol=protocol.upper(),
+                                         pathname="/", method="POST", auth_type="AK", style="RPC",
+                                         req_body_type="formData", body_type="json")
+            answer = Client(config).call_api(params, utils_models.OpenApiRequest(query=query),
                                              RuntimeOptions(read_timeout=TIMEOUT_MS, connect_timeout=TIMEOUT_MS))
+        except BackendError:
+            raise
         except Exception as exc:  # mapped like every other call
-            raise backend_error(exc, "STS") from None
-        body = dict((answer or {}).get("body") or {})
-        return {"account": str(body.get("AccountId", "")), "caller": str(body.get("Arn", "")),
-                "identity_type": str(body.get("IdentityType", ""))}
+            raise backend_error(exc, where) from None
+        return dict((answer or {}).get("body") or {})
 
     # ----------------------------------------------------------------- Provisioner
 
@@ -260,13 +345,26 @@ class AlibabaCloud:
         return {name: tuple(z) for name, z in zones.items()}
 
     def subnets(self, region: str) -> tuple[Subnet, ...]:
-        return ()
+        """The region's VSwitches (DescribeVSwitches): a VPC's subnet in one zone, as ECS calls it."""
+        return tuple(vswitch(r) for r in self._pages(region, "DescribeVSwitches", "VSwitches", "VSwitch"))
 
     def security_groups(self, region: str) -> tuple[SecurityGroup, ...]:
-        return ()
+        return tuple(security_group(r) for r in self._pages(region, "DescribeSecurityGroups", "SecurityGroups", "SecurityGroup"))
 
     def key_pairs(self, region: str) -> tuple[KeyPair, ...]:
-        return ()
+        """The region's SSH key pairs (DescribeKeyPairs names them; ECS does not say their type)."""
+        return tuple(KeyPair(str(r.get("KeyPairName", ""))) for r in self._pages(region, "DescribeKeyPairs", "KeyPairs", "KeyPair"))
+
+    def _pages(self, region: str, action: str, outer: str, inner: str) -> list[dict[str, Any]]:
+        """Every row of a list paged by ``PageNumber`` and ``PageSize`` (50 at most), as documented."""
+        rows: list[dict[str, Any]] = []
+        for number in range(1, 101):
+            body = self.call(region, action, {"PageNumber": number, "PageSize": 50})
+            page = _items(body, outer, inner)
+            rows.extend(page)
+            if not page or len(rows) >= int(body.get("TotalCount") or 0):
+                break
+        return rows
 
     def default_image(self, region: str, workload: Workload) -> MachineImage:
         raise NotSupported("Alibaba Cloud has no default GPU image here: give an image id (e.g. an Ubuntu image with the GPU driver)")
@@ -277,6 +375,8 @@ class AlibabaCloud:
         if dry_run:
             try:
                 self._invoke(spec.region, "RunInstances", {**params, "DryRun": True})
+            except BackendError:
+                raise
             except Exception as exc:  # ECS answers a passing dry run with an error too
                 cause = dry_run_error(exc)
                 if cause is not None:
@@ -305,11 +405,16 @@ class AlibabaCloud:
 
 
 def run_instances_params(spec: LaunchSpec, *, client_token: str) -> dict[str, Any]:
-    """The RunInstances parameters of a launch, in the documented names."""
+    """The RunInstances parameters of a launch, in the documented names (the provider's own
+    options from :class:`~gpuconsole.model.AlibabaLaunchOptions`, its defaults where none)."""
+    opts = spec.options if isinstance(spec.options, AlibabaLaunchOptions) else AlibabaLaunchOptions()
+    essd = opts.system_disk_category == "cloud_essd"
     params: dict[str, Any] = {
         "InstanceType": spec.instance_type, "ImageId": spec.image_id, "Amount": spec.count,
         "ClientToken": client_token, "InstanceChargeType": "PostPaid",
-        "SystemDisk": {"Size": str(spec.root_volume_gib), "Category": "cloud_essd",
+        "InternetMaxBandwidthOut": opts.public_bandwidth_mbps, "DeletionProtection": opts.deletion_protection,
+        "SystemDisk": {"Size": str(spec.root_volume_gib), "Category": opts.system_disk_category,
+                       **({"PerformanceLevel": opts.performance_level} if essd else {}),
                        **({"Encrypted": "true"} if spec.encrypted else {}),
                        **({"KMSKeyId": spec.kms_key_id} if spec.encrypted and spec.kms_key_id else {})},
         "Tag": [{"Key": k, "Value": v} for k, v in spec.tags],
@@ -329,4 +434,5 @@ def run_instances_params(spec: LaunchSpec, *, client_token: str) -> dict[str, An
             params.update(SpotStrategy="SpotWithPriceLimit", SpotPriceLimit=spec.max_spot_price)
         else:
             params["SpotStrategy"] = "SpotAsPriceGo"
+        params.update(SpotDuration=opts.spot_duration, SpotInterruptionBehavior=opts.spot_interruption)
     return params

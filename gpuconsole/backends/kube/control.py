@@ -27,7 +27,7 @@ from gpuconsole.backends.base import (
     BackendPermissionDenied,
     BackendTimeout,
 )
-from gpuconsole.backends.kube import access_review, identity
+from gpuconsole.backends.kube import access_review, identity, queue_control
 from gpuconsole.backends.kube import mapping as kube_mapping
 from gpuconsole.backends.kube.describe import EventLine, describe_text
 
@@ -258,6 +258,16 @@ class KubeJobControl:
                    body={"spec": {"runPolicy": {"suspend": bool(suspended)}} if kind in RUN_POLICY
                          else {"suspend": bool(suspended)}},
                    content_type="application/merge-patch+json")
+
+    # ----------------------------------------------------------------- QueueControl (Kueue)
+
+    kueue_version: Callable[[], str | None] = staticmethod(lambda: None)  # the job source sets it
+
+    def move_to_queue(self, namespace: str, name: str, queue: str) -> None:
+        queue_control.move(self, self.kueue_version(), namespace, name, queue)
+
+    def set_workload_active(self, namespace: str, name: str, active: bool) -> None:
+        queue_control.set_active(self, self.kueue_version(), namespace, name, active)
 
     def trigger(self, namespace: str, cronjob: str) -> str:
         where = f"running CronJob {namespace}/{cronjob} now"

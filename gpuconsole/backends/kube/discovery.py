@@ -1,10 +1,11 @@
-"""API discovery: which API group versions the server serves, asked now and then.
+"""API discovery: which API groups (and versions) the cluster serves, asked once and again rarely.
 
-``GET /apis`` (a request every user may make) lists the groups with every version each serves;
-a kind from a CRD (KServe, the training operators) is read only where its group version is
-there, so a cluster without the CRD costs no failing request and no log line. The answer is
-asked again every ``every`` seconds, so a CRD installed later is found; a failed discovery keeps
-what was known and is asked again sooner.
+A source that reads custom resources (KServe's InferenceServices, Kueue's and Volcano's queues)
+asks ``GET /apis`` (a request every user may make) before it lists them: a cluster without the
+CRD costs no failing request and no log line. Discovery is asked again every ``discovery_every``
+seconds, so a CRD installed later is found; one that failed is asked again after
+:data:`DISCOVERY_RETRY_S` and keeps what was known meanwhile (the lists say what is wrong; a
+timeout fails the poll at once, as the lists would after as long again).
 """
 
 from __future__ import annotations
@@ -14,54 +15,78 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gpuconsole.backends.base import BackendError
-from gpuconsole.backends.kube.listing import KubeLister, parse_json
+from gpuconsole.backends.base import BackendError, BackendTimeout
+from gpuconsole.backends.kube.listing import PAGE_SIZE, parse_json
+from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
+from gpuconsole.backends.kube.watched import WatchedLister
 
 log = logging.getLogger(__name__)
 
-DISCOVERY_S = 300.0  # how often discovery is asked again
+DISCOVERY_S = 300.0  # how often API discovery is asked again
 DISCOVERY_RETRY_S = 30.0  # how soon a discovery that failed is asked again
 
+Groups = dict[str, tuple[str, ...]]  # API group → the versions it serves
 
-def served_versions(discovery: Any) -> frozenset[str]:
-    """The ``group/version`` strings of an ``APIGroupList`` (``GET /apis``)."""
+
+def served_groups(discovery: Any) -> Groups:
+    """The groups of an ``APIGroupList`` (``GET /apis``) and their versions, preferred first."""
+    out: Groups = {}
     groups = discovery.get("groups") if isinstance(discovery, Mapping) else None
-    served = set()
     for group in groups if isinstance(groups, list) else ():
         if not isinstance(group, Mapping) or not isinstance(group.get("name"), str):
             continue
-        for version in group.get("versions") or ():
-            if isinstance(version, Mapping) and isinstance(version.get("version"), str):
-                served.add(f"{group['name']}/{version['version']}")
-    return frozenset(served)
+        versions = [v.get("version") for v in group.get("versions") or () if isinstance(v, Mapping)]
+        preferred = group.get("preferredVersion")
+        first = preferred.get("version") if isinstance(preferred, Mapping) else None
+        ordered = [first] if isinstance(first, str) and first in versions else []
+        out[group["name"]] = tuple(dict.fromkeys([*ordered, *(v for v in versions if isinstance(v, str))]))
+    return out
 
 
-class Discovery:
-    """The group versions one API server serves, as its last discovery said (None: not known)."""
+class DiscoveringLister(WatchedLister):
+    """A :class:`WatchedLister` whose kinds depend on the API groups the cluster serves.
 
-    def __init__(self, every: float = DISCOVERY_S) -> None:
-        self.every = float(every)
-        self.served: frozenset[str] | None = None
-        self._asked_at: float | None = None
+    Args:
+        discovery_every: seconds between two discoveries.
+        (the rest): as for :class:`WatchedLister`.
+    """
 
-    def refresh(self, lister: KubeLister) -> frozenset[str] | None:
-        """Ask ``lister``'s API server again when ``every`` seconds have passed; what is known."""
+    def __init__(self, kubeconfig: str | None, context: str | None, namespaces: tuple[str, ...], *,
+                 request_timeout: float, watch: bool, watch_timeout: int = WATCH_TIMEOUT_S,
+                 page_size: int = PAGE_SIZE, discovery_every: float = DISCOVERY_S) -> None:
+        super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
+                         watch_timeout=watch_timeout, page_size=page_size)
+        self.poll_timeout = 2 * self.request_timeout + 2.0  # a discovery, then the first lists
+        self.discovery_every = float(discovery_every)
+        self.groups: Groups | None = None  # None: not known (not asked yet, or discovery failed)
+        self._discovered_at: float | None = None
+
+    def serves(self, group: str, *versions: str) -> str | None | bool:
+        """The first of ``versions`` the cluster serves ``group`` at; False: none; None: not known."""
+        if self.groups is None:
+            return None
+        served = self.groups.get(group, ())
+        return next((v for v in versions if v in served), False)
+
+    def _discover(self) -> None:
+        """Ask API discovery which groups are served, at most every ``discovery_every`` seconds."""
         now = time.monotonic()
-        if self._asked_at is not None and now - self._asked_at < self.every:
-            return self.served
-        self._asked_at = now
-        lister._client()
+        if self._discovered_at is not None and now - self._discovered_at < self.discovery_every:
+            return
+        self._discovered_at = now
+        self._client()
         where = "asking the API server which API groups it serves"
-        timeout = (lister.request_timeout, lister.request_timeout)
+        timeout = (self.request_timeout, self.request_timeout)
         try:
-            with lister._errors(where):
-                response = lister._apis["apis"].get_api_versions(_preload_content=False, _request_timeout=timeout)
+            with self._errors(where):
+                response = self._apis["apis"].get_api_versions(_preload_content=False, _request_timeout=timeout)
                 try:
                     data = bytes(response.data)
                 finally:
                     response.release_conn()
-            self.served = served_versions(parse_json(data, where))
+            self.groups = served_groups(parse_json(data, where))
         except BackendError as exc:
             log.debug("%s", exc)
-            self._asked_at = now - self.every + min(self.every, DISCOVERY_RETRY_S)
-        return self.served
+            self._discovered_at = now - self.discovery_every + min(self.discovery_every, DISCOVERY_RETRY_S)
+            if isinstance(exc, BackendTimeout):
+                raise  # a server that does not answer: the lists would wait as long again

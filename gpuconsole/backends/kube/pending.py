@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuconsole.backends.kube.records import JobRecord, PodRecord, WarningRecord
-from gpuconsole.model import Job, JobState
+from gpuconsole.model import Job, JobState, WaitingFor
 
 
 class WarningIndex:
@@ -44,12 +44,17 @@ def pod_reason(pod: PodRecord, warnings: WarningIndex) -> str | None:
 
 
 def pending_reason(job: JobRecord, pods: list[PodRecord], warnings: WarningIndex) -> str | None:
+    return waiting(job, pods, warnings)[0]
+
+
+def waiting(job: JobRecord, pods: list[PodRecord], warnings: WarningIndex) -> tuple[str | None, WaitingFor | None]:
+    """Why a pending Job waits, and ``capacity`` when those are the scheduler's words (a pod no node takes)."""
     for pod in sorted((p for p in pods if not p.terminated), key=lambda p: p.created, reverse=True):
         reason = pod_reason(pod, warnings)
         if reason:
-            return reason
+            return reason, WaitingFor.CAPACITY if pod.node is None else None
     warning = warnings.latest("Job", job.uid, job.namespace, job.name)
-    return warning.message if warning is not None else None
+    return (warning.message if warning is not None else None), None
 
 
 def job_model(job: JobRecord, pods: list[PodRecord], warnings: WarningIndex) -> Job:
@@ -65,6 +70,7 @@ def job_model(job: JobRecord, pods: list[PodRecord], warnings: WarningIndex) -> 
     # Job before the other indexes, the newest before older tries.
     candidates = running or pods
     pod = min(candidates, key=lambda p: (p.index or 0, -p.created)) if candidates else None
+    reason, waits = waiting(job, pods, warnings) if state is JobState.PENDING else (None, None)
     return Job(
         uid=job.uid,
         name=job.name,
@@ -76,10 +82,11 @@ def job_model(job: JobRecord, pods: list[PodRecord], warnings: WarningIndex) -> 
         node=pod.node if pod is not None else None,
         started=job.started if state is not JobState.PENDING else None,
         finished=job.finished,
-        pending_reason=pending_reason(job, pods, warnings) if state is JobState.PENDING else None,
+        pending_reason=reason,
         cronjob=job.cronjob,
         image=job.image,
         owner=job.owner,
         pod_uid=pod.uid if pod is not None else None,
         pod=pod.name if pod is not None else None,
+        waiting_for=waits,
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuconsole.backends.base import Capability
 from gpuconsole.backends.kube.autoscaler import hpa_record
-from gpuconsole.backends.kube.discovery import DISCOVERY_S, Discovery
+from gpuconsole.backends.kube.discovery import DISCOVERY_S, DiscoveringLister
 from gpuconsole.backends.kube.kubeconfig import import_early
 from gpuconsole.backends.kube.listing import EVENTS, NODES, PAGE_SIZE, Kind
 from gpuconsole.backends.kube.service_compose import compose
@@ -34,8 +34,9 @@ from gpuconsole.backends.kube.service_records import (
     statefulset_record,
 )
 from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
-from gpuconsole.backends.kube.watched import Records, WatchedLister
+from gpuconsole.backends.kube.watched import Records
 from gpuconsole.model import ServicesReading
+
 
 DEPLOYMENTS = Kind("Deployments", "apps", "list_deployment_for_all_namespaces", "list_namespaced_deployment",
                    deployment_record)
@@ -51,7 +52,7 @@ INFERENCE_SERVICES = Kind("InferenceServices", "custom", "list_cluster_custom_ob
 KINDS: tuple[Kind, ...] = (DEPLOYMENTS, STATEFULSETS, HPAS, GPU_PODS, NODES, EVENTS)
 
 
-class KubeServices(WatchedLister):
+class KubeServices(DiscoveringLister):
     """The inference services of one Kubernetes context, behind the console's services interface.
 
     Args:
@@ -67,22 +68,18 @@ class KubeServices(WatchedLister):
                  *, request_timeout: float = 10.0, watch: bool = True, watch_timeout: int = WATCH_TIMEOUT_S,
                  page_size: int = PAGE_SIZE, discovery_every: float = DISCOVERY_S) -> None:
         super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
-                         watch_timeout=watch_timeout, page_size=page_size)
-        self.poll_timeout = 2 * self.request_timeout + 2.0  # a discovery, then the first lists
-        self.discovery = Discovery(discovery_every)
-        self.kserve: bool | None = None  # None: not known (not asked yet, or discovery failed)
+                         watch_timeout=watch_timeout, page_size=page_size, discovery_every=discovery_every)
         self._control: Any = None
         import_early()
 
     def kinds(self) -> tuple[Kind, ...]:
         return (*KINDS, INFERENCE_SERVICES) if self.kserve else KINDS
 
-    def _discover(self) -> None:
-        """Whether KServe is served, as API discovery (:mod:`discovery`) says: asked at most every
-        ``discovery_every`` seconds; a failure keeps what was known."""
-        served = self.discovery.refresh(self)
-        if served is not None:
-            self.kserve = f"{KSERVE_GROUP}/{KSERVE_VERSION}" in served
+    @property
+    def kserve(self) -> bool | None:
+        """Whether KServe's InferenceService CRD is served; None: not known."""
+        served = self.serves(KSERVE_GROUP, KSERVE_VERSION)
+        return None if served is None else bool(served)
 
     def poll_services(self) -> ServicesReading:
         """The GPU services as the caches (or, without watching, fresh lists) have them.

@@ -1,14 +1,14 @@
-"""The real Kubernetes job backend: Jobs, CronJobs, pods, GPU nodes and events of one context.
+"""The real Kubernetes job backend: Jobs, CronJobs, pods, GPU nodes and events of one context,
+and the queues in front of the scheduler (Kueue, Volcano) where API discovery shows them.
 
 :class:`KubeJobs` reads the cluster the way kubectl does (:mod:`kubeconfig`) through one
 ApiClient per context (:mod:`client`), created on first use from a worker thread. With
 ``watch=True`` (the console) each kind is kept by a watch thread (:mod:`watch`) and a poll joins
 the caches without a request; with ``watch=False`` every poll lists everything (:mod:`listing`);
-:mod:`watched` does both for any set of kinds.
-
-Distributed training jobs (MPIJob, PyTorchJob, TrainJob, JobSet: :mod:`training`) are read only
-where API discovery (:mod:`discovery`) shows their CRD's group version; without them nothing
-else is asked.
+:mod:`watched` does both for any set of kinds. Kueue's ClusterQueues, LocalQueues and Workloads
+(``kueue.x-k8s.io`` v1beta2, else v1beta1) and Volcano's Queues, PodGroups and Jobs are read only
+where discovery (:mod:`discovery`) serves their groups: without them nothing more is asked after
+discovery, and a job's queue and what it waits for come from :mod:`queue_compose`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuconsole.backends.base import Capability
 from gpuconsole.backends.kube import mapping as kube_mapping
-from gpuconsole.backends.kube.discovery import DISCOVERY_S, Discovery
+from gpuconsole.backends.kube.discovery import DISCOVERY_S, DiscoveringLister
 from gpuconsole.backends.kube.kubeconfig import (
     DEFAULT_KUBECONFIG,
     IN_CLUSTER_ENV,
@@ -28,9 +28,20 @@ from gpuconsole.backends.kube.kubeconfig import (
     kubeconfig_user,
 )
 from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind
+from gpuconsole.backends.kube.queue_compose import annotate
+from gpuconsole.backends.kube.queue_records import KUEUE_GROUP, KUEUE_VERSIONS
+from gpuconsole.backends.kube.queue_kinds import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    POD_GROUPS,
+    VOLCANO_JOBS,
+    VOLCANO_QUEUES,
+    WORKLOADS,
+    queue_kinds,
+)
 from gpuconsole.backends.kube.training import JOBSET, MPIJOB, PYTORCHJOB, READERS, TRAINJOB
 from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
-from gpuconsole.backends.kube.watched import Records, WatchedLister
+from gpuconsole.backends.kube.watched import Records
 from gpuconsole.model import JobsReading
 
 __all__ = [
@@ -45,14 +56,15 @@ __all__ = [
     "kubeconfig_user",
 ]
 
-# The distributed kinds, each read where discovery shows its group version.
+# The distributed training kinds (MPIJob, PyTorchJob, TrainJob, JobSet), each read where
+# discovery shows its CRD's group version; without them nothing else is asked.
 TRAINING_KINDS: tuple[Kind, ...] = tuple(
     Kind(f"{kind}s", "custom", "list_cluster_custom_object", "list_namespaced_custom_object", READERS[kind],
          required=False, custom=(group, version, plural))
     for kind, group, version, plural in (MPIJOB, PYTORCHJOB, TRAINJOB, JOBSET))
 
 
-class KubeJobs(WatchedLister):
+class KubeJobs(DiscoveringLister):
     """Jobs, CronJobs and GPU nodes of one Kubernetes context, behind the console's job interface.
 
     A user who may read Jobs but not Nodes, Events, Pods or CronJobs (a namespace-scoped role)
@@ -68,7 +80,8 @@ class KubeJobs(WatchedLister):
         watch: keep a watch-fed cache (the console); ``False``: every poll lists everything.
         watch_timeout: seconds the server keeps one watch open before it is resumed.
         page_size: objects per list request.
-        discovery_every: seconds between two discoveries of the training operators' CRDs.
+        discovery_every: seconds between two discoveries of the Kueue, Volcano and training
+            operators' API groups.
     """
 
     capabilities: frozenset[Capability] = frozenset()
@@ -86,15 +99,13 @@ class KubeJobs(WatchedLister):
         discovery_every: float = DISCOVERY_S,
     ) -> None:
         super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
-                         watch_timeout=watch_timeout, page_size=page_size)
-        self.poll_timeout = 2 * self.request_timeout + 2.0  # a discovery, then the first lists
-        self.discovery = Discovery(discovery_every)
+                         watch_timeout=watch_timeout, page_size=page_size, discovery_every=discovery_every)
         self._control: Any = None
         import_early()
 
     def kinds(self) -> tuple[Kind, ...]:
-        served = self.discovery.served or frozenset()
-        return KINDS + tuple(k for k in TRAINING_KINDS if k.custom is not None and f"{k.custom[0]}/{k.custom[1]}" in served)
+        training = tuple(k for k in TRAINING_KINDS if k.custom is not None and self.serves(*k.custom[:2]))
+        return (*KINDS, *queue_kinds(self), *training)
 
     @property
     def job_control(self) -> Any:
@@ -105,7 +116,15 @@ class KubeJobs(WatchedLister):
                 from gpuconsole.backends.kube.control import KubeJobControl
 
                 control = self._control = KubeJobControl(self._client, self.request_timeout)
+                control.kueue_version = self._kueue_version
             return control
+
+    def _kueue_version(self) -> str | None:
+        """The Kueue version the cluster serves (discovery is asked first when no poll has)."""
+        if self.groups is None:
+            self._discover()
+        served = self.serves(KUEUE_GROUP, *KUEUE_VERSIONS)
+        return served if isinstance(served, str) else None
 
     # ----------------------------------------------------------------- JobBackend
 
@@ -119,11 +138,16 @@ class KubeJobs(WatchedLister):
             BackendError: any other failure; the cache is kept for the next poll.
         """
         self._client()  # a missing kubeconfig is reported before discovery is tried
-        self.discovery.refresh(self)
+        self._discover()
         return self._poll(_compose, kube_mapping.next_cron_change)
 
 
 def _compose(values: Records, now: float) -> JobsReading:
+    vcjobs = values.get(VOLCANO_JOBS.name, [])
+    jobs = [*values[JOBS.name], *(r.job for r in vcjobs)]
     training = [record for kind in TRAINING_KINDS for record in values.get(kind.name, ())]
-    return kube_mapping.compose(values[JOBS.name], values[CRONJOBS.name], values[PODS.name],
-                                values[NODES.name], values[EVENTS.name], now, training)
+    reading = kube_mapping.compose(jobs, values[CRONJOBS.name], values[PODS.name], values[NODES.name],
+                                   values[EVENTS.name], now, training)
+    return annotate(reading, values.get(CLUSTER_QUEUES.name, ()), values.get(LOCAL_QUEUES.name, ()),
+                    values.get(WORKLOADS.name, ()), values.get(VOLCANO_QUEUES.name, ()),
+                    values.get(POD_GROUPS.name, ()), vcjobs)

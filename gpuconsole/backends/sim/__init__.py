@@ -55,6 +55,7 @@ def make_sim(
     jobs: int | None = None,
     interrupt_spot_after: float | None = None,
     serving: bool = False,
+    alibaba: bool = False,
 ) -> tuple[SimGpuSource, SimJobBackend, SimCloudBackend]:
     """Build a simulated world and the three backend faces that share it.
 
@@ -70,10 +71,11 @@ def make_sim(
             start (the demo's, so its spot recovery acts within minutes); None: only as drawn.
         serving: add the inference pool on nodes of its own (the demo's); its services are read
             through ``SimServicesBackend(gpus.sim)``.
+        alibaba: add the demo's Alibaba Cloud region (cn-hangzhou) beside the EC2 fleet.
     """
     now = clock if clock is not None else time.time
     world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start, jobs=jobs,
-                     serving=serving)
+                     serving=serving, alibaba=alibaba)
     begin = world._now
     if interrupt_spot_after is not None:
         interrupt_spot(world, begin + interrupt_spot_after, 1)

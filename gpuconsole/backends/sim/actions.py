@@ -36,7 +36,7 @@ def instance_model(inst: SimInstance, now: float) -> Instance:
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
                     round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing, inst.reason,
-                    spot_type=kind, spot_interruption=behaviour)
+                    spot_type=kind, spot_interruption=behaviour, cloud=inst.cloud, currency=inst.itype.currency)
 
 
 class Actions(JobArchive):

@@ -48,6 +48,7 @@ H100_80GB = GpuModel("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", 81559, 70
 A10G = GpuModel("NVIDIA A10G", "NVIDIA-A10G", 23028, 300.0, 0.2, (210, 1710), (405, 6251), GEN4)
 T4 = GpuModel("Tesla T4", "Tesla-T4", 15360, 70.0, 0.22, (300, 1590), (405, 5001), GEN3)
 L4 = GpuModel("NVIDIA L4", "NVIDIA-L4", 23034, 72.0, 0.22, (210, 2040), (405, 6251), GEN4)
+A10 = GpuModel("NVIDIA A10", "NVIDIA-A10", 23028, 150.0, 0.2, (210, 1695), (405, 6251), GEN4)
 
 # GPU memory is per GPU, as EC2's DescribeInstanceTypes reports it (GpuInfo.Gpus[].MemoryInfo).
 INSTANCE_TYPES: tuple[InstanceType, ...] = (
@@ -63,10 +64,20 @@ INSTANCE_TYPES: tuple[InstanceType, ...] = (
     InstanceType("g4dn.12xlarge", T4.name, 4, 16, 48, 192, 3.912, "50 Gbps", 900),
 )
 
-INSTANCE_TYPE_BY_NAME: dict[str, InstanceType] = {t.name: t for t in INSTANCE_TYPES}
+# The Alibaba Cloud ECS types of the demo's cn-hangzhou region: GPUs as Alibaba Cloud publishes
+# them (gn7i: NVIDIA A10, gn6i: Tesla T4, gn7e: A100 80 GB), pay-as-you-go prices of an
+# international-site account (billed in US dollars), the simulator's own figures.
+ALIBABA_TYPES: tuple[InstanceType, ...] = (
+    InstanceType("ecs.gn7i-c8g1.2xlarge", A10.name, 1, 24, 8, 30, 1.58, "Up to 16 Gbps", 0, cloud="alibaba"),
+    InstanceType("ecs.gn6i-c4g1.xlarge", T4.name, 1, 16, 4, 15, 0.86, "Up to 4 Gbps", 0, cloud="alibaba"),
+    InstanceType("ecs.gn7e-c16g1.32xlarge", A100_80GB.name, 8, 80, 128, 1000, 27.62, "64 Gbps", 0, True,
+                 cloud="alibaba"),
+)
+
+INSTANCE_TYPE_BY_NAME: dict[str, InstanceType] = {t.name: t for t in (*INSTANCE_TYPES, *ALIBABA_TYPES)}
 
 GPU_MODEL_BY_NAME: dict[str, GpuModel] = {
-    m.name: m for m in (A100_80GB, A100_40GB, H100_80GB, A10G, T4, L4)
+    m.name: m for m in (A100_80GB, A100_40GB, H100_80GB, A10G, T4, L4, A10)
 }
 
 REGIONS: dict[str, tuple[str, ...]] = {
@@ -144,8 +155,8 @@ MIG_TOTAL_COMPUTE = 7
 
 
 def region_of(availability_zone: str) -> str:
-    """``us-east-1b`` → ``us-east-1``."""
-    return availability_zone[:-1]
+    """``us-east-1b`` → ``us-east-1``; Alibaba Cloud's ``cn-hangzhou-h`` → ``cn-hangzhou``."""
+    return availability_zone[:-2] if availability_zone[-2:-1] == "-" else availability_zone[:-1]
 
 
 def gpu_model_of(instance_type: str) -> GpuModel:

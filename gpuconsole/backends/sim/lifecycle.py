@@ -81,6 +81,7 @@ class Lifecycle:
     _scheduler: Scheduler
     _spot_prices: dict[tuple[str, str], float]
     _products: tuple[str, ...]
+    _alibaba: Any  # the world's Alibaba Cloud region (alibaba_region.AlibabaRegion), or None
     _cum_weights: list[float]
     _arrival_rate: float
     _pending_target: int
@@ -134,6 +135,10 @@ class Lifecycle:
 
     def _join(self, inst: SimInstance, ts: float) -> None:
         """A running instance's node registers with the cluster and its GPUs appear."""
+        if self._alibaba is not None and self._alibaba.owns(inst):
+            self._alibaba.join(inst, ts)
+            self._gpu_by_uuid.update((g.uuid, g) for g in inst.gpus)
+            return
         attach_gpus(self._ids, self._rng, inst, born=ts)
         for g in inst.gpus:
             g.hist = array("f", bytes(16 * HISTORY_LEN))
@@ -150,7 +155,9 @@ class Lifecycle:
         self._scheduler.cordon(inst)
         for job in [j for j in self._jobs.values() if j.node is inst and j.state is JobState.RUNNING]:
             self._evict(job, ts)
-        if inst.gpus:
+        if self._alibaba is not None and self._alibaba.owns(inst):
+            self._alibaba.leave(inst)
+        elif inst.gpus:
             gone = {id(g) for g in inst.gpus}
             self._gpus = [g for g in self._gpus if id(g) not in gone]
             for g in inst.gpus:

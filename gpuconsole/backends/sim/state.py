@@ -10,7 +10,7 @@ import zlib
 from array import array
 from typing import Any
 
-from gpuconsole.backends.sim.catalog import GpuModel
+from gpuconsole.backends.sim.catalog import GpuModel, region_of
 from gpuconsole.model import (
     BillingSpan,
     Gpu,
@@ -114,7 +114,7 @@ class SimInstance:
                  "launch_time", "name", "tags", "node_name", "state", "transitions",
                  "billed_closed", "cost_closed", "state_since", "mark", "billing", "gpus", "whole",
                  "slices", "free", "ready", "listed", "replace", "interrupt_at", "gone_at", "mig_gpu",
-                 "mig_capacity", "managed", "persistent", "reason")
+                 "mig_capacity", "managed", "persistent", "reason", "cloud")
 
     def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
                  market: Market, price: float, launch_time: float, name: str, tags: Tags,
@@ -122,7 +122,7 @@ class SimInstance:
         self.instance_id = instance_id
         self.itype = itype
         self.model = model
-        self.region = az[:-1]
+        self.region = region_of(az)
         self.az = az
         self.market = market
         self.price = price
@@ -151,6 +151,7 @@ class SimInstance:
         self.managed = True  # a node group's member: replaced after a spot interruption
         self.persistent = False  # spot of a persistent request that stops when interrupted (else one-time)
         self.reason = ""  # EC2's state reason, e.g. a spot interruption
+        self.cloud = itype.cloud  # the provider's name, as Instance.cloud says it
 
     def set_state(self, state: InstanceState, ts: float) -> None:
         """Record a transition, closing the billed interval of the state being left."""

@@ -16,6 +16,7 @@ import time
 
 from gpuconsole.backends.sim import catalog, telemetry
 from gpuconsole.backends.sim.actions import instance_model
+from gpuconsole.backends.sim.alibaba_region import AlibabaRegion
 from gpuconsole.backends.sim.fleet import (
     DEFAULT_FLEET,
     InstancePlan,
@@ -30,7 +31,7 @@ from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.seeding import Seeding
 from gpuconsole.backends.sim.serving_pool import ServingPool
 from gpuconsole.backends.sim.serving_readings import Totals, render_serving, services_reading
-from gpuconsole.backends.sim.state import SimInstance
+from gpuconsole.backends.sim.state import SimGpu, SimInstance
 from gpuconsole.backends.sim.workload import (
     MEAN_GPUS_PER_JOB,
     MEAN_JOB_SECONDS,
@@ -65,10 +66,12 @@ class SimWorld(Provisioning, JobApi, Seeding):
             that never changes (see :mod:`.archive`).
         serving: add the inference pool (:mod:`.serving_pool`) on nodes of its own; the rest of
             the world is the same with it or without.
+        alibaba: add an Alibaba Cloud account's cn-hangzhou region (:mod:`.alibaba_region`);
+            the rest of the world is the same with it or without.
     """
 
     def __init__(self, seed: int = 7, nodes: int | None = None, start: float | None = None,
-                 jobs: int | None = None, serving: bool = False) -> None:
+                 jobs: int | None = None, serving: bool = False, alibaba: bool = False) -> None:
         if nodes is not None and nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         if jobs is not None and jobs < 0:
@@ -79,6 +82,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._ids = IdFactory(self._rng)
         self._now = float(math.floor(time.time() if start is None else start))
         self._instances = {}
+        self._alibaba: AlibabaRegion | None = None
         self._gpus = []
         self._gpu_by_uuid = {}
         self._jobs = {}
@@ -121,6 +125,10 @@ class SimWorld(Provisioning, JobApi, Seeding):
                 self._gpu_by_uuid[g.uuid] = g
             self._serving.step(self._now)
         telemetry.warm_up(self._gpus, self._noise.random)
+        if alibaba:
+            self._alibaba = AlibabaRegion(seed, self._now)
+            self._instances.update((i.instance_id, i) for i in self._alibaba.instances)
+            self._gpu_by_uuid.update((g.uuid, g) for g in self._alibaba.gpus)
         self._init_provisioning()
 
     # ----------------------------------------------------------------- time
@@ -169,6 +177,8 @@ class SimWorld(Provisioning, JobApi, Seeding):
             self._serving.step(now)
             self._serving_totals.add(self._serving, now)
         telemetry.step_gpus(self._gpus, self._noise.random)
+        if self._alibaba is not None:
+            self._alibaba.step()
         if now % HISTORY_EVERY_S == 0:
             self._record_history(now)
 
@@ -176,7 +186,10 @@ class SimWorld(Provisioning, JobApi, Seeding):
 
     def gpu_reading(self) -> GpuReading:
         view = telemetry.gpu_view
-        return GpuReading(tuple([view(g) for g in self._gpus]), self._now)
+        return GpuReading(tuple([view(g) for g in self._all_gpus()]), self._now)
+
+    def _all_gpus(self) -> list[SimGpu]:
+        return self._gpus if self._alibaba is None else self._gpus + self._alibaba.gpus
 
     def jobs_reading(self) -> JobsReading:
         active: dict[str, int] = {}
@@ -264,7 +277,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
         pos = self._hist_pos
         self._hist_ts[pos] = now
         b = 4 * pos
-        for g in self._gpus:
+        for g in self._all_gpus():
             h = g.hist
             if h is not None:
                 h[b] = g.util

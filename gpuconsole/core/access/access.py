@@ -44,7 +44,8 @@ class AccessError(Exception):
 # Job and service changes a developer may make in its own namespaces.
 JOB_KINDS = frozenset({ActionKind.SUBMIT_JOB, ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB,
                        ActionKind.RESUME_JOB, ActionKind.TRIGGER_CRONJOB, ActionKind.SUSPEND_CRONJOB,
-                       ActionKind.SCALE_SERVICE, ActionKind.RESTART_SERVICE})
+                       ActionKind.SCALE_SERVICE, ActionKind.RESTART_SERVICE, ActionKind.MOVE_QUEUE,
+                       ActionKind.DEACTIVATE_WORKLOAD, ActionKind.REACTIVATE_WORKLOAD})
 # What changes nothing in the fleet: anyone's console may send a budget's notification.
 HARMLESS_KINDS = frozenset({ActionKind.NOTIFY})
 # Rotating the IAM keys of one's own AWS profile: any login that may change something may.

@@ -66,6 +66,7 @@ class Guard:
         # The AWS role sessions (core.access.aws_roles) when [aws.roles] is set: AWS then checks
         # the MFA codes of an admin's cloud actions, through sts:AssumeRole.
         self.aws_roles: Any = None
+        self.alibaba_roles: Any = None  # the RAM role sessions (core.access.alibaba_roles) of [alibaba.roles]
 
     @property
     def principal(self) -> Principal:

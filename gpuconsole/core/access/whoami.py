@@ -126,10 +126,13 @@ def alibaba_section(ctx: WhoamiContext) -> dict[str, Any] | None:
     cloud = found[0]
     section: dict[str, Any] = {"configured": True, "profile": getattr(cloud, "profile", None) or "default chain",
                                "missing": []}
+    roles = getattr(ctx.guard, "alibaba_roles", None)
     try:
-        section.update(cloud.caller_identity())
+        section.update(cloud.caller_identity())  # under [alibaba.roles]: the role session's caller
     except BackendError as exc:
         section["caller_error"] = one_line(exc)
+    if roles is not None:
+        section["roles"] = roles.describe()
     return section
 
 

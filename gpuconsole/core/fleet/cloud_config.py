@@ -7,7 +7,15 @@
     endpoint = "https://ecs.cn-hangzhou.aliyuncs.com"  # optional: a full URL (a VPC endpoint, a test peer)
     profile = "gpu"                                   # optional: ~/.alibabacloud/credentials profile
     currency = "CNY"                                  # until ECS's DescribePrice names it
-    sts_endpoint = "https://sts.aliyuncs.com"         # optional: where access whoami asks GetCallerIdentity
+    sts_endpoint = "https://sts.aliyuncs.com"         # optional: STS (GetCallerIdentity, AssumeRole)
+    session_seconds = 3600                            # optional: how long a role session lasts
+    billing_endpoint = "https://business.aliyuncs.com"  # optional: BSS OpenAPI, what instances cost
+    trail_endpoint = "https://actiontrail.cn-hangzhou.aliyuncs.com"  # optional: ActionTrail, when they ran
+    # (without them: endpoint when it is set, else Alibaba Cloud's own hosts)
+
+    [alibaba.roles]                                   # optional: a RAM role per gpuconsole role
+    admin = "acs:ram::1234567890123456:role/gpuconsole-admin"
+    developer = "acs:ram::1234567890123456:role/gpuconsole-developer"
 
 Regions of a cloud come from its own table; ``--region`` stays AWS's. Nothing is read from the
 network to decide: with ``--cloud auto`` Alibaba Cloud is watched exactly when the table has
@@ -41,6 +49,10 @@ class AlibabaTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     profile: _Text | None = None
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$", description="a currency code such as CNY")] = "CNY"
     sts_endpoint: _Text = "https://sts.aliyuncs.com"
+    billing_endpoint: _Text | None = None
+    trail_endpoint: _Text | None = None
+    roles: dict[str, Any] | None = None  # [alibaba.roles]: checked by core.access.alibaba_roles
+    session_seconds: Any = 3600  # likewise
 
 
 def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> Any:
@@ -67,6 +79,7 @@ def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] 
     try:
         return registry.alibaba_settings(regions=tuple(dict.fromkeys(decoded.regions)), endpoint=decoded.endpoint,
                                          profile=decoded.profile, currency=decoded.currency,
-                                         sts_endpoint=decoded.sts_endpoint)
+                                         sts_endpoint=decoded.sts_endpoint, billing_endpoint=decoded.billing_endpoint or "",
+                                         trail_endpoint=decoded.trail_endpoint or "")
     except ValueError as exc:
         raise ConfigError(f"{path}: [alibaba] key endpoint: {exc}") from None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gpuconsole.core.fleet.alerts import derive_alerts
+from gpuconsole.core.fleet.queues import priced_queues
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.currency import BASE, convert
 from gpuconsole.core.money.reconcile import last_day_line
@@ -75,6 +76,7 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
     jobs = jobs_reading.jobs if isinstance(jobs_reading, JobsReading) else ()
     cronjobs = jobs_reading.cronjobs if isinstance(jobs_reading, JobsReading) else ()
     nodes = jobs_reading.nodes if isinstance(jobs_reading, JobsReading) else ()
+    queues = jobs_reading.queues if isinstance(jobs_reading, JobsReading) else ()
     instances = cloud_reading.instances if isinstance(cloud_reading, CloudReading) else ()
     cloud, explorer = services.cloud, services.cost_explorer
     instances = cloud.price_instances(instances, now)
@@ -117,7 +119,7 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
     served, slo_alerts = services.serving.compose(readings.services, snapshot, services.budget_ops.book.config.rates, now)
     snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines,
                                        autopilot=autopilot.statuses(now), autopilot_leader=autopilot.holder,
-                                       services=served)
+                                       services=served, queues=priced_queues(queues, jobs, instances))
     cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
     return derive_alerts(snapshot, [*readings.alerts, *autopilot.alerts(now), *slo_alerts], budget_alerts + cron_alerts)
 

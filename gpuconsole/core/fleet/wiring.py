@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuconsole.backends.base import BillingReports, IntervalHint, TimeoutHint
+from gpuconsole.core.access.alibaba_roles import attach_alibaba_roles
 from gpuconsole.core.access.aws_roles import attach_aws_roles
 from gpuconsole.core.access.guard import Guard, default_guard, demo_guard
 from gpuconsole.core.access.rbac import ClusterPermissions
@@ -115,6 +116,7 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
             actions.guard = guard
     cloud_source = wires.source(SourceKind.CLOUD)
     aws_roles = attach_aws_roles(cloud_source, guard, options.config_path, automation=options.automation)
+    guard.alibaba_roles = attach_alibaba_roles(cloud_source, guard, options.config_path)
     cloud = CloudOps(cloud_source, wires.store, clock, actions)
     cloud.on_history = wires.publish  # CloudTrail's runs or the volumes arrived: show them
     explorer = cost_explorer(cloud_source, store, options)

@@ -35,8 +35,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
+
+from gpuconsole.core.money.currency import BASE, factor
 
 if TYPE_CHECKING:
     from gpuconsole.core.money.catalog import Catalog
@@ -369,10 +372,12 @@ def reproduces(preset: Preset, options: tuple[Option, ...]) -> bool:
 
 
 def from_catalog(catalog: Catalog, instance_type: str, region: str, base: CostInputs, *,
-                 instances: int = 1) -> CostInputs:
+                 instances: int = 1, rates: Mapping[str, float] | None = None) -> CostInputs:
     """``base`` with the cloud price and GPU count of ``instances`` × ``instance_type`` in ``region``.
 
-    The price per GPU-hour is the type's on-demand price in the region divided by its GPU count.
+    The price per GPU-hour is the type's on-demand price in the region divided by its GPU count,
+    in US dollars: a type billed in another currency (an Alibaba Cloud account in CNY) is converted
+    through ``rates`` (``[money] rates``), and refused without one, never taken as dollars.
 
     Raises:
         CalculatorError: the catalog has no such type, or no price for it in that region.
@@ -388,8 +393,16 @@ def from_catalog(catalog: Catalog, instance_type: str, region: str, base: CostIn
         raise CalculatorError("cloud_label", f"no price for {instance_type} in {region} (priced in: {where or 'none'})")
     if instances < 1:
         raise CalculatorError("cloud_gpus", f"must be 1 or more instances, got {instances}")
+    label = f"{instance_type} in {region}"
+    if itype.currency and itype.currency != BASE:
+        rate = factor(itype.currency, BASE, rates or {})
+        if rate is None:
+            raise CalculatorError("cloud_label", f"{instance_type} is priced in {itype.currency}: set [money] rates "
+                                                 f"for {itype.currency} to compare it in US dollars")
+        label = f"{label} ({itype.currency} {price:,.2f}/h at {rate:g} USD each)"
+        price *= rate
     return replace(base, gpu_hour_price=price / itype.gpu_count, cloud_gpus=itype.gpu_count * instances,
-                   cloud_label=f"{instance_type} in {region}")
+                   cloud_label=label)
 
 
 _PERIOD = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(m|mo|months?|y|yr|years?)?\s*$", re.IGNORECASE)

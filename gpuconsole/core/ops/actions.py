@@ -58,6 +58,9 @@ class ActionKind(str, enum.Enum):
     KEY_DELETE = "key-delete"
     SCALE_SERVICE = "scale-service"
     RESTART_SERVICE = "restart-service"
+    MOVE_QUEUE = "move-queue"  # a pending job to another LocalQueue of its namespace (Kueue)
+    DEACTIVATE_WORKLOAD = "deactivate-workload"
+    REACTIVATE_WORKLOAD = "reactivate-workload"
 
     @property
     def destructive(self) -> bool:

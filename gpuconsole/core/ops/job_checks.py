@@ -37,6 +37,7 @@ _MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P"
 # An image reference as the distribution spec writes it: [registry[:port]/]path[:tag][@digest].
 _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_QUEUE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a LocalQueue's name (a DNS subdomain)
 _IMAGE = re.compile(
     rf"^(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
@@ -112,6 +113,8 @@ def validate(req: JobRequest) -> dict[str, str]:
     check("name", _name_problem(req))
     if (problem := namespace_problem(req.namespace)) is not None:
         check("namespace", problem)
+    if req.queue and not _QUEUE.match(req.queue):
+        check("queue", "not a LocalQueue name: lower-case letters, digits, '-' and '.', like team-a")
     if not req.image.strip():
         check("image", "required")
     elif not _IMAGE.match(req.image.strip()) or len(req.image) > 255:

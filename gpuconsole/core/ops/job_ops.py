@@ -1,4 +1,5 @@
-"""Jobs through the core: submit, delete, suspend and resume, trigger, logs and describe.
+"""Jobs through the core: submit, delete, suspend and resume, trigger, logs and describe, and a
+pending job's place in its Kueue queue (move it to another LocalQueue, deactivate its Workload).
 
 The UI and the CLI change jobs only through :class:`JobOps` (``console.jobs``). Each change is an
 :class:`~gpuconsole.core.ops.actions.ActionRequest` run by :func:`~gpuconsole.core.ops.actions.run_action`,
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from gpuconsole.backends.base import BackendError, JobControl, OffersJobControl
+from gpuconsole.backends.base import BackendError, JobControl, OffersJobControl, QueueControl
 from gpuconsole.core.ops import manifests as jobspec
 from gpuconsole.core.ops.actions import (
     ActionError,
@@ -164,6 +165,27 @@ class JobOps:
 
         return run_action(request, do, self.log, self.clock)
 
+    def move_queue(self, namespace: str, name: str, queue: str) -> ActionResult:
+        """Move a pending Job to LocalQueue ``queue`` of its namespace (Kueue, before admission)."""
+        request = ActionRequest(ActionKind.MOVE_QUEUE, f"{namespace}/{name}", params=(("kind", "Job"), ("queue", queue)))
+
+        def do() -> str:
+            self._queue_control().move_to_queue(namespace, name, queue)
+            return f"moved Job {namespace}/{name} to LocalQueue {queue}"
+
+        return run_action(request, do, self.log, self.clock)
+
+    def set_workload_active(self, namespace: str, name: str, active: bool) -> ActionResult:
+        """Deactivate a pending Job's Workload (Kueue keeps it out of its queue), or reactivate it."""
+        action = ActionKind.REACTIVATE_WORKLOAD if active else ActionKind.DEACTIVATE_WORKLOAD
+        request = ActionRequest(action, f"{namespace}/{name}", params=(("kind", "Job"),))
+
+        def do() -> str:
+            self._queue_control().set_workload_active(namespace, name, active)
+            return f"{'reactivated' if active else 'deactivated'} the Workload of Job {namespace}/{name}"
+
+        return run_action(request, do, self.log, self.clock)
+
     # ------------------------------------------------------------------ reading
     def logs(self, namespace: str, pod: str, *, tail_lines: int = LOG_TAIL, follow: bool = False,
              stop: threading.Event | None = None) -> Iterator[str]:
@@ -189,6 +211,12 @@ class JobOps:
         control = self.control
         if control is None:
             raise BackendError(NOT_A_CLUSTER)
+        return control
+
+    def _queue_control(self) -> QueueControl:
+        control = self._control()
+        if not isinstance(control, QueueControl):
+            raise BackendError("this job source has no queues to change (Kueue on a Kubernetes cluster)")
         return control
 
     def _call(self, fn: Callable[[], T]) -> T:

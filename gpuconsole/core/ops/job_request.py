@@ -19,6 +19,7 @@ CRONJOB_NAME_MAX = 52
 CONCURRENCY_POLICIES = ("Forbid", "Allow", "Replace")
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuconsole")
 INSTANCE_LABEL = "app.kubernetes.io/instance"  # what a distributed job's Service selects
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the Kueue LocalQueue a Job is submitted to
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -74,6 +75,8 @@ class JobRequest:
         owner: the ``owner`` label on every object and pod.
         node_selector: ``(label, value)`` pairs the pods' nodes must carry (an instance type).
         labels: more ``(label, value)`` pairs on every object and pod (an experiment's run).
+        queue: a Kueue LocalQueue of the namespace (the Job's ``kueue.x-k8s.io/queue-name``
+            label, never its pods', which Kueue would take as plain pods of its own); empty: none.
     """
 
     name: str
@@ -95,6 +98,7 @@ class JobRequest:
     owner: str = ""
     node_selector: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    queue: str = ""
 
     @property
     def kind(self) -> str:

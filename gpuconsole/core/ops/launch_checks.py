@@ -1,15 +1,20 @@
 """A launch request (:class:`~gpuconsole.model.LaunchSpec`) checked field by field before the
 cloud sees it: counts, volume sizes and tags here, and names and ids in the forms of the provider
-that offers the type (its own checks, declared with it in :mod:`gpuconsole.backends.clouds`)."""
+that offers the type (its own checks, declared with it in :mod:`gpuconsole.backends.clouds`), and
+the provider's own options (:class:`OptionField` derives the wizard's fields from its Struct)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 from gpuconsole.backends.clouds import launch_fields, provider_for_type
+from gpuconsole.model import LaunchOptions, LaunchSpec, Market
 
-__all__ = ["launch_fields", "validate"]
-from gpuconsole.model import LaunchSpec, Market
+__all__ = ["OptionField", "build_options", "launch_fields", "option_fields", "validate"]
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9.-]+$")
 MAX_COUNT = 100
@@ -20,10 +25,76 @@ MAX_TAG_VALUE = 256
 MAX_TAGS = 50
 
 
+@dataclass(frozen=True, slots=True)
+class OptionField:
+    """One field of a provider's launch options, as the wizard shows it.
+
+    Attributes:
+        name: ``options.<Struct field>``, what problems are reported against.
+        label: the ``Meta`` title.
+        kind: ``choice`` (a Literal: ``choices``, the default first), ``flag`` or ``number``.
+    """
+
+    name: str
+    label: str
+    kind: str
+    default: Any
+    choices: tuple[Any, ...] = ()
+
+
+def option_fields(instance_type: str) -> tuple[OptionField, ...]:
+    """The options the provider of ``instance_type`` declares (none when it declares none)."""
+    kind = provider_for_type(instance_type).options
+    if kind is None:
+        return ()
+    out = []
+    for f in msgspec.inspect.type_info(kind).fields:
+        t, label = f.type, f.name
+        if isinstance(t, msgspec.inspect.Metadata):
+            label = str((t.extra_json_schema or {}).get("title") or f.name)
+            t = t.type
+        if isinstance(t, msgspec.inspect.LiteralType):
+            out.append(OptionField(f"options.{f.name}", label, "choice", f.default,
+                                   (f.default, *(v for v in t.values if v != f.default))))
+        else:
+            out.append(OptionField(f"options.{f.name}", label, "flag" if isinstance(t, msgspec.inspect.BoolType)
+                                   else "number", f.default))
+    return tuple(out)
+
+
+def build_options(instance_type: str, values: dict[str, Any]) -> tuple[LaunchOptions | None, dict[str, str]]:
+    """The provider's option Struct from ``values`` (field → value as typed), and what is wrong
+    (``options.<field>`` → message); None when the provider declares no options."""
+    kind = provider_for_type(instance_type).options
+    if kind is None:
+        return None, {}
+    try:
+        return msgspec.convert(values, kind, strict=False), {}
+    except msgspec.ValidationError as exc:
+        return None, {_option_path(str(exc)): str(exc).split(" - at ")[0]}
+
+
+def _option_path(message: str) -> str:
+    found = re.search(r"at `\$\.(\w+)", message)
+    return f"options.{found.group(1)}" if found else "options"
+
+
+def _check_options(spec: LaunchSpec, problems: dict[str, str]) -> None:
+    provider = provider_for_type(spec.instance_type)
+    if spec.options is None:
+        return
+    if provider.options is None or not isinstance(spec.options, provider.options):
+        problems["options"] = f"{type(spec.options).__name__} does not apply to {provider.title}"
+        return
+    _, found = build_options(spec.instance_type, msgspec.to_builtins(spec.options))  # its Meta bounds
+    problems.update(found)
+
+
 def validate(spec: LaunchSpec) -> dict[str, str]:
-    """Field name (a :class:`LaunchSpec` attribute, or ``tag:Owner``) → one-line message."""
+    """Field name (a :class:`LaunchSpec` attribute, ``options.<field>`` or ``tag:Owner``) → one-line message."""
     problems: dict[str, str] = {}
     checks = provider_for_type(spec.instance_type).checks
+    _check_options(spec, problems)
     if not spec.region:
         problems["region"] = "choose a region"
     elif not checks.region[0].match(spec.region):

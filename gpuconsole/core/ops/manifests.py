@@ -23,6 +23,7 @@ from gpuconsole.core.ops.job_request import (
     JOB_NAME_MAX,
     MANAGED_BY,
     MASTER_PORT,
+    QUEUE_LABEL,
     MAX_BACKOFF,
     MAX_GPUS,
     MAX_MIG_DEVICES,
@@ -153,6 +154,7 @@ def job_spec(req: JobRequest) -> dict[str, Any]:
 def manifests(req: JobRequest) -> list[dict[str, Any]]:
     """The objects to create, in order: the Job or CronJob, then a distributed job's Service."""
     meta = {"name": req.name, "namespace": req.namespace, "labels": _labels(req)}
+    queued = {**_labels(req), QUEUE_LABEL: req.queue} if req.queue else _labels(req)  # the Job's, not its pods'
     if req.kind == "CronJob":
         workload: dict[str, Any] = {
             "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
@@ -161,11 +163,12 @@ def manifests(req: JobRequest) -> list[dict[str, Any]]:
                 "concurrencyPolicy": req.concurrency_policy,
                 "successfulJobsHistoryLimit": 3,
                 "failedJobsHistoryLimit": 1,
-                "jobTemplate": {"metadata": {"labels": _labels(req)}, "spec": job_spec(req)},
+                "jobTemplate": {"metadata": {"labels": queued}, "spec": job_spec(req)},
             },
         }
     else:
-        workload = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec(req)}
+        workload = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {**meta, "labels": queued},
+                    "spec": job_spec(req)}
     out = [workload]
     if req.distributed:
         out.append({

@@ -109,7 +109,7 @@ class LaunchResult:
 
 
 TRAINING_CLASS = ("A100", "H100", "H200", "B200")  # substrings of the GPU model
-INFERENCE_CLASS = ("T4", "A10G", "L4", "L40S")
+INFERENCE_CLASS = ("T4", "A10G", "A10", "L4", "L40S")  # A10: Alibaba Cloud gn7i, its inference family
 
 TRAINING_MIN_GPU_MEMORY_GIB = 80
 INFERENCE_MIN_GPU_MEMORY_GIB = 16

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
-from gpuconsole.model import CronJob, Job, JobState, Node
+from gpuconsole.model import CronJob, Job, JobState, Node, WaitingFor
 from gpuconsole.ui.format import age, bar, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text
@@ -38,7 +38,8 @@ class JobTally:
         return tally
 
 
-STATE_ORDER = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.SUSPENDED: 2, JobState.FAILED: 3, JobState.SUCCEEDED: 4}
+STATE_ORDER = {JobState.PENDING: 0, JobState.QUEUED: 1, JobState.RUNNING: 2, JobState.SUSPENDED: 3, JobState.FAILED: 4,
+               JobState.SUCCEEDED: 5}
 
 JOB_COLUMNS = [
     ("STATE", "state", 9),
@@ -101,13 +102,14 @@ JOB_ORDER = {
     "age": lambda j: (0, -j.created, j.name),
     "duration": lambda j: (*_known(_ran(j)), j.name),
     "namespace": lambda j: (0, j.namespace, j.name),
-    "reason": lambda j: (*_known(j.pending_reason), j.name),
+    "reason": lambda j: (*_known(waiting_text(j) or None), j.name),
 }
 
 
 def state_style(state: JobState, palette: Palette):  # noqa: ANN201 - rich Style
     return {
         JobState.PENDING: palette.warn,
+        JobState.QUEUED: palette.warn,
         JobState.RUNNING: palette.ok,
         JobState.FAILED: palette.bad,
         JobState.SUSPENDED: palette.dim,
@@ -122,7 +124,7 @@ def duration(job: Job, now: float) -> str:
     return age((job.finished if job.finished is not None else now) - job.started)
 
 
-KIND_TEXT = {"PyTorchJob": "PyTorch", "TrainJob": "Train"}  # the rest fit: Job, MPIJob, JobSet
+KIND_TEXT = {"PyTorchJob": "PyTorch", "TrainJob": "Train", "VolcanoJob": "Volcano"}  # the rest fit
 
 
 def state_text(job: Job) -> str:
@@ -146,8 +148,17 @@ def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
         right(age(now - job.created)),
         right(duration(job, now)),
         text(job.namespace),
-        text(job.pending_reason or "", palette.warn if job.pending_reason else None),
+        text(waiting_text(job), palette.warn if job.pending_reason or job.waiting_for else None),
     )
+
+
+def waiting_text(job: Job) -> str:
+    """Why a job waits, led by what it waits for when a queueing layer holds it
+    (``quota · waiting in queue team-a, position 3: …``); the scheduler's words alone otherwise."""
+    reason = job.pending_reason or ""
+    if job.waiting_for is None or job.waiting_for is WaitingFor.CAPACITY:
+        return reason
+    return f"{job.waiting_for.value} · {reason}" if reason else job.waiting_for.value
 
 
 def cron_cells(cron: CronJob, now: float, palette: Palette) -> tuple[object, ...]:

@@ -37,6 +37,7 @@ from gpuconsole.ui.panes.job_rows import (
     queue_order,
     roles_text,
     short_product,
+    waiting_text,
 )
 from gpuconsole.ui.widgets.cells import right
 from gpuconsole.ui.widgets.row_index import RowIndex
@@ -56,6 +57,7 @@ class JobsPane(Pane):
     | T | run the selected CronJob now |
     | ctrl+d | delete the selected job or CronJob (asks y/n) |
     | space | tag the row: ctrl+d and s then act on every tagged row, in one confirmation |
+    | Q | the cluster's queues (Kueue, Volcano) and the selected queue's workloads |
 
     A key the cluster's RBAC refuses in the selected row's namespace is dimmed, with the reason
     under the table (asked with a SelfSubjectAccessReview, kept a minute).
@@ -71,6 +73,7 @@ class JobsPane(Pane):
         Binding("s", "suspend", "Suspend/resume", show=False),
         Binding("T", "trigger", "Run now", show=False),
         Binding("ctrl+d", "delete", "Delete"),
+        Binding("Q", "queues", "Queues", show=False),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -148,6 +151,11 @@ class JobsPane(Pane):
             self.show_view("jobs")
         jobs = self.query_one("#job-table", VirtualTable)
         (self.query_one("#cron-table", VirtualTable) if jobs.has_focus else jobs).focus()
+
+    def action_queues(self) -> None:
+        from gpuconsole.ui.screens.queues import QueuesScreen
+
+        self.app.push_screen(QueuesScreen())
 
     def action_toggle_nodes(self) -> None:
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
@@ -238,9 +246,9 @@ class JobsPane(Pane):
         line = Text(f"{job.namespace}/{job.name}  ", style=palette.strong)
         if job.roles:  # a distributed job's roles first: the reason after them may be cut
             line.append(f"{job.kind} {roles_text(job)} · ")
-        if job.state is JobState.PENDING:
-            line.append(f"waiting {age(now - job.created)}: ")
-            line.append(job.pending_reason or "not scheduled yet", palette.warn)
+        if job.state in (JobState.PENDING, JobState.QUEUED):
+            line.append(f"{'queued' if job.state is JobState.QUEUED else 'waiting'} {age(now - job.created)}: ")
+            line.append(waiting_text(job) or "not scheduled yet", palette.warn)
         elif job.state is JobState.RUNNING and job.node:
             line.append(f"running {age(now - (job.started or job.created))} on {job.node}")
         else:

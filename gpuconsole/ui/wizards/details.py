@@ -12,9 +12,10 @@ from __future__ import annotations
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Checkbox, Input, Label, Select, SelectionList, Static
 
-from gpuconsole.core.ops.launch_checks import launch_fields
+from gpuconsole.core.ops.launch_checks import OptionField, build_options, launch_fields, option_fields
 from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import (
     KeyPair,
@@ -56,6 +57,7 @@ class DetailsStep(Step):
         self._choices_for = ""
         self._image_for: tuple[str, Workload] | None = None
         self._group_options: tuple[str, ...] = ()
+        self.options: tuple[OptionField, ...] = ()  # the type's provider's own, shown after the neutral fields
 
     def compose(self) -> ComposeResult:
         yield Static("", id="details-context", classes="context", markup=False)
@@ -74,6 +76,7 @@ class DetailsStep(Step):
                             "kms_key_id")
                 yield Field("Metadata", TickBox("IMDSv2 required", value=True, compact=True, id="imdsv2"),
                             "imdsv2_required")
+                yield Vertical(id="details-options")
             with Vertical(id="details-right", classes="column"):
                 for tag in TAGS:
                     value = os_user() if tag == "Owner" else ""
@@ -87,6 +90,7 @@ class DetailsStep(Step):
         self.query_one("#details-context", Static).update(choice.describe())
         if choice.instance_type is not None:
             self._declared_fields(choice.instance_type.name)
+            self._show_options(choice.instance_type.name)
         if self._choices_for != choice.region:
             self._choices_for = choice.region
             self.query_one("#details-note", Static).update("Loading key pairs, subnets and security groups…")
@@ -109,6 +113,30 @@ class DetailsStep(Step):
             if label is not None and label != field.label:
                 field.label = label
                 field.query_one(".field-label", Label).update(label)
+
+    def _show_options(self, instance_type: str) -> None:
+        """The fields of the provider's own options (its Struct's, derived in the core)."""
+        wanted = option_fields(instance_type)
+        if wanted == self.options:
+            return
+        self.options = wanted
+        box = self.query_one("#details-options", Vertical)
+        box.remove_children()
+        box.mount(*(Field(o.label, _option_widget(o), o.name) for o in wanted))
+
+    def _option_values(self) -> dict[str, object]:
+        values: dict[str, object] = {}
+        for option in self.options:
+            try:
+                widget = self.query_one(f"#{_option_id(option)}")
+            except NoMatches:  # not mounted yet: the default stands
+                continue
+            value = widget.value
+            if isinstance(widget, Input):
+                value = value.strip()
+            if value is not Select.BLANK:
+                values[option.name.removeprefix("options.")] = value
+        return values
 
     # ------------------------------------------------------------------ loading
     @work(thread=True, exclusive=True, exit_on_error=False, group="wizard-choices", description="network choices")
@@ -242,6 +270,8 @@ class DetailsStep(Step):
         subnet = self.query_one("#subnet", Select).value
         encrypted = self.query_one("#encrypted", Checkbox).value
         tags = tuple((tag, value) for tag in TAGS if (value := self.query_one(f"#tag-{tag}", Input).value.strip()))
+        options, wrong = build_options(choice.instance_type.name, self._option_values())
+        problems.update(wrong)
         spec = LaunchSpec(
             region=choice.region,
             instance_type=choice.instance_type.name,
@@ -258,6 +288,7 @@ class DetailsStep(Step):
             imdsv2_required=self.query_one("#imdsv2", Checkbox).value,
             max_spot_price=choice.max_spot_price if choice.market is Market.SPOT else None,
             tags=tags,
+            options=options,
         )
         try:
             found = validate(spec)
@@ -283,3 +314,17 @@ class DetailsStep(Step):
             return first or "the request is incomplete"
         self.wizard.spec = spec
         return None
+
+
+def _option_id(option: OptionField) -> str:
+    return "opt-" + option.name.removeprefix("options.").replace("_", "-")
+
+
+def _option_widget(option: OptionField) -> Input | Select[object] | TickBox:
+    """A choice as a Select (the cloud's default first), a flag as a tick box, a number as an input."""
+    if option.kind == "choice":
+        return Select([(str(v), v) for v in option.choices], value=option.default, allow_blank=False,
+                      compact=True, id=_option_id(option))
+    if option.kind == "flag":
+        return TickBox("on", value=bool(option.default), compact=True, id=_option_id(option))
+    return Input(str(option.default), compact=True, id=_option_id(option))

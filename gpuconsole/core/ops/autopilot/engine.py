@@ -216,7 +216,9 @@ class Engine:
             picked = candidates[: min(rule.step, count - rule.min)]
             verb = "terminate" if all(i.market is Market.SPOT for i in picked) else "stop"
             return _Plan(verb, f"{rule.scale_in.text()} holds: {verb} the idlest {len(picked)}", targets=picked)
-        return _Plan("none", f"no condition holds ({count} instance(s), min {rule.min}, max {rule.max})")
+        held = pool_figures(rule.scope, rule.jobs, pool, index).get("quota_pending_gpus") or 0
+        on_quota = f"; {held:g} GPU(s) wait on their queue's quota, which more instances would not start" if held else ""
+        return _Plan("none", f"no condition holds ({count} instance(s), min {rule.min}, max {rule.max}){on_quota}")
 
     def _serve_scale(self, rule: Rule, service: Service | None, now: float) -> _Plan:
         if service is None:

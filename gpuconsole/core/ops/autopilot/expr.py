@@ -6,7 +6,7 @@ Grammar (keywords are lower case; ``not`` binds tightest, then ``and``, then ``o
     term       := factor ("and" factor)*
     factor     := "not" factor | "(" expr ")" | comparison
     comparison := FIGURE OP NUMBER ["for" DURATION]
-    FIGURE     := gpu_util | gpu_mem | pending_gpus | pending_jobs | idle_gpus
+    FIGURE     := gpu_util | gpu_mem | pending_gpus | pending_jobs | quota_pending_gpus | idle_gpus
     OP         := > | >= | < | <= | == | !=
     DURATION   := NUMBER ("s" | "m" | "h" | "d"), e.g. 90s, 10m, 1.5h
 
@@ -15,6 +15,10 @@ above 80, and the figures go back at least that far: a condition never holds on 
 shorter than its duration (a restart starts every duration over, the conservative way). A
 comparison without ``for`` holds on the latest sample alone. A figure with no sample at all
 (unknown telemetry) makes its comparison false.
+
+``pending_gpus`` and ``pending_jobs`` count the work that waits for capacity (a node to fit on,
+a gang to fit at once): work more instances would start. ``quota_pending_gpus`` counts the GPUs
+that wait on their queue's quota (Kueue, Volcano), which more instances would not start.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-FIGURES = ("gpu_util", "gpu_mem", "pending_gpus", "pending_jobs", "idle_gpus")
+FIGURES = ("gpu_util", "gpu_mem", "pending_gpus", "pending_jobs", "quota_pending_gpus", "idle_gpus")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
 }

@@ -20,10 +20,14 @@ from gpuconsole.model import (
     Service,
     SourceKind,
     SourceState,
+    WaitingFor,
 )
 
 GPU_FIGURES = frozenset({"gpu_util", "gpu_mem", "idle_gpus"})
-JOB_FIGURES = frozenset({"pending_gpus", "pending_jobs"})
+JOB_FIGURES = frozenset({"pending_gpus", "pending_jobs", "quota_pending_gpus"})
+# What a job held by its queue waits for: more instances would not start it.
+HELD = frozenset({WaitingFor.QUOTA, WaitingFor.ADMISSION_CHECK, WaitingFor.PREEMPTED})
+ON_QUOTA = frozenset({WaitingFor.QUOTA, WaitingFor.PREEMPTED})
 ACTIVE = (InstanceState.PENDING, InstanceState.RUNNING)
 REPLICA_FIGURES = ("replicas", "ready", "pending")
 SERVING_FIGURES = tuple(f for f in SERVICE_FIGURES if f not in REPLICA_FIGURES)
@@ -144,15 +148,18 @@ class GpuIndex:
             pool = self._pools[scope] = [i for i in self.snapshot.instances if i.state in ACTIVE and scope.has_instance(i)]
         return pool
 
-    def pending(self, scope: Scope) -> tuple[float, float]:
-        """GPUs and jobs pending for GPUs in ``scope``; a service's replica that waits for GPUs
-        counts as a job of its own."""
+    def pending(self, scope: Scope) -> tuple[float, float, float]:
+        """GPUs and jobs pending for capacity in ``scope`` (a service's replica that waits for GPUs
+        counts as a job of its own), and GPUs that wait on their queue's quota."""
         found = self._pending.get(scope)
         if found is None:
-            jobs = [j for j in self.snapshot.jobs if j.state is JobState.PENDING and j.gpus > 0 and scope.has_job(j)]
-            waiting = [r.gpus for s in self.snapshot.services if scope.kind != "namespace" or s.namespace == scope.key
+            mine = [j for j in self.snapshot.jobs if j.gpus > 0 and j.waiting and scope.has_job(j)]
+            jobs = [j for j in mine if j.state is JobState.PENDING and j.waiting_for not in HELD]
+            quota = sum(j.gpus for j in mine if j.waiting_for in ON_QUOTA)
+            waiting = [r.gpus for s in self.snapshot.services if scope.has_service(s.namespace)
                        for r in s.replicas if r.node is None and r.gpus > 0 and r.phase == "Pending"]
-            found = self._pending[scope] = (float(sum(j.gpus for j in jobs) + sum(waiting)), float(len(jobs) + len(waiting)))
+            found = self._pending[scope] = (float(sum(j.gpus for j in jobs) + sum(waiting)),
+                                            float(len(jobs) + len(waiting)), float(quota))
         return found
 
     def mean_util(self, inst: Instance) -> float:
@@ -162,8 +169,8 @@ class GpuIndex:
 
 def pool_figures(scope: Scope, jobs: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str, float]:
     """``gpu_util``, ``gpu_mem`` (percent, means over the pool's GPUs), ``idle_gpus``, and
-    ``pending_gpus`` and ``pending_jobs`` (jobs in the ``jobs`` scope pending with a GPU
-    request). GPU figures are left out when any GPU of the pool is unknown."""
+    ``pending_gpus`` and ``pending_jobs`` (jobs in the ``jobs`` scope pending for capacity with
+    a GPU request), and ``quota_pending_gpus`` (GPUs of jobs there waiting on their queue's quota). GPU figures are left out when any GPU of the pool is unknown."""
     cached = index._figures.get((scope, jobs))
     if cached is not None:
         return dict(cached)
@@ -172,8 +179,8 @@ def pool_figures(scope: Scope, jobs: Scope, pool: Sequence[Instance], index: Gpu
 
 
 def _figures(jobs: Scope, pool: Sequence[Instance], index: GpuIndex) -> dict[str, float]:
-    pending_gpus, pending_jobs = index.pending(jobs)
-    out = {"pending_gpus": pending_gpus, "pending_jobs": pending_jobs}
+    pending_gpus, pending_jobs, quota_pending = index.pending(jobs)
+    out = {"pending_gpus": pending_gpus, "pending_jobs": pending_jobs, "quota_pending_gpus": quota_pending}
     total = [0.0, 0.0, 0.0, 0.0]
     for inst in pool:
         if index.gpus_of(inst) is None:

@@ -54,7 +54,7 @@ import msgspec
 from msgspec import Meta
 
 from gpuconsole.core.config_decode import TableError, decode_table, fields_of
-from gpuconsole.core.ops.autopilot.expr import FIGURES, ExpressionError, Node, parse, parse_duration
+from gpuconsole.core.ops.autopilot.expr import FIGURES, ExpressionError, Node, figures_of, parse, parse_duration
 from gpuconsole.core.ops.provision import validate
 from gpuconsole.model import Instance, Job, LaunchSpec, Market
 
@@ -143,9 +143,10 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Which instances (and jobs) a rule looks at: ``all``, ``tag:KEY=VALUE`` or ``namespace:NS``."""
+    """Which instances (and jobs) a rule looks at: ``all``, ``tag:KEY=VALUE``, ``namespace:NS`` or
+    ``queue:NAME`` (the jobs of a Kueue LocalQueue or ClusterQueue, or a Volcano queue)."""
 
-    kind: str  # "all", "tag", "namespace"
+    kind: str  # "all", "tag", "namespace", "queue"
     key: str = ""
     value: str = ""
 
@@ -160,12 +161,13 @@ class Scope:
             if eq and key:
                 return cls("tag", key, value)
             raise ValueError(f"{text!r}: write tag:KEY=VALUE")
-        if sep and head == "namespace" and rest:
-            return cls("namespace", rest)
-        raise ValueError(f"{text!r} is not a scope (all, tag:KEY=VALUE or namespace:NS)")
+        if sep and head in ("namespace", "queue") and rest:
+            return cls(head, rest)
+        raise ValueError(f"{text!r} is not a scope (all, tag:KEY=VALUE, namespace:NS or queue:NAME)")
 
     def text(self) -> str:
-        return {"all": "all", "tag": f"tag:{self.key}={self.value}", "namespace": f"namespace:{self.key}"}[self.kind]
+        return {"all": "all", "tag": f"tag:{self.key}={self.value}", "namespace": f"namespace:{self.key}",
+                "queue": f"queue:{self.key}"}[self.kind]
 
     def has_instance(self, inst: Instance) -> bool:
         if self.kind == "tag":
@@ -173,7 +175,13 @@ class Scope:
         return True  # a namespace scope narrows jobs; instances are shared by every namespace
 
     def has_job(self, job: Job) -> bool:
+        if self.kind == "queue":
+            return self.key in (job.queue, job.cluster_queue)
         return self.kind != "namespace" or job.namespace == self.key
+
+    def has_service(self, namespace: str) -> bool:
+        """Whether a service of ``namespace`` is in scope (services wait in no queue)."""
+        return self.kind not in ("namespace", "queue") or (self.kind == "namespace" and namespace == self.key)
 
 
 # The origin of a rule from a login's own config file on a shared machine: it plans, never acts.
@@ -267,6 +275,9 @@ def rule_from_table(table: Mapping[str, Any], *, origin: str = "config", where: 
         out, inn = condition("scale_out", given.scale_out), condition("scale_in", given.scale_in)
         if out is None and inn is None:
             raise fail("scale_out", "a scale rule needs scale_out, scale_in or both")
+        if out is not None and "quota_pending_gpus" in figures_of(out):
+            raise fail("scale_out", "quota_pending_gpus cannot launch instances: more instances do not raise a "
+                                    "queue's quota")
         return Rule(scope=pool, launch=_launch(given.launch, pool, fail), scale_out=out, scale_in=inn,
                     min=given.min, max=given.max, step=given.step, cooldown_s=seconds("cooldown", given.cooldown),
                     budget_guard=given.budget_guard, spot=given.spot, jobs=jobs, **common)

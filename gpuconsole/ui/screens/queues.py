@@ -1,0 +1,121 @@
+"""``Q`` in the Jobs pane: the cluster's queues (Kueue ClusterQueues, Volcano Queues) and, for the
+selected one, its workloads in order.
+
+Per queue: GPUs nominal (Kueue's quota; Volcano's capability), used, borrowed from the cohort,
+waiting (the GPUs of its jobs not started yet), workloads admitted and pending, and the $/h of
+its running jobs' GPUs ("unknown" without prices). Below, the selected queue's jobs: running
+first, then the waiting ones in the order they wait (Kueue's place first), each with why it
+waits. It follows the console's snapshot every second.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from gpuconsole.model import FleetSnapshot, Job, JobState, Queue
+from gpuconsole.ui.format import inert, money
+from gpuconsole.ui.widgets.footer import KeyFooter
+
+NONE_YET = "No queues: the cluster serves neither Kueue (kueue.x-k8s.io) nor Volcano, or none is readable."
+
+
+def _figure(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
+def jobs_of(queue: Queue, jobs: tuple[Job, ...]) -> list[Job]:
+    """The queue's jobs as it holds them: running first, then waiting in order."""
+    mine = [j for j in jobs if queue.holds(j.queue, j.cluster_queue) and j.state in
+            (JobState.RUNNING, JobState.PENDING, JobState.QUEUED)]
+    return sorted(mine, key=lambda j: (j.state is not JobState.RUNNING, j.queue_position or 1 << 30, j.created, j.name))
+
+
+COLUMNS = (("QUEUE", False), ("KIND", False), ("COHORT", False), ("NOMINAL", True), ("USED", True),
+           ("BORROWED", True), ("WAITING", True), ("ADMITTED", True), ("PENDING", True), ("$/H", True))
+
+
+def queue_table(snapshot: FleetSnapshot, selected: int) -> Text:
+    """The queues as aligned columns (names and cohorts inert), the selected row reversed."""
+    rows = [[name for name, _right in COLUMNS]]
+    for queue in snapshot.queues:
+        waiting = sum(j.gpus for j in jobs_of(queue, snapshot.jobs) if j.waiting)
+        rows.append([inert(queue.name), queue.kind.value, inert(queue.cohort or "-"), _figure(queue.gpu_quota),
+                     _figure(queue.gpu_used), _figure(queue.gpu_borrowed), str(waiting),
+                     _figure(queue.admitted_workloads), _figure(queue.pending_workloads),
+                     "unknown" if queue.usd_per_hour is None else money(queue.usd_per_hour)])
+    widths = [max(len(row[k]) for row in rows) for k in range(len(COLUMNS))]
+    out = Text()
+    for n, row in enumerate(rows):
+        cells = [cell.rjust(w) if right else cell.ljust(w) for cell, w, (_name, right) in zip(row, widths, COLUMNS)]
+        style = "bold" if n == 0 else "reverse" if n - 1 == selected else ""
+        out.append("  ".join(cells).rstrip() + "\n", style=style)
+    return out
+
+
+def workloads_text(queue: Queue, jobs: tuple[Job, ...]) -> Text:
+    listed = jobs_of(queue, jobs)
+    out = Text(f"{inert(queue.name)}: {len(listed)} job(s) running or waiting\n", style="bold")
+    for job in listed:
+        place = f"#{job.queue_position} " if job.queue_position else ""
+        out.append(f"{place}{inert(job.namespace)}/{inert(job.name)}  {job.state.value}  {job.gpu_request} GPU(s)")
+        if job.waiting and job.pending_reason:
+            out.append(f"  {job.waiting_for.value + ' · ' if job.waiting_for else ''}{inert(job.pending_reason)}",
+                       style="italic")
+        out.append("\n")
+    return out
+
+
+class QueuesScreen(ModalScreen[None]):
+    """The cluster's queues and the selected queue's workloads.
+
+    | key | does |
+    |---|---|
+    | ↑ ↓ | select a queue (its workloads show below) |
+    | esc / q | close |
+    """
+
+    CSS_PATH = "queues.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Close"),
+        Binding("up", "move(-1)", "Previous", show=False),
+        Binding("down", "move(1)", "Next", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected = 0
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="queues-box", can_focus=True) as box:
+            box.border_title = "Queues"
+            box.border_subtitle = "↑↓ select · esc closes"
+            yield Static(NONE_YET, id="queues-table", markup=False)
+            yield Static("", id="queues-workloads", markup=False)
+        yield KeyFooter()
+
+    def on_mount(self) -> None:
+        self.query_one("#queues-box").focus()
+        self.refresh_queues()
+        self.set_interval(1.0, self.refresh_queues)
+
+    def refresh_queues(self) -> None:
+        snapshot = getattr(self.app, "snapshot", None)
+        if not isinstance(snapshot, FleetSnapshot) or not snapshot.queues:
+            return
+        self.selected = min(self.selected, len(snapshot.queues) - 1)
+        self.query_one("#queues-table", Static).update(queue_table(snapshot, self.selected))
+        self.query_one("#queues-workloads", Static).update(workloads_text(snapshot.queues[self.selected], snapshot.jobs))
+
+    def action_move(self, step: int) -> None:
+        self.selected = max(0, self.selected + step)
+        self.refresh_queues()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
