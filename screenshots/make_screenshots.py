@@ -29,6 +29,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "overview": ("1",),
     "gpus": ("2",),
     "jobs": ("3",),
+    "jobs-roles": ("3", "slash", *"research", "enter"),  # the demo's MPIJob and PyTorchJob
     "instances": ("4",),
     "budgets": ("5",),
     "gpu-detail": ("2", "down", "enter"),

@@ -3,7 +3,8 @@
 The official client reaches it the way it reaches a cluster: over HTTP, from a kubeconfig. It
 keeps Jobs, CronJobs, Pods, Nodes, Events and Services in memory with one resourceVersion counter (as etcd
 does), and Deployments, StatefulSets, HPAs and (with :attr:`~KubeApiServer.kserve` set: the CRD installed)
-KServe InferenceServices, and serves what the adapter uses, the way the API server does:
+KServe InferenceServices, and (with their group version in :attr:`~KubeApiServer.crds`) MPIJobs,
+PyTorchJobs, TrainJobs and JobSets, and serves what the adapter uses, the way the API server does:
 
 * lists, cluster-wide and per namespace (``/apis/batch/v1/jobs``,
   ``/apis/batch/v1/namespaces/{ns}/jobs``, ``/api/v1/pods`` …), with ``limit``/``continue``
@@ -16,7 +17,7 @@ KServe InferenceServices, and serves what the adapter uses, the way the API serv
 * get, create (``POST``, ``dryRun=All`` validates without storing), delete and patch (merge
   patch; a JSON patch list), and pod logs (``/api/v1/namespaces/{ns}/pods/{name}/log``, with
   ``follow=true`` streaming lines as :meth:`KubeApiServer.append_log` adds them);
-* API discovery (``GET /apis``: an ``APIGroupList``, KServe's group only while it is installed),
+* API discovery (``GET /apis``: an ``APIGroupList``, a CRD's group only while it is installed),
   and the ``scale`` subresource of Deployments and StatefulSets (GET, merge PATCH).
 
 Test controls: :meth:`~KubeApiServer.add` / :meth:`~KubeApiServer.modify` /
@@ -61,6 +62,14 @@ INSUFFICIENT_GPU = ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. pre
 
 
 KSERVE = "serving.kserve.io/v1beta1"  # the KServe CRD's group and version
+# The distributed training CRDs (tests/kube_training.py builds their objects): served only while
+# named in :attr:`KubeApiServer.crds`. kubeflow.org serves two versions, as a cluster with both the
+# MPI Operator (v2beta1) and the Training Operator (v1) does.
+MPIJOB = "kubeflow.org/v2beta1"
+PYTORCHJOB = "kubeflow.org/v1"
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+JOBSET = "jobset.x-k8s.io/v1alpha2"
+TRAINING_CRDS = frozenset({MPIJOB, PYTORCHJOB, TRAINJOB, JOBSET})
 KUEUE_GROUP = "kueue.x-k8s.io"  # served at the version KubeApiServer.kueue names (v1beta2 or v1beta1)
 VOLCANO_SCHEDULING = "scheduling.volcano.sh/v1beta1"
 VOLCANO_BATCH = "batch.volcano.sh/v1alpha1"
@@ -106,6 +115,11 @@ RESOURCES: dict[str, Resource] = {
     "queues": Resource("queues", VOLCANO_SCHEDULING, "Queue", namespaced=False, status=True),
     "podgroups": Resource("podgroups", VOLCANO_SCHEDULING, "PodGroup", status=True),
     "vcjobs": Resource("jobs", VOLCANO_BATCH, "Job", key="vcjobs", status=True),  # tests name it "vcjobs"
+    # distributed training (only while their group version is in crds)
+    "mpijobs": Resource("mpijobs", MPIJOB, "MPIJob"),
+    "pytorchjobs": Resource("pytorchjobs", PYTORCHJOB, "PyTorchJob"),
+    "trainjobs": Resource("trainjobs", TRAINJOB, "TrainJob"),
+    "jobsets": Resource("jobsets", JOBSET, "JobSet"),
 }
 SCALABLE = frozenset({"deployments", "statefulsets"})  # the kinds with a scale subresource
 BY_KIND = {r.alias: r for r in RESOURCES.values()}
@@ -289,6 +303,7 @@ class KubeApiServer:
         self._logs_ended: set[tuple[str, str]] = set()
         self.requests: list[Request] = []
         self.kserve = False  # whether the InferenceService CRD is installed (discovery shows its group)
+        self.crds: set[str] = set()  # other CRDs installed, by group version (TRAINING_CRDS)
         self.kueue: str | None = None  # the Kueue version served ("v1beta2", "v1beta1"); None: not installed
         self.volcano = False  # whether Volcano's CRDs are installed
         self.open_streams = 0
@@ -355,6 +370,7 @@ class KubeApiServer:
             self._logs_ended.clear()
             self.requests.clear()
             self.kserve = False
+            self.crds = set()
             self.kueue = None
             self.volcano = False
             self.bookmark_every = 0.5
@@ -652,6 +668,8 @@ class KubeApiServer:
         """Whether ``resource``'s CRD is installed (built-in kinds always are)."""
         if resource.group_version.startswith(KUEUE_GROUP + "/"):
             return self.kueue is not None
+        if resource.group_version in TRAINING_CRDS:
+            return resource.group_version in self.crds
         switch = _CRDS.get(resource.group_version)
         return switch is None or bool(getattr(self, switch))
 
@@ -660,12 +678,16 @@ class KubeApiServer:
         return {self._gv(r) for r in RESOURCES.values() if "/" in r.group_version and self._installed(r)}
 
     def _discovery(self) -> dict[str, Any]:
-        """``GET /apis``: the ``APIGroupList`` of the groups served."""
-        groups = []
+        """``GET /apis``: the ``APIGroupList`` of the groups served, each with every version it
+        serves (kubeflow.org: v2beta1 and v1), the newest preferred."""
+        versions: dict[str, list[str]] = {}
         for group_version in sorted(self._served()):
             group, version = group_version.split("/")
-            entry = {"groupVersion": group_version, "version": version}
-            groups.append({"name": group, "versions": [entry], "preferredVersion": entry})
+            versions.setdefault(group, []).append(version)
+        groups = []
+        for group, served in versions.items():
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in sorted(served, reverse=True)]
+            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     def _scale(self, handler: BaseHTTPRequestHandler, request: Request, resource: Resource,

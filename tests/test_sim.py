@@ -165,7 +165,8 @@ def test_default_workload_is_busy_with_a_short_queue() -> None:
 def test_gpu_telemetry_follows_jobs() -> None:
     world = SimWorld(seed=7, start=START)
     world.step(120)
-    by_pod = {j.pod_uid: j for j in world.jobs_reading().jobs if j.state is JobState.RUNNING}
+    by_pod = {uid: j for j in world.jobs_reading().jobs if j.state is JobState.RUNNING
+              for uid in (j.pod_uid, *j.pod_uids)}
     gpus = world.gpu_reading().gpus
     for g in gpus:
         if g.mig_mode is MigMode.ENABLED:
@@ -180,7 +181,7 @@ def test_gpu_telemetry_follows_jobs() -> None:
             continue
         (proc,) = g.processes
         job = by_pod[proc.pod_uid]
-        assert proc.user == job.owner and proc.name == "python" and job.node == g.node
+        assert proc.user == job.owner and proc.name == "python" and g.node in (job.nodes or (job.node,))
         assert g.memory_used_mib >= proc.memory_used_mib > 0.4 * g.memory_total_mib
     busy = [g for g in gpus if g.processes and g.mig_mode is MigMode.DISABLED]
     assert any(g.utilization >= 60 for g in busy)
@@ -395,15 +396,18 @@ def test_any_seed_gives_a_consistent_world(seed: int, steps: int, nodes: int | N
         assert 0 < g.power_w <= g.power_limit_w and 20 <= g.temperature_c <= 90
         for s in g.mig_slices:
             assert 0 <= s.memory_used_mib <= s.memory_total_mib and 0 <= (s.utilization or 0) <= 100
-    held = Counter(p.pod_uid for g in gpus for p in g.processes)
-    running = {j.pod_uid: j for j in jobs.jobs if j.state is JobState.RUNNING}
+    # A distributed job's GPUs are held by its replicas' pods, on their own nodes.
+    gang_pods = {u: j for j in jobs.jobs if j.roles for u in j.pod_uids}
+    gang_held = Counter(g.node for g in gpus for p in g.processes if p.pod_uid in gang_pods)
+    held = Counter(p.pod_uid for g in gpus for p in g.processes if p.pod_uid not in gang_pods)
+    running = {j.pod_uid: j for j in jobs.jobs if j.state is JobState.RUNNING and not j.roles}
     assert set(held) == set(running)
     for pod, count in held.items():
         assert count == running[pod].gpus
     allocated = Counter(j.node for j in running.values() if not j.mig_profile)
     for node in jobs.nodes:
-        assert node.gpu_allocated == sum(running[p].gpus for p in running
-                                         if running[p].node == node.name and not running[p].mig_profile)
+        assert node.gpu_allocated == gang_held[node.name] + sum(
+            running[p].gpus for p in running if running[p].node == node.name and not running[p].mig_profile)
         assert allocated[node.name] <= node.gpu_capacity
 
 

@@ -43,8 +43,7 @@ def test_process_view(snap_compare, frozen_app, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_jobs_tagged_and_sorted(snap_compare, frozen_app, size):
     """Two jobs tagged (•) and the queue sorted by age (AGE▼): names whole, the reason gives room."""
-    keys = ("3", "space", "space", "greater_than_sign", "greater_than_sign", "greater_than_sign",
-            "greater_than_sign", "greater_than_sign")
+    keys = ("3", "space", "space", *["greater_than_sign"] * 6)
     assert snap_compare(frozen_app(), terminal_size=SIZES[size], run_before=settle(*keys))
 
 

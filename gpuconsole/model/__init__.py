@@ -54,7 +54,7 @@ from gpuconsole.model.fleet import (
     VgpuInstance,
     mig_share,
 )
-from gpuconsole.model.jobs import CronJob, Job, JobState, Node
+from gpuconsole.model.jobs import JOB_KINDS, CronJob, Job, JobRole, JobState, Node
 from gpuconsole.model.money import (
     DEFAULT_THRESHOLDS,
     Budget,
@@ -97,7 +97,7 @@ __all__ = [
     "DEFAULT_THRESHOLDS", "AlibabaLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
-    "Job", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",
+    "JOB_KINDS", "Job", "JobRole", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",
     "MigMode", "MigSlice", "Node", "PendingAction", "PodSeries", "Principal", "Queue", "QueueKind", "RegionPrice", "Role", "Rollout",
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",

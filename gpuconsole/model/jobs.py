@@ -35,8 +35,31 @@ class Node(Value):
     mig_allocated: tuple[tuple[str, int], ...] = ()  # (profile, count) held by running pods
 
 
+class JobRole(Value):
+    """One role of a distributed job (an MPIJob's Launcher or Worker, a PyTorchJob's Master, a
+    JobSet's replicated job): its desired replicas (pods), how many run, and GPUs per replica."""
+
+    name: str
+    replicas: int
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    gpus_per_replica: int = 0
+    mig_profile: str | None = None
+    pending_reason: str | None = None  # why a replica waits, in the scheduler's words
+    pod: str | None = None  # a pod of the role, what its logs are read from
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+
+JOB_KINDS = ("Job", "MPIJob", "PyTorchJob", "TrainJob", "JobSet")
+
+
 class Job(Value):
-    """A Kubernetes Job as the queue view needs it."""
+    """A Kubernetes Job, or a distributed training job (``kind``: MPIJob, PyTorchJob, TrainJob,
+    JobSet) with its ``roles``, as the queue view needs it."""
 
     uid: str
     name: str
@@ -57,13 +80,22 @@ class Job(Value):
     queue: str | None = None  # its Kueue LocalQueue, or its Volcano Queue
     cluster_queue: str | None = None  # Kueue: the ClusterQueue its LocalQueue points at
     waiting_for: WaitingFor | None = None  # why it has not started; pending_reason says it in one line
-    kind: str = "Job"  # "Job" (batch/v1) or "VolcanoJob" (batch.volcano.sh)
+    kind: str = "Job"  # "Job" (batch/v1), "VolcanoJob" (batch.volcano.sh) or one of JOB_KINDS
     queue_position: int | None = None  # Kueue: its place among its ClusterQueue's pending Workloads (1 first)
+    roles: tuple[JobRole, ...] = ()  # a distributed job's roles; gpus is the sum of their GPUs
+    nodes: tuple[str, ...] = ()  # every node its running pods are on (a distributed job: several)
+    pod_uids: tuple[str, ...] = ()  # every pod it owns (a distributed job's launcher and workers)
+    phase: str | None = None  # the operator's own word where it says more than state ("restarting")
+    restarts: int | None = None
 
     @property
     def waiting(self) -> bool:
         """Whether it waits to start (pending, or queued by a queueing layer)."""
         return self.state in (JobState.PENDING, JobState.QUEUED)
+
+    def owns_pod(self, uid: str | None) -> bool:
+        """Whether the pod with ``uid`` is this job's (its shown pod or any other)."""
+        return bool(uid) and (uid == self.pod_uid or uid in self.pod_uids)
 
     @property
     def gpu_request(self) -> str:

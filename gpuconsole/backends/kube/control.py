@@ -37,8 +37,14 @@ COLLECTIONS = {
     "Job": f"{BATCH}/jobs",
     "CronJob": f"{BATCH}/cronjobs",
     "Service": f"{CORE}/services",
+    # distributed training jobs (kube.training): deleted, suspended and resumed like a Job
+    "MPIJob": "/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs",
+    "PyTorchJob": "/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
+    "TrainJob": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+    "JobSet": "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets",
 }
-WORKLOADS = ("Job", "CronJob")
+WORKLOADS = ("Job", "CronJob", "MPIJob", "PyTorchJob", "TrainJob", "JobSet")
+RUN_POLICY = frozenset({"MPIJob", "PyTorchJob"})  # the Kubeflow kinds suspend through spec.runPolicy
 MANUAL_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 JOB_NAME_MAX = 63
 _SUFFIX = string.ascii_lowercase + string.digits
@@ -206,7 +212,7 @@ class KubeJobControl:
     @staticmethod
     def _workload_path(kind: str) -> str:
         if kind not in WORKLOADS:
-            raise BackendError(f"cannot act on a {kind}: only Jobs and CronJobs")
+            raise BackendError(f"cannot act on a {kind}: only Jobs and CronJobs (and distributed training jobs)")
         return COLLECTIONS[kind]
 
     # ----------------------------------------------------------------- JobControl
@@ -248,7 +254,9 @@ class KubeJobControl:
     def suspend(self, kind: str, namespace: str, name: str, suspended: bool) -> None:
         verb = "suspending" if suspended else "resuming"
         self._json("PATCH", self._workload_path(kind), f"{verb} {kind} {namespace}/{name}",
-                   namespace=namespace, name=name, body={"spec": {"suspend": bool(suspended)}},
+                   namespace=namespace, name=name,
+                   body={"spec": {"runPolicy": {"suspend": bool(suspended)}} if kind in RUN_POLICY
+                         else {"suspend": bool(suspended)}},
                    content_type="application/merge-patch+json")
 
     # ----------------------------------------------------------------- QueueControl (Kueue)

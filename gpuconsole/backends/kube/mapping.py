@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from msgspec.structs import replace
 
+from gpuconsole.backends.kube import training_compose
 from gpuconsole.backends.kube.cron import cron_expression, cronjob_record, next_cron_change, next_run
 from gpuconsole.backends.kube.errors import one_line, status_error, status_message
 from gpuconsole.backends.kube.pending import WarningIndex, job_model, pending_reason
@@ -41,6 +42,7 @@ from gpuconsole.backends.kube.records import (
     pod_record,
     warning_record,
 )
+from gpuconsole.backends.kube.training import TrainingRecord
 from gpuconsole.model import JobsReading
 
 __all__ = [
@@ -90,9 +92,14 @@ def compose(
     nodes: Iterable[NodeRecord],
     warnings: Iterable[WarningRecord],
     now: float,
+    training: Iterable[TrainingRecord] = (),
 ) -> JobsReading:
-    """Join the records of one moment into a reading, sorted as the API lists them."""
+    """Join the records of one moment into a reading, sorted as the API lists them; distributed
+    jobs (``training``) take the batch Jobs and pods they own (:mod:`training_compose`)."""
     pod_list = list(pods)
+    jobs = list(jobs)
+    index = WarningIndex(warnings)
+    distributed, owned = training_compose.join(training, jobs, pod_list, index) if training else ([], set())
     by_job: dict[str, list[PodRecord]] = {}
     by_job_name: dict[tuple[str, str], list[PodRecord]] = {}
     allocated: dict[str, dict[str, int]] = {}
@@ -107,11 +114,10 @@ def compose(
                 counts[""] = counts.get("", 0) + pod.gpus
             for profile, count in pod.mig:
                 counts[profile] = counts.get(profile, 0) + count
-    index = WarningIndex(warnings)
-    job_models = tuple(
-        job_model(j, by_job.get(j.uid) or by_job_name.get((j.namespace, j.name), []), index)
-        for j in sorted(jobs, key=lambda j: (j.namespace, j.name, j.uid))
-    )
+    job_models = tuple(sorted(
+        [*(job_model(j, by_job.get(j.uid) or by_job_name.get((j.namespace, j.name), []), index)
+           for j in jobs if j.uid not in owned), *distributed],
+        key=lambda j: (j.namespace, j.name, j.uid)))
     cron_models = tuple(
         replace(c.cronjob, next_schedule=None if c.cronjob.suspended else next_run(c.expression, c.zone, now))
         for c in sorted(cronjobs, key=lambda c: (c.cronjob.namespace, c.cronjob.name, c.cronjob.uid))

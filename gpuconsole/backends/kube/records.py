@@ -6,14 +6,17 @@ that cannot be read raises alone, so a watch cache holds only what the console s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Any
 
 from gpuconsole.backends.kube import schema
+from gpuconsole.backends.kube.readers import EMPTY as _EMPTY
+from gpuconsole.backends.kube.readers import count as _count
+from gpuconsole.backends.kube.readers import items as _items
+from gpuconsole.backends.kube.readers import mapping as _mapping
+from gpuconsole.backends.kube.readers import metadata as _metadata
+from gpuconsole.backends.kube.readers import parse_time
 from gpuconsole.model import CronJob, JobState, Node
 
 # GPUs are the nvidia.com/gpu extended resource, MIG devices the nvidia.com/mig-<profile> ones
@@ -29,13 +32,17 @@ OWNER_LABELS = ("owner", "app.kubernetes.io/created-by")
 JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # pods of an Indexed Job
+# A distributed job's pods name their role: the Kubeflow operators' replica type, a JobSet's
+# replicated job. Its pods (or its child Jobs: an MPIJob's launcher, a JobSet's replicas) name
+# the job as their controller owner.
+ROLE_LABELS = ("training.kubeflow.org/replica-type", "jobset.sigs.k8s.io/replicatedjob-name")
+TRAINING_KINDS = frozenset({"MPIJob", "PyTorchJob", "TrainJob", "JobSet"})
 
 # Warning events worth keeping: why a pod is not scheduled, why a Job cannot create its pods.
 SCHEDULING_REASONS = frozenset({"FailedScheduling"})
 JOB_REASONS = frozenset({"FailedCreate"})
 
 _TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
-_QUANTITY = re.compile(r"^\s*(\d+)\s*$")
 
 
 # --------------------------------------------------------------------------- records
@@ -59,6 +66,7 @@ class JobRecord:
     cronjob: str | None
     image: str
     owner: str | None
+    controller: str | None = None  # the uid of a distributed job that owns it (MPIJob, JobSet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,9 @@ class PodRecord:
     unschedulable: str | None  # the PodScheduled=False condition's message
     waiting: str | None  # a container waiting to start: "ImagePullBackOff: …"
     index: int | None = None  # completion index of an Indexed Job's pod
+    controller: str | None = None  # the uid of a distributed job that owns it directly
+    role: str | None = None  # its role in a distributed job ("worker", "launcher", "node")
+    restarts: int = 0  # container restarts
 
     @property
     def terminated(self) -> bool:
@@ -114,67 +125,12 @@ class WarningRecord:
 # --------------------------------------------------------------------------- small readers
 
 
-def parse_time(text: Any) -> float | None:
-    """An RFC 3339 timestamp (``2024-05-01T10:00:00Z``, with or without microseconds) in POSIX
-    seconds; ``None`` for no value.
-
-    Raises:
-        ValueError: a value that is not such a timestamp.
-    """
-    if text is None or text == "":
-        return None
-    if not isinstance(text, str):
-        raise ValueError(f"not a timestamp: {text!r}")
-    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj["metadata"]
-    if type(meta) is not dict and not isinstance(meta, Mapping):
-        raise ValueError("metadata is not an object")
-    if not isinstance(meta.get("uid"), str) or not isinstance(meta.get("name"), str):
-        raise ValueError("metadata without uid or name")
-    return meta
-
-
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if type(value) is dict:  # what JSON gives: skip the (slow) abstract-class check
-        return value
-    if value is None:
-        return _EMPTY
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{what} is not an object")
-    return value
-
-
-def _items(value: Any, what: str) -> list[Any]:
-    if type(value) is list:
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{what} is not a list")
-    return value
-
-
-def _count(value: Any) -> int:
-    """A device count: extended resources are whole numbers (``"2"`` or ``2``)."""
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"not a device count: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _QUANTITY.match(str(value))
-    if match is None:
-        raise ValueError(f"not a device count: {value!r}")
-    return int(match.group(1))
+def training_owner(meta: schema.Metadata) -> str | None:
+    """The uid of the distributed training job that controls an object, if one does."""
+    for ref in meta.ownerReferences or ():
+        if ref.kind in TRAINING_KINDS and ref.controller and ref.uid:
+            return str(ref.uid)
+    return None
 
 
 def owner_of(kind: str, meta: schema.Metadata) -> schema.OwnerReference | None:
@@ -319,6 +275,7 @@ def job_record(obj: Mapping[str, Any] | schema.Job) -> JobRecord:
         cronjob=str(cron.name) if cron is not None and cron.name else None,
         image=_first_image(pod_spec),
         owner=_owner_label(meta.labels or _EMPTY, template_labels or _EMPTY),
+        controller=training_owner(meta),
     )
 
 
@@ -343,6 +300,7 @@ def pod_record(obj: Mapping[str, Any] | schema.Pod) -> PodRecord:
         if condition.type == "PodScheduled" and condition.status == "False":
             unschedulable = str(condition.message or condition.reason or "") or None
     waiting = None
+    restarts = sum(_count(cs.restartCount or 0) for cs in status.containerStatuses or ())
     for cs in status.containerStatuses or ():
         wait = cs.state.waiting if cs.state is not None else None
         if wait is not None and wait.reason and wait.reason != "ContainerCreating":
@@ -365,6 +323,9 @@ def pod_record(obj: Mapping[str, Any] | schema.Pod) -> PodRecord:
         unschedulable=unschedulable,
         waiting=waiting,
         index=_count(index) if index is not None else None,
+        controller=training_owner(meta),
+        role=next((str(labels[k]).lower() for k in ROLE_LABELS if labels.get(k)), None),
+        restarts=restarts,
     )
 
 
@@ -438,6 +399,3 @@ def warning_record(obj: Mapping[str, Any]) -> WarningRecord | None:
         message=str(obj.get("message") or reason).strip(),
         at=at,
     )
-
-
-# --------------------------------------------------------------------------- records → reading

@@ -130,6 +130,7 @@ class ContainerState(_Part):
 
 class ContainerStatus(_Part):
     state: ContainerState | None = None
+    restartCount: Any = None
 
 
 class PodStatus(_Part):

@@ -39,6 +39,7 @@ from gpuconsole.backends.kube.queue_kinds import (
     WORKLOADS,
     queue_kinds,
 )
+from gpuconsole.backends.kube.training import JOBSET, MPIJOB, PYTORCHJOB, READERS, TRAINJOB
 from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
 from gpuconsole.backends.kube.watched import Records
 from gpuconsole.model import JobsReading
@@ -54,6 +55,13 @@ __all__ = [
     "contexts",
     "kubeconfig_user",
 ]
+
+# The distributed training kinds (MPIJob, PyTorchJob, TrainJob, JobSet), each read where
+# discovery shows its CRD's group version; without them nothing else is asked.
+TRAINING_KINDS: tuple[Kind, ...] = tuple(
+    Kind(f"{kind}s", "custom", "list_cluster_custom_object", "list_namespaced_custom_object", READERS[kind],
+         required=False, custom=(group, version, plural))
+    for kind, group, version, plural in (MPIJOB, PYTORCHJOB, TRAINJOB, JOBSET))
 
 
 class KubeJobs(DiscoveringLister):
@@ -72,7 +80,8 @@ class KubeJobs(DiscoveringLister):
         watch: keep a watch-fed cache (the console); ``False``: every poll lists everything.
         watch_timeout: seconds the server keeps one watch open before it is resumed.
         page_size: objects per list request.
-        discovery_every: seconds between two discoveries of the Kueue and Volcano API groups.
+        discovery_every: seconds between two discoveries of the Kueue, Volcano and training
+            operators' API groups.
     """
 
     capabilities: frozenset[Capability] = frozenset()
@@ -95,7 +104,8 @@ class KubeJobs(DiscoveringLister):
         import_early()
 
     def kinds(self) -> tuple[Kind, ...]:
-        return (*KINDS, *queue_kinds(self))
+        training = tuple(k for k in TRAINING_KINDS if k.custom is not None and self.serves(*k.custom[:2]))
+        return (*KINDS, *queue_kinds(self), *training)
 
     @property
     def job_control(self) -> Any:
@@ -135,8 +145,9 @@ class KubeJobs(DiscoveringLister):
 def _compose(values: Records, now: float) -> JobsReading:
     vcjobs = values.get(VOLCANO_JOBS.name, [])
     jobs = [*values[JOBS.name], *(r.job for r in vcjobs)]
+    training = [record for kind in TRAINING_KINDS for record in values.get(kind.name, ())]
     reading = kube_mapping.compose(jobs, values[CRONJOBS.name], values[PODS.name], values[NODES.name],
-                                   values[EVENTS.name], now)
+                                   values[EVENTS.name], now, training)
     return annotate(reading, values.get(CLUSTER_QUEUES.name, ()), values.get(LOCAL_QUEUES.name, ()),
                     values.get(WORKLOADS.name, ()), values.get(VOLCANO_QUEUES.name, ()),
                     values.get(POD_GROUPS.name, ()), vcjobs)

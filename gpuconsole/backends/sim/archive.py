@@ -43,7 +43,8 @@ class JobArchive(Lifecycle):
 
     def _seed_archive(self, total: int) -> None:
         """Add historical jobs until the world lists ``total`` jobs (none if it already does)."""
-        count = max(0, total - len(self._jobs))
+        listed = sum(1 for j in self._jobs.values() if j.gang is None) + len(self._gangs)
+        count = max(0, total - listed)
         rng = random.Random(f"{self.seed}:archive")
         ids = IdFactory(rng)
         now = self._now

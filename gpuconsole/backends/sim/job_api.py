@@ -303,6 +303,9 @@ class JobApi(Actions):
                                                job.workers, names.index(pod), job.started, ended,
                                                job.state is JobState.FAILED)
             return training_log.lines(subject, self._now, start, tail)
+        for gang in getattr(self, "_gangs", ()):  # an MPIJob's launcher prints what rank 0 prints
+            if gang.namespace == namespace and pod == gang.launcher_pod() and gang.members():
+                return self.pod_log(namespace, gang.members()[0].pod_names()[0], start, tail)
         raise KeyError(f'pods "{pod}" not found')
 
     # ----------------------------------------------------------------- describe

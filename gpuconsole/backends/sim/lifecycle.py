@@ -73,6 +73,7 @@ class Lifecycle:
     _gpus: list[SimGpu]
     _gpu_by_uuid: dict[str, SimGpu]
     _jobs: dict[str, SimJob]
+    _gangs: list[Any]  # distributed jobs (sim.distributed.SimGang), their replicas in _jobs
     _pending: dict[str, SimJob]
     _cronjobs: list[SimCronJob]
     _events: list[tuple[float, int, str, Any, int]]

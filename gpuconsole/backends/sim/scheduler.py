@@ -172,6 +172,10 @@ class Scheduler:
         self._explain(job, {"Insufficient nvidia.com/gpu": matched, _SELECTOR: self._ready - matched})
         return False
 
+    def bind(self, job: SimJob, inst: SimInstance) -> None:
+        """Bind ``job`` to ``inst`` (it must have the GPUs free): a replica placed by hand."""
+        self._bind_gpus(job, inst, job.gpus)
+
     def _groups(self, job: SimJob) -> list[list[dict[SimInstance, None]]]:
         if job.product is None:
             return list(self._buckets.values())

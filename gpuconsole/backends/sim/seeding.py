@@ -8,6 +8,11 @@ shows in the list. Building it directly keeps even a thousand-node world quick t
 
 from __future__ import annotations
 
+import random
+
+from gpuconsole.backends.sim.catalog import H100_80GB
+from gpuconsole.backends.sim.distributed import SimGang, member
+from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import (
     FINISHED_TTL_S,
     Lifecycle,
@@ -64,9 +69,58 @@ class Seeding(Lifecycle):
             job.created = now - rng.randint(3600, 8 * 3600)
             self._add_job(job)
             self._at(now + rng.randint(3600, 6 * 3600), "resume", job, job.run)
+        if demo:
+            self._gang_rng = random.Random(f"{self.seed}:gangs")
+            self._seed_pytorchjob(now)
         # Settle pending reasons against the final allocation.
         for job in sched.schedule(self._pending):
             self._start(job, now)
+        if demo:
+            self._seed_mpijob(now)
+
+    def _gang(self, kind: str, name: str, created: float, image: str, owner: str,
+              roles: list[tuple[str, int, int, str | None]]) -> SimGang:
+        """A distributed job of ``roles`` (name, replicas, GPUs each, GPU product), its GPU
+        replicas added as member jobs (pending until placed)."""
+        ids = IdFactory(self._gang_rng)
+        gang = SimGang(kind, ids.uuid4(), name, "research", created, image, owner, [])
+        for role, replicas, gpus, product in roles:
+            members = [member(ids.uuid4(), ids.uuid4(), f"{name}-{role.lower()}-{i}", "research", created,
+                              gpus, product, image, owner) for i in range(replicas if gpus else 0)]
+            for job in members:
+                job.gang = gang
+                self._add_job(job)
+            gang.roles.append((role, gpus, members))
+        self._gangs.append(gang)
+        return gang
+
+    def _seed_mpijob(self, now: float) -> None:
+        """A running MPIJob: the guide's mpirun over two 4-GPU workers on the two training nodes,
+        in the place of jobs that ran there (its draws come from a generator of its own, so the
+        rest of the world is as it was drawn)."""
+        gang = self._gang("MPIJob", "nccl-allreduce", now - 5400, NEMO, "priya",
+                          [("Launcher", 1, 0, None), ("Worker", 2, 4, None)])
+        sched = self._scheduler
+        training = [n for n in sched.nodes if len(n.whole) >= 7][:2]  # the A100 and H100 training nodes
+        main, self._rng = self._rng, self._gang_rng
+        try:
+            for job, node in zip(gang.members(), training, strict=False):
+                held = sorted((j for j in self._jobs.values() if j.node is node and j.devices and j.gang is None),
+                              key=lambda j: j.uid)
+                while node.free < job.gpus and held:
+                    victim = held.pop()
+                    sched.release(victim)
+                    del self._jobs[victim.uid]
+                sched.bind(job, node)
+                self._start(job, now)
+                job.started, job.fails, job.stalled = float(now - 5340), False, False
+        finally:
+            self._rng = main
+
+    def _seed_pytorchjob(self, now: float) -> None:
+        """A PyTorchJob whose master and workers wait for 8 H100s each (one node has eight)."""
+        self._gang("PyTorchJob", "llama-8b-ddp", now - 1800, NEMO, "dmitri",
+                   [("Master", 1, 8, H100_80GB.label), ("Worker", 2, 8, H100_80GB.label)])
 
     def _seed_pending(self, job: SimJob, created: float) -> None:
         job.created = min(created, self._now - self._rng.randint(60, 2400))

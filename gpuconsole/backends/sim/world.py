@@ -87,6 +87,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._gpu_by_uuid = {}
         self._jobs = {}
         self._pending = {}
+        self._gangs = []
         self._cronjobs = []
         self._events = []
         self._seq = itertools.count()
@@ -208,7 +209,8 @@ class SimWorld(Provisioning, JobApi, Seeding):
         )
         if self._serving is not None:
             nodes += self._serving.nodes()
-        jobs = tuple([j.to_model() for j in self._jobs.values()]) + self._archive_view
+        jobs = tuple([j.to_model() for j in self._jobs.values() if j.gang is None])
+        jobs += tuple(sorted((g.to_model() for g in self._gangs), key=lambda j: j.created)) + self._archive_view
         return JobsReading(jobs, cronjobs, nodes, self._now)
 
     def services_reading(self) -> ServicesReading:

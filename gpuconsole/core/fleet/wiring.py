@@ -162,7 +162,7 @@ def with_jobs(services: Services, source: object) -> Services:
 def pod_namespace(reading: object, pod_uid: str) -> str | None:
     """The namespace of the job whose pod has ``pod_uid``, in a jobs reading."""
     jobs = reading.jobs if isinstance(reading, JobsReading) else ()
-    return next((j.namespace for j in jobs if j.pod_uid == pod_uid), None)
+    return next((j.namespace for j in jobs if j.owns_pod(pod_uid)), None)
 
 
 def cost_explorer(source: object, store: Store | None, options: ConsoleOptions) -> CostExplorer | None:

@@ -93,13 +93,14 @@ def attribute(snapshot: FleetSnapshot, gpu: Gpu, mig_uuid: str = "") -> Attribut
 
 def jobs_of(jobs: Iterable[Job], pod_uids: set[str | None], pod: str | None,
             namespace: str | None) -> tuple[Job, ...]:
-    """The jobs owning pods ``pod_uids``, or the pod named ``pod`` in ``namespace``.
+    """The jobs owning pods ``pod_uids`` (a distributed job owns its launcher's and workers'), or
+    the pod named ``pod`` in ``namespace``.
 
     A pod name matches a job's recorded pod, or the job whose name it starts with followed by
     the suffixes Kubernetes adds (``<job>-<suffix>``, ``<job>-<index>-<suffix>`` for an Indexed
     Job); the longest such job name wins.
     """
-    found = [j for j in jobs if j.pod_uid and j.pod_uid in pod_uids] if pod_uids else []
+    found = [j for j in jobs if any(j.owns_pod(uid) for uid in pod_uids)] if pod_uids else []
     if found or not pod:
         return tuple(found)
     best: Job | None = None

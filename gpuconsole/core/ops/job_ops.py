@@ -36,7 +36,7 @@ from gpuconsole.core.ops.manifests import JobRequest
 T = TypeVar("T")
 
 NOT_A_CLUSTER = "this job source cannot change jobs (no Kubernetes cluster or demo is connected)"
-KINDS = ("Job", "CronJob")
+KINDS = ("Job", "CronJob", "MPIJob", "PyTorchJob", "TrainJob", "JobSet")
 LOG_TAIL = 1000
 
 
@@ -135,7 +135,7 @@ class JobOps:
     def suspend(self, kind: str, namespace: str, name: str, confirmation: str = "") -> ActionResult:
         """Suspend a Job (its running pods are stopped) or a CronJob (no new runs). Needs ``"yes"``."""
         kind = _kind(kind)
-        action = ActionKind.SUSPEND_JOB if kind == "Job" else ActionKind.SUSPEND_CRONJOB
+        action = ActionKind.SUSPEND_CRONJOB if kind == "CronJob" else ActionKind.SUSPEND_JOB
         request = ActionRequest(action, f"{namespace}/{name}", confirmation=confirmation, params=(("kind", kind),))
 
         def do() -> str:
@@ -228,5 +228,5 @@ class JobOps:
 
 def _kind(kind: str) -> str:
     if kind not in KINDS:
-        raise ActionError(f"cannot act on a {kind}: only Jobs and CronJobs")
+        raise ActionError(f"cannot act on a {kind}: only Jobs and CronJobs (and distributed training jobs)")
     return kind

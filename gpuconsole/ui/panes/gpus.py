@@ -251,7 +251,7 @@ class GpusPane(Pane):
             return None
         chosen, snap = self.selected_process(), self.snapshot
         pod = chosen[1].pod_uid if chosen is not None else None
-        job = next((j for j in snap.jobs if j.pod_uid == pod), None) if pod and snap is not None else None
+        job = next((j for j in snap.jobs if j.owns_pod(pod)), None) if pod and snap is not None else None
         return ActionKind.KILL_PROCESS, job.namespace if job is not None else None
 
     def action_signal(self, signal_name: str) -> None:
@@ -336,7 +336,7 @@ def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette, 
     if proc.started is not None:
         parts.append(f"up {age(snapshot.taken_at - proc.started)}")
     line.append(" · " + " · ".join(parts))
-    job = next((j for j in snapshot.jobs if proc.pod_uid and j.pod_uid == proc.pod_uid), None)
+    job = next((j for j in snapshot.jobs if j.owns_pod(proc.pod_uid)), None)
     if job is not None:
         line.append(f" · held by {job.namespace}/{job.name}", palette.strong)
     elif proc.pod_uid:

@@ -43,6 +43,7 @@ STATE_ORDER = {JobState.PENDING: 0, JobState.QUEUED: 1, JobState.RUNNING: 2, Job
 
 JOB_COLUMNS = [
     ("STATE", "state", 9),
+    ("KIND", "kind", 7),
     ("NAME", "name", 22),
     ("GPUS", "gpus", 9),
     ("NODE", "node", 14),
@@ -95,6 +96,7 @@ def queue_order(job: Job) -> tuple[object, ...]:
 JOB_ORDER = {
     "state": lambda j: (0, STATE_ORDER[j.state], j.name),
     "name": lambda j: (0, j.name),
+    "kind": lambda j: (0, j.kind, j.name),
     "gpus": lambda j: (0, j.gpus, j.mig_profile or "", j.name),
     "node": lambda j: (*_known(j.node), j.name),
     "age": lambda j: (0, -j.created, j.name),
@@ -122,9 +124,24 @@ def duration(job: Job, now: float) -> str:
     return age((job.finished if job.finished is not None else now) - job.started)
 
 
+KIND_TEXT = {"PyTorchJob": "PyTorch", "TrainJob": "Train", "VolcanoJob": "Volcano"}  # the rest fit
+
+
+def state_text(job: Job) -> str:
+    """``running``, or the operator's own word where it says more (``restarting``, ``created``)."""
+    return job.phase if job.phase and job.state is not JobState.SUSPENDED else job.state.value
+
+
+def roles_text(job: Job) -> str:
+    """``Launcher 1/1 · Worker 2/2 × 8 GPUs``: each role's active / desired replicas and GPUs."""
+    return " · ".join(f"{r.name} {r.active}/{r.replicas}" + (f" × {r.gpus_per_replica} GPUs" if r.gpus_per_replica else "")
+                      for r in job.roles)
+
+
 def job_cells(job: Job, now: float, palette: Palette) -> tuple[object, ...]:
     return (
-        text(job.state.value, state_style(job.state, palette)),
+        text(state_text(job), state_style(job.state, palette)),
+        text(KIND_TEXT.get(job.kind, job.kind), None if job.roles else palette.dim),
         text(job.name),
         right(job.gpu_request),
         text(short_node(job.node) if job.node else "-"),

@@ -35,6 +35,7 @@ from gpuconsole.ui.panes.job_rows import (
     mig_text,
     node_cells,
     queue_order,
+    roles_text,
     short_product,
     waiting_text,
 )
@@ -243,6 +244,8 @@ class JobsPane(Pane):
         if job is None:
             return None
         line = Text(f"{job.namespace}/{job.name}  ", style=palette.strong)
+        if job.roles:  # a distributed job's roles first: the reason after them may be cut
+            line.append(f"{job.kind} {roles_text(job)} · ")
         if job.state in (JobState.PENDING, JobState.QUEUED):
             line.append(f"{'queued' if job.state is JobState.QUEUED else 'waiting'} {age(now - job.created)}: ")
             line.append(waiting_text(job) or "not scheduled yet", palette.warn)
@@ -269,7 +272,7 @@ class JobsPane(Pane):
             return ("CronJob", cron) if cron is not None else None
         if table.id == "job-table":
             job = self.jobs.by_key.get(key)
-            return ("Job", job) if job is not None else None
+            return (job.kind, job) if job is not None else None  # an MPIJob is acted on as one
         return None
 
     def guarded_kind(self, action: str, parameters: tuple[object, ...]) -> tuple[ActionKind, str | None] | None:
@@ -372,7 +375,7 @@ class JobsPane(Pane):
         kind, item = chosen
         jobs = self.core.services.jobs
         what = f"{kind} {item.namespace}/{item.name}"
-        goes = ("its pods stop and it leaves the queue" if kind == "Job"
+        goes = ("its pods stop and it leaves the queue" if kind != "CronJob"
                 else "its schedule and the jobs it started go too")
         self._confirm(f"Delete {kind}", f"Delete {what}? (y/n)", f"{self._facts(kind, item)}\nDeleting it: {goes}.",
                       what, lambda answer: jobs.delete(kind, item.namespace, item.name, answer), ActionKind.DELETE_JOB)
@@ -394,10 +397,10 @@ class JobsPane(Pane):
             self.app.notify(f"{what} has {item.state.value}: there is nothing to suspend.", severity="warning")
             return
         effect = ("its pods are stopped (progress since the last checkpoint is lost) until it is resumed"
-                  if kind == "Job" else "no new run starts until it is resumed; a running one goes on")
+                  if kind != "CronJob" else "no new run starts until it is resumed; a running one goes on")
         self._confirm(f"Suspend {kind}", f"Suspend {what}? (y/n)", f"{self._facts(kind, item)}\nSuspended: {effect}.",
                       what, lambda answer: jobs.suspend(kind, item.namespace, item.name, answer),
-                      ActionKind.SUSPEND_JOB if kind == "Job" else ActionKind.SUSPEND_CRONJOB)
+                      ActionKind.SUSPEND_CRONJOB if kind == "CronJob" else ActionKind.SUSPEND_JOB)
 
     def action_trigger(self) -> None:
         chosen = self._target("run now")

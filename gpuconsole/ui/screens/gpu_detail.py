@@ -75,8 +75,8 @@ def bars(values: list[float], width: int, floor: float, ceiling: float) -> str:
 
 
 def job_names(jobs: Iterable[Job]) -> dict[str, str]:
-    """Pod UID → ``namespace/name`` of the job that runs it."""
-    return {j.pod_uid: f"{j.namespace}/{j.name}" for j in jobs if j.pod_uid}
+    """Pod UID → ``namespace/name`` of the job that runs it (every pod of a distributed job)."""
+    return {uid: f"{j.namespace}/{j.name}" for j in jobs for uid in {j.pod_uid, *j.pod_uids} if uid}
 
 
 class ScaledSparkline(Sparkline):

@@ -1,0 +1,48 @@
+"""The demo world's distributed jobs: a running MPIJob (a launcher and two workers on the two
+training nodes) and a PyTorchJob whose master and workers wait for H100s, as the Jobs pane and
+the GPUs pane show them."""
+
+from __future__ import annotations
+
+from rich.style import Style
+
+from gpuconsole.backends.sim.world import SimWorld
+from gpuconsole.model import FleetSnapshot, JobState
+from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.panes.gpus import process_detail
+from gpuconsole.ui.panes.job_rows import job_cells, roles_text
+
+PLAIN = Palette(*[Style()] * 6)
+
+
+def test_the_demo_runs_an_mpijob_and_a_pytorchjob_waits_for_gpus() -> None:
+    world = SimWorld(seed=7)
+    world.step(60)
+    jobs = {j.kind: j for j in world.jobs_reading().jobs if j.roles}
+    mpi, torch = jobs["MPIJob"], jobs["PyTorchJob"]
+    assert (mpi.state, mpi.gpus, len(mpi.nodes)) == (JobState.RUNNING, 8, 2)
+    assert roles_text(mpi) == "Launcher 1/1 · Worker 2/2 × 4 GPUs"
+    assert mpi.pod is not None and mpi.pod.startswith("nccl-allreduce-launcher-")
+    assert torch.state is JobState.PENDING and torch.pending_reason.startswith("Worker: 0/8 nodes are available: ")
+    assert roles_text(torch) == "Master 0/1 × 8 GPUs · Worker 0/2 × 8 GPUs"
+    cells = job_cells(torch, world.now, PLAIN)
+    assert [str(c) for c in cells[:3]] == ["created", "PyTorch", "llama-8b-ddp"]
+
+
+def test_the_gpus_pane_names_the_mpijob_as_the_holder_of_its_workers_gpus() -> None:
+    world = SimWorld(seed=7)
+    world.step(60)
+    reading = world.jobs_reading()
+    snap = FleetSnapshot(taken_at=world.now, gpus=world.gpu_reading().gpus, jobs=reading.jobs, nodes=reading.nodes)
+    mpi = next(j for j in reading.jobs if j.kind == "MPIJob")
+    held = [p for g in snap.gpus for p in g.processes if mpi.owns_pod(p.pod_uid)]
+    assert len(held) == 8 and {g.node for g in snap.gpus for p in g.processes if p in held} == set(mpi.nodes)
+    assert all("held by research/nccl-allreduce" in process_detail(p, snap, PLAIN).plain for p in held)
+
+
+def test_the_demo_mpijobs_log_is_its_launchers() -> None:
+    world = SimWorld(seed=7)
+    world.step(60)
+    mpi = next(j for j in world.jobs_reading().jobs if j.kind == "MPIJob")
+    lines, count, ended = world.pod_log(mpi.namespace, mpi.pod, tail=20)
+    assert lines and count >= len(lines) and not ended
