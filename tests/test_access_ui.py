@@ -241,7 +241,7 @@ async def test_the_audit_pane_filters_exports_and_analyses_usage(tmp_path) -> No
 
 async def test_a_developer_may_not_read_the_audit_pane(tmp_path) -> None:
     async with console_app(tmp_path, Role.DEVELOPER) as (app, pilot, _secret):
-        assert "dev · developer (team-nlp)" in str(app.query_one("#top-bar").content)
+        assert "dev · developer (team-nlp, chat)" in str(app.query_one("#top-bar").content)
         await pilot.press("6")
         await pilot.pause()
         pane = app.query_one("#audit-pane")

@@ -47,7 +47,8 @@ from gpuconsole.model import (
 slow = pytest.mark.slow
 
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-INSTANCE_ID = re.compile(r"^i-[0-9a-f]{17}$")
+INSTANCE_ID = re.compile(r"^i-[0-9a-f]{17}$")  # EC2's
+ALIBABA_ID = re.compile(r"^i-[0-9a-z]{20}$")  # ECS's
 THEMES = ("contrast", "dark", "light")
 SNAPSHOT_SCHEMA_ID = "gpuconsole.snapshot/1"
 
@@ -511,7 +512,8 @@ def check_demo_document(doc: dict[str, Any]) -> None:
     instances = doc["instances"]
     assert instances
     for i in instances:
-        assert INSTANCE_ID.match(i["instance_id"]), i["instance_id"]
+        form = INSTANCE_ID if i["cloud"] == "aws" else ALIBABA_ID
+        assert form.match(i["instance_id"]), i["instance_id"]
         assert i["market"] in ("spot", "on-demand"), i
         assert i["price_per_hour"] >= 0 and i["accrued_cost"] >= 0
         for tag in i["tags"]:
@@ -520,7 +522,9 @@ def check_demo_document(doc: dict[str, Any]) -> None:
 
     # the pieces fit together
     node_names = {n["name"] for n in doc["nodes"]}
-    assert {g["node"] for g in gpus} <= node_names
+    # the Alibaba Cloud region's nodes belong to a cluster of their own, not the one watched
+    elsewhere = {i["node"] for i in instances if i["cloud"] != "aws"}
+    assert elsewhere and {g["node"] for g in gpus} - elsewhere <= node_names
     assert {j["node"] for j in jobs if j["state"] == JobState.RUNNING.value} <= node_names
     instance_ids = {i["instance_id"] for i in instances}
     assert {n["instance_id"] for n in doc["nodes"] if n["instance_id"]} <= instance_ids
@@ -643,9 +647,12 @@ def test_same_seed_same_world_other_seed_other_world(tmp_path: Path) -> None:
 def test_demo_nodes_scales_the_fleet(tmp_path: Path) -> None:
     doc = snapshot_json("snapshot", "--demo", "--json", "--no-db", "--demo-nodes", "3", cwd=tmp_path)
     # The inference pool's nodes come beside the N nodes the jobs run on.
+    # (and the demo's Alibaba Cloud region's, in a cluster of its own)
     pool = {i["node"] for i in doc["instances"] if dict(i["tags"]).get("Project") == "serving"}
-    assert len(doc["instances"]) - len(pool) == 3
+    elsewhere = {i["node"] for i in doc["instances"] if i["cloud"] != "aws"}
+    assert len(doc["instances"]) - len(pool) - len(elsewhere) == 3
     assert len(doc["nodes"]) - len(pool) == 3
+    pool |= elsewhere
     assert 3 <= len([g for g in doc["gpus"] if g["node"] not in pool]) <= 3 * 8
     assert len({g["node"] for g in doc["gpus"]} - pool) == 3
 
