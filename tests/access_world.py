@@ -26,7 +26,9 @@ OWN_NS, OTHER_NS = "team-nlp", "research"
 FLEET_KINDS = [k for k in ActionKind if not k.value.startswith("key-")]
 CASES = [(Role.ADMIN, "own"), (Role.DEVELOPER, "own"), (Role.DEVELOPER, "other"), (Role.AUDITOR, "own")]
 # Jobs and CronJobs of the seeded demo world (seed 7) in each namespace.
-JOBS = {OWN_NS: "mistral-lora-rdlb2", OTHER_NS: "grpo-exp-swb7d"}
+JOBS = {OWN_NS: "mistral-lora-rdlb2", OTHER_NS: "moe-ablation-f5j4t"}
+# A job of each namespace whose pods run GPU processes (the other namespace's is its MPIJob).
+PROCESS_JOBS = {OWN_NS: "mistral-lora-rdlb2", OTHER_NS: "nccl-allreduce"}
 CRONJOBS = {OWN_NS: "nightly-eval", OTHER_NS: "weekly-benchmark"}
 # Inference services of the demo's pool: the developer's own (in chat) and another namespace's.
 SERVICE_NS = "chat"
@@ -95,7 +97,7 @@ def door(console, kind: ActionKind, scope: str) -> Callable[[], object]:
         ActionKind.BUDGET_ADD: lambda: budgets.add(Budget(name="matrix", amount=100.0)),
         ActionKind.BUDGET_REMOVE: lambda: (_unguarded(console, lambda: budgets.add(Budget(name="matrix", amount=1.0))),
                                            budgets.remove("matrix")),
-        ActionKind.KILL_PROCESS: lambda: _kill_a_process_of(console, ns, job),
+        ActionKind.KILL_PROCESS: lambda: _kill_a_process_of(console, ns, PROCESS_JOBS[ns]),
     }
     if kind in doors:
         return doors[kind]
@@ -110,7 +112,7 @@ def _kill_a_process_of(console, ns: str, job_name: str) -> object:
     console.wait_for_first_answers(10)
     snap = console.snapshot
     job = next(j for j in snap.jobs if j.namespace == ns and j.name == job_name)
-    gpu, proc = next((g, p) for g in snap.gpus for p in g.processes if p.pod_uid == job.pod_uid)
+    gpu, proc = next((g, p) for g in snap.gpus for p in g.processes if job.owns_pod(p.pod_uid))
     KILLED[ns] = proc.pid
     return console.services.gpus.kill(gpu.uuid, proc.pid, "SIGTERM", "yes")
 

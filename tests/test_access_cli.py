@@ -21,6 +21,7 @@ from tests.access_world import (
     CRONJOBS,
     INSTANCE,
     JOBS,
+    PROCESS_JOBS,
     NAMES,
     OTHER_NS,
     OWN_NS,
@@ -80,8 +81,8 @@ def pid_of_job(ns: str) -> int:
         console.start(open_store=False)
         console.wait_for_first_answers(10)
         snap = console.snapshot
-        job = next(j for j in snap.jobs if j.namespace == ns and j.name == JOBS[ns])
-        return next(p.pid for g in snap.gpus for p in g.processes if p.pod_uid == job.pod_uid)
+        job = next(j for j in snap.jobs if j.namespace == ns and j.name == PROCESS_JOBS[ns])
+        return next(p.pid for g in snap.gpus for p in g.processes if job.owns_pod(p.pod_uid))
     finally:
         console.close()
 

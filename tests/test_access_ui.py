@@ -24,6 +24,7 @@ from tests.access_world import (
     CASES,
     INSTANCE,
     JOBS,
+    PROCESS_JOBS,
     NAMES,
     OTHER_NS,
     OWN_NS,
@@ -119,8 +120,8 @@ def row_key(app, kind: ActionKind, scope: str) -> str:
     if kind is ActionKind.BUDGET_REMOVE:
         return "matrix"  # saved by the test (the demo's own budget cannot be removed)
     if kind is ActionKind.KILL_PROCESS:  # a process of the job's pod, a row under its GPU
-        job = next(j for j in app.snapshot.jobs if j.namespace == ns and j.name == JOBS[ns])
-        gpu, proc = next((g, p) for g in app.snapshot.gpus for p in g.processes if p.pod_uid == job.pod_uid)
+        job = next(j for j in app.snapshot.jobs if j.namespace == ns and j.name == PROCESS_JOBS[ns])
+        gpu, proc = next((g, p) for g in app.snapshot.gpus for p in g.processes if job.owns_pod(p.pod_uid))
         return f"{gpu.uuid}{PID}{proc.pid}"
     if kind in (ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB, ActionKind.RESUME_JOB):
         return next(j.uid for j in app.snapshot.jobs if j.namespace == ns and j.name == JOBS[ns])

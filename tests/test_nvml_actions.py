@@ -106,7 +106,7 @@ def test_killing_a_simulated_process_fails_its_job_and_frees_the_gpu():
     assert "failed and freed its GPUs" in result.message
     after = next(g for g in gpus.poll_gpus().gpus if g.uuid == gpu.uuid)
     assert after.processes == ()
-    failed = [j for j in jobs.poll_jobs().jobs if j.pod_uid == proc.pod_uid]
+    failed = [j for j in jobs.poll_jobs().jobs if j.owns_pod(proc.pod_uid)]
     assert failed and failed[0].state is JobState.FAILED
     with pytest.raises(ActionError, match="it has exited"):
         ops.kill(gpu.uuid, proc.pid, "SIGKILL", "yes")

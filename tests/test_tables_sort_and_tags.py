@@ -41,7 +41,7 @@ async def test_jobs_sort_by_any_column_and_say_so_in_the_header():
     async with running() as (app, pilot):
         await show_pane(app, pilot, "3", "jobs")
         jobs = table(app, "job-table")
-        for _ in range(5):  # state, name, gpus, node, age
+        for _ in range(6):  # state, kind, name, gpus, node, age
             await pilot.press("greater_than_sign")
         await pilot.pause()
         assert jobs.sort_column == "age" and jobs.column_label("age") == "AGE▼"

@@ -271,5 +271,5 @@ def test_the_console_through_its_filter_draws_the_gpus_pane_whole(tmp_path) -> N
     lines = screen.display
     assert "NODE" in lines[3] and "UTIL" in lines[3]
     gpu = re.compile(r"^ \S+\s+\d+\s+\S+\s+[█░▏▎▍▌▋▊▉ ]{5}\s+\d+%\s+[\d.]+/\d+G\s+\d+°\s+\d+/\d+W\s+\S+\s*[▁▂▃▄▅▆▇█]?$")  # the scroll bar may end a row
-    rows = [line for line in lines[4:] if line.startswith(" ip-")]
+    rows = [line for line in lines[4:] if line.startswith(" ip-") or line[1:2].isdigit()]  # EC2 and ACK nodes
     assert rows and all(gpu.match(line) for line in rows), rows
