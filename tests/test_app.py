@@ -314,3 +314,13 @@ async def test_an_unticked_box_in_the_contrast_theme_shows_no_mark():
         await pilot.pause()
         on = box.get_component_rich_style("toggle--button")
         assert on.color != on.bgcolor and on.bold
+
+
+def test_a_pane_asked_for_focus_before_it_has_composed_its_body_does_not_fail() -> None:
+    """A pane key pressed the moment the pane is mounted reaches ``focus_body`` before the pane's
+    tables exist (seen under load with the GPUs pane): it must wait quietly, never raise."""
+    from gpuconsole.ui.registry import PANES, pane_class
+
+    for spec in PANES:
+        pane = pane_class(spec.id)(id=f"{spec.id}-pane")
+        pane.focus_body()  # nothing composed yet: nothing to focus, and no NoMatches

@@ -265,7 +265,8 @@ class ExperimentsPane(Pane):
 
     # ------------------------------------------------------------------ keys
     def focus_body(self) -> None:
-        focus_now(self.query_one("#exp-table", LiveTable))
+        if found := self.query("#exp-table"):  # not yet composed: nothing to focus
+            focus_now(found.first())
 
     def on_virtual_table_row_selected(self, event: Any) -> None:
         if getattr(event.data_table, "id", "") == "exp-table":

@@ -201,7 +201,9 @@ class GpusPane(Pane):
         self.show_view("procs" if view == "procs" else "gpus")
 
     def focus_body(self) -> None:
-        self.current_table().focus()
+        found = self.query("#proc-table" if self.mode == "procs" else "#gpu-table")
+        if found:  # a pane shown the moment it was mounted may not have composed its tables yet
+            found.first().focus()
 
     def set_tree(self, tree: bool) -> None:
         """Draw the process view as the tree (no sort column), or flat in the last flat order."""

@@ -167,7 +167,8 @@ class JobsPane(Pane):
             self.query_one("#cron-table", VirtualTable).focus()
 
     def focus_body(self) -> None:
-        self.query_one("#node-table" if self.mode == "nodes" else "#job-table", VirtualTable).focus()
+        if found := self.query("#node-table" if self.mode == "nodes" else "#job-table"):  # not yet composed: none
+            found.first().focus()
 
     def current_table(self) -> VirtualTable:
         focused = self.app.focused

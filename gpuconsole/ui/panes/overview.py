@@ -209,7 +209,8 @@ class OverviewPane(Pane):
             self.focus_body()
 
     def focus_body(self) -> None:
-        self.query_one("#card-alerts").focus()
+        if found := self.query("#card-alerts"):  # not yet composed: nothing to focus
+            found.first().focus()
 
     def action_no_filter(self) -> None:
         self.app.notify("The Overview has no table to filter: 2-6 open the panes that have one.", timeout=3)
