@@ -94,6 +94,7 @@ async def test_sprint_rings_for_new_crossings_only_and_its_stop_waits_for_a_yes(
 async def test_idle_waste_after_thirty_minutes_is_on_the_overview_and_the_gpu_line():
     clock = FrozenClock()
     console = demo_console(clock=clock)
+    console.services.autopilot.act = False  # the demo's autostop would end the idle GPU it looks at
     async with running(console) as (app, pilot):
         assert app.snapshot.idle == ()
         clock.advance(31 * 60)
@@ -114,7 +115,7 @@ async def test_idle_waste_after_thirty_minutes_is_on_the_overview_and_the_gpu_li
             gpus.move_cursor(row=gpus.shown_keys.index(waste.uuid))
             return "wasted" in str(app.query_one("#gpus-pane .row-detail", Static).content)
 
-        await wait_until(detail_says_wasted)
+        await wait_until(detail_says_wasted, timeout=30)
 
 
 async def test_the_launch_review_says_what_the_launch_does_to_its_budget():
