@@ -18,12 +18,12 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 # one_line lives beside the typed errors; the UI imports it from here too.
-from gpuconsole.backends.base import BackendPermissionDenied, one_line
+from gpuconsole.backends.base import BackendError, BackendPermissionDenied, one_line
 
 log = logging.getLogger(__name__)
 
@@ -275,3 +275,16 @@ def _settle(record: ActionLog, result: ActionResult) -> None:
             raise ActionError(f"{result.request.describe()}: {outcome} (not recorded either)") from exc
         raise ActionError(f"{result.request.describe()}: {outcome}, but the result could not be recorded "
                           f"in the audit log: {why}") from exc
+
+
+def log_lines(lines: Iterator[str]) -> Iterator[str]:
+    """A backend's log ``lines`` as they come; a failure ends them with :class:`ActionError`
+    (one line), and the stream is closed however the reader stops."""
+    try:
+        yield from lines
+    except BackendError as exc:
+        raise ActionError(one_line(exc)) from exc
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()

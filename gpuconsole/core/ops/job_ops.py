@@ -28,6 +28,7 @@ from gpuconsole.core.ops.actions import (
     ActionLog,
     ActionRequest,
     ActionResult,
+    log_lines,
     one_line,
     run_action,
 )
@@ -191,15 +192,7 @@ class JobOps:
              stop: threading.Event | None = None) -> Iterator[str]:
         """A pod's log lines as they come; a failure ends the iteration with :class:`ActionError`."""
         control = self._call(self._control)
-        lines = control.logs(namespace, pod, tail_lines=tail_lines, follow=follow, stop=stop)
-        try:
-            yield from lines
-        except BackendError as exc:
-            raise ActionError(one_line(exc)) from exc
-        finally:
-            close = getattr(lines, "close", None)
-            if close is not None:
-                close()
+        yield from log_lines(control.logs(namespace, pod, tail_lines=tail_lines, follow=follow, stop=stop))
 
     def describe(self, kind: str, namespace: str, name: str) -> str:
         """The object as YAML, then its recent events."""

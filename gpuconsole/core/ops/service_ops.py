@@ -23,6 +23,7 @@ from gpuconsole.core.ops.actions import (
     ActionRequest,
     ActionResult,
     autopilot_confirmation,
+    log_lines,
     one_line,
     run_action,
 )
@@ -109,11 +110,7 @@ class ServiceOps:
              stop: threading.Event | None = None) -> Iterator[str]:
         """A replica's log lines as they come; a failure ends them with :class:`ActionError`."""
         control = self._call(self._control)
-        lines = control.service_logs(namespace, pod, tail_lines=tail_lines, follow=follow, stop=stop)
-        try:
-            yield from lines
-        except BackendError as exc:
-            raise ActionError(one_line(exc)) from exc
+        yield from log_lines(control.service_logs(namespace, pod, tail_lines=tail_lines, follow=follow, stop=stop))
 
     def describe(self, kind: str, namespace: str, name: str) -> str:
         """The service (``kind`` ``Deployment`` …) as YAML, then its recent events."""
