@@ -115,7 +115,7 @@ async def test_idle_waste_after_thirty_minutes_is_on_the_overview_and_the_gpu_li
             gpus.move_cursor(row=gpus.shown_keys.index(waste.uuid))
             return "wasted" in str(app.query_one("#gpus-pane .row-detail", Static).content)
 
-        await wait_until(detail_says_wasted, timeout=30)
+        await wait_until(detail_says_wasted)
 
 
 async def test_the_launch_review_says_what_the_launch_does_to_its_budget():

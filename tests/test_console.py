@@ -261,6 +261,29 @@ def test_compose_is_a_function_of_its_readings_services_and_time():
         console.close()
 
 
+def test_idle_time_counts_to_when_the_gpus_were_read_not_to_when_the_snapshot_is_made():
+    """A GPU reading from before a 31-minute pause says nothing of the 31 minutes: none of its
+    idle GPUs is waste until a reading taken after them shows them still idle."""
+    from msgspec.structs import replace
+
+    from gpuconsole.core.fleet.compose import Readings, compose
+
+    console = demo_console()
+    try:
+        console.hub.poll_once()
+        readings = console.readings()
+        first = readings.gpus.taken_at
+        assert compose(readings, console.services, first).idle == ()
+        stale = compose(readings, console.services, first + 31 * 60)
+        assert stale.idle == ()
+        fresh = replace(readings.gpus, taken_at=first + 31 * 60)
+        later = compose(Readings(fresh, readings.jobs, readings.cloud, readings.sources), console.services,
+                        first + 31 * 60)
+        assert later.idle and all(w.idle_since == first for w in later.idle)
+    finally:
+        console.close()
+
+
 def test_the_consoles_own_alerts_come_first_and_the_order_is_by_severity():
     from gpuconsole.core.fleet.alerts import HOT_GPU_C, derive_alerts
     from gpuconsole.model import Alert, FleetSnapshot, Gpu

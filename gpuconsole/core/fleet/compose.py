@@ -80,7 +80,9 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
     instances = cloud_reading.instances if isinstance(cloud_reading, CloudReading) else ()
     cloud, explorer = services.cloud, services.cost_explorer
     instances = cloud.price_instances(instances, now)
-    idle = services.idle.update(gpus, instances, now)
+    # Idle time counts to when the GPUs were read: a reading from before a pause says nothing of since.
+    read_at = min(now, gpu_reading.taken_at) if isinstance(gpu_reading, GpuReading) else now
+    idle = services.idle.update(gpus, instances, read_at)
     billed_month, billed_note = None, ""
     if explorer is not None:
         billed_month = explorer.total()
