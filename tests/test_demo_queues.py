@@ -79,3 +79,34 @@ def test_the_seeded_demo_queues_are_the_same_every_time() -> None:
     b.step(120)
     assert a.jobs_reading() == b.jobs_reading()
 
+
+async def test_the_demo_queues_screen_shows_what_each_queue_uses_lends_costs_and_its_team_budget() -> None:
+    from textual.widgets import Static
+
+    from gpuconsole.ui.screens.queues import QueuesScreen
+    from tests.driving import column, running, shown
+
+    async with running() as (app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        reasons = " ".join(column(app, "job-table", "reason"))
+        assert "quota · waiting in queue research, position 1: " + QUOTA_WORDS in reasons
+        assert "gang · 0 of 3 pods fit; minMember 3" in reasons
+        assert "0/8 nodes are available: 8 Insufficient nvidia.com/gpu." in reasons  # capacity: the scheduler's words
+        await pilot.press("Q")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, QueuesScreen)
+        rows = {line.split()[0]: line.split() for line in shown(screen.query_one("#queues-table", Static)).splitlines()}
+        assert rows["QUEUE"][3:] == ["NOMINAL", "USED", "BORROWED", "LENT", "WAITING", "ADMITTED", "PENDING", "$/H", "BUDGET"]
+        assert rows["research"][3:7] == ["40", "48", "8", "0"] and rows["nlp"][3:7] == ["16", "6", "0", "8"]
+        assert rows["research"][-2] == "research-daily" and rows["nlp"][-2] == "team-nlp"  # tag:Project=<queue>
+        assert rows["research"][-3].startswith("$") and rows["research"][-1].endswith("%")
+        await pilot.press("down")
+        await pilot.pause()
+        drill = shown(screen.query_one("#queues-workloads", Static)).splitlines()
+        assert drill[0].startswith("research: ")
+        assert "admitted · budget research-daily: $" in drill[1] and " daily (" in drill[1]
+        assert drill[2].split()[1] == "running"  # running first, then the waiting ones in Kueue's order
+        held = [line for line in drill if " queued " in line]
+        assert held and held[0].startswith("#1 research/moe-ablation-")
