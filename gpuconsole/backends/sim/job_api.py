@@ -251,7 +251,10 @@ class JobApi(Actions):
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
             return  # a finished Job ignores spec.suspend, as the controller does
         self._revive(job)
-        if suspended and job.state is not JobState.SUSPENDED:
+        if suspended and self._kueue is not None and self._kueue.release(job):
+            job.run += 1
+            job.view = None  # Kueue held it suspended; now its owner does, out of its queue
+        elif suspended and job.state is not JobState.SUSPENDED:
             if job.state is JobState.RUNNING:
                 self._scheduler.release(job)
             self._pending.pop(job.uid, None)

@@ -134,6 +134,10 @@ class SimKueue:
         self.held[job.uid] = _Workload(job, job.queue, cq, _gpus(job))
         return True
 
+    def release(self, job: SimJob) -> bool:
+        """Let go of a held Job (its owner suspends it); whether Kueue held it."""
+        return self.held.pop(job.uid, None) is not None
+
     def admit_now(self, obj: Any, local_queue: str, gpus: int) -> None:
         """Record work admitted before the world began (what runs, and what Kueue let through)."""
         cq = self.local[(obj.namespace, local_queue)]
