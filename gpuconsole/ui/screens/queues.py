@@ -5,8 +5,8 @@ Per queue: GPUs nominal (Kueue's quota; Volcano's capability), used, borrowed fr
 lent to it, waiting (the GPUs of its jobs not started yet), workloads admitted and pending, the
 $/h of its running jobs' GPUs ("unknown" without prices) and, beside it, the team's budget and
 how much of it is spent. Below, the selected queue: its rate against its budget, then its jobs,
-running first, then the waiting ones in the order they wait (Kueue's place first), each with why
-it waits. It follows the console's snapshot every second.
+running first, then those admitted that wait for nodes, then those it holds in Kueue's order,
+each with why it waits. It follows the console's snapshot every second.
 """
 
 from __future__ import annotations
@@ -32,11 +32,14 @@ def _figure(value: int | None) -> str:
     return "unknown" if value is None else str(value)
 
 
+ORDER = {JobState.RUNNING: 0, JobState.PENDING: 1, JobState.QUEUED: 2}
+
+
 def jobs_of(queue: Queue, jobs: tuple[Job, ...]) -> list[Job]:
-    """The queue's jobs as it holds them: running first, then waiting in order."""
-    mine = [j for j in jobs if queue.holds(j.queue, j.cluster_queue) and j.state in
-            (JobState.RUNNING, JobState.PENDING, JobState.QUEUED)]
-    return sorted(mine, key=lambda j: (j.state is not JobState.RUNNING, j.queue_position or 1 << 30, j.created, j.name))
+    """The queue's jobs as it holds them: running first, then those admitted that wait for nodes,
+    then those it still holds, in their order."""
+    mine = [j for j in jobs if queue.holds(j.queue, j.cluster_queue) and j.state in ORDER]
+    return sorted(mine, key=lambda j: (ORDER[j.state], j.queue_position or 1 << 30, j.created, j.name))
 
 
 COLUMNS = (("QUEUE", False), ("KIND", False), ("COHORT", False), ("NOMINAL", True), ("USED", True),
