@@ -6,7 +6,7 @@ from gpuconsole.backends.sim.world import SimWorld
 from gpuconsole.model import Job, JobState, QueueKind, WaitingFor
 from tests.helpers import START
 
-QUOTA_WORDS = "48 of 40 GPUs used, may borrow 0 of 8 from cohort gpu-pool"
+QUOTA_WORDS = "52 of 44 GPUs used, may borrow 0 of 8 from cohort gpu-pool"
 
 
 def _by_name(world: SimWorld) -> dict[str, Job]:
@@ -22,8 +22,8 @@ def test_the_demo_has_a_cohort_of_two_cluster_queues_with_gpu_quotas() -> None:
     research, nlp = queues["research"], queues["nlp"]
     assert {q.kind for q in queues.values()} == {QueueKind.KUEUE} and {q.cohort for q in queues.values()} == {"gpu-pool"}
     assert research.local_queues == ("research/research",) and nlp.local_queues == ("team-nlp/nlp",)
-    # research: the MPIJob (8), the PyTorchJob (24) and the 70B run (16) admitted, 8 borrowed from nlp
-    assert (research.gpu_quota, research.gpu_used, research.gpu_borrowed, research.admitted_workloads) == (40, 48, 8, 3)
+    # research: the MPIJob (8), the PyTorchJob (24), the 70B run (16) and a 4-GPU run admitted, 8 borrowed from nlp
+    assert (research.gpu_quota, research.gpu_used, research.gpu_borrowed, research.admitted_workloads) == (44, 52, 8, 4)
     assert (nlp.gpu_quota, nlp.gpu_lending_limit, nlp.gpu_borrowed) == (16, 8, 0)
 
 
@@ -58,7 +58,7 @@ def test_kueue_admits_the_next_jobs_in_order_when_quota_is_given_back() -> None:
     first = after[held[0].uid]
     assert first.state in (JobState.PENDING, JobState.RUNNING) and first.waiting_for is not WaitingFor.QUOTA
     research = next(q for q in world.jobs_reading().queues if q.name == "research")
-    assert research.gpu_used == 48 - 16 + sum(j.gpus for j in held if after[j.uid].state is not JobState.QUEUED)
+    assert research.gpu_used == 52 - 16 + sum(j.gpus for j in held if after[j.uid].state is not JobState.QUEUED)
 
 
 def test_a_job_submitted_to_a_local_queue_waits_for_its_quota_and_one_without_runs_as_before() -> None:
@@ -99,7 +99,7 @@ async def test_the_demo_queues_screen_shows_what_each_queue_uses_lends_costs_and
         assert isinstance(screen, QueuesScreen)
         rows = {line.split()[0]: line.split() for line in shown(screen.query_one("#queues-table", Static)).splitlines()}
         assert rows["QUEUE"][3:] == ["NOMINAL", "USED", "BORROWED", "LENT", "WAITING", "ADMITTED", "PENDING", "$/H", "BUDGET"]
-        assert rows["research"][3:7] == ["40", "48", "8", "0"] and rows["nlp"][3:7] == ["16", "6", "0", "8"]
+        assert rows["research"][3:7] == ["44", "52", "8", "0"] and rows["nlp"][3:7] == ["16", "6", "0", "8"]
         assert rows["research"][-2] == "research-daily" and rows["nlp"][-2] == "team-nlp"  # tag:Project=<queue>
         assert rows["research"][-3].startswith("$") and rows["research"][-1].endswith("%")
         await pilot.press("down")

@@ -114,7 +114,7 @@ async def test_the_wizard_offers_the_namespaces_local_queues_and_the_job_waits_i
         assert [value for _label, value in select._options] == [""]  # no LocalQueue there
         await fill(pilot, wizard, "job-namespace", "research")
         labels = {value: str(label) for label, value in select._options}
-        assert labels["kueue:research"] == "research (Kueue, research): 0 of 40 GPUs free"
+        assert labels["kueue:research"] == "research (Kueue, research): 0 of 44 GPUs free"
         select.value = "kueue:research"
         await pilot.pause()
         code = await to_review(pilot, wizard)

@@ -48,7 +48,7 @@ class QuotaSpec:
 # research's quota is taken by its training runs, two of which wait for nodes; nlp lends it 8 GPUs.
 DEMO_QUEUES = (
     QuotaSpec("nlp", 16, 8, 8, ("team-nlp",)),
-    QuotaSpec("research", 40, 8, None, ("research",)),
+    QuotaSpec("research", 44, 8, None, ("research",)),
 )
 
 

@@ -133,17 +133,22 @@ class Seeding(Lifecycle):
             queue = kueue.local_queue(gang.namespace)
             if queue is not None:
                 kueue.admit_now(gang, queue, sum(m.gpus for m in gang.members()))
+        held = []
         for job in sorted(self._jobs.values(), key=lambda j: (j.created, j.name)):
             job.queue = kueue.local_queue(job.namespace) if job.gang is None else None
             if job.queue is None:
                 continue
             if job.state is JobState.RUNNING:
                 kueue.admit_now(job, job.queue, max(job.gpus, 1) if job.mig_profile else job.gpus)
-            elif job.state is JobState.PENDING:
-                del self._pending[job.uid]
-                kueue.hold(job)
+            elif job.state is JobState.PENDING and kueue.hold(job):
+                held.append(job)
             job.view = None
-        self._admit_queued(now)
+        admitted, _gave_up = kueue.admit(now)
+        for job in admitted:  # still in line for the scheduler, where it was
+            job.state = JobState.PENDING
+        for job in held:
+            if job.state is JobState.SUSPENDED:
+                del self._pending[job.uid]
 
     def _seed_pending(self, job: SimJob, created: float) -> None:
         job.created = min(created, self._now - self._rng.randint(60, 2400))
