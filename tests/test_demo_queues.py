@@ -110,3 +110,18 @@ async def test_the_demo_queues_screen_shows_what_each_queue_uses_lends_costs_and
         assert drill[2].split()[1] == "running"  # running first, then the waiting ones in Kueue's order
         held = [line for line in drill if " queued " in line]
         assert held and held[0].startswith("#1 research/moe-ablation-")
+
+
+def test_a_cronjobs_runs_wait_in_its_jobs_local_queue_and_forbid_counts_the_one_held() -> None:
+    from gpuconsole.core.ops.manifests import JobRequest, manifests
+
+    world = SimWorld(seed=7, start=START)
+    world.apply_manifests(manifests(JobRequest("every-minute", "research", image="busybox", gpus=1,
+                                               schedule="* * * * *", queue="research")))
+    world.apply_manifests(manifests(JobRequest("plain-minute", "research", image="busybox", gpus=1,
+                                               schedule="* * * * *")))
+    world.step(180)
+    runs = [j for j in world.jobs_reading().jobs if j.cronjob == "every-minute"]
+    assert [(j.state, j.queue) for j in runs] == [(JobState.QUEUED, "research")]  # Forbid: one run at a time
+    plain = [j for j in world.jobs_reading().jobs if j.cronjob == "plain-minute"]
+    assert plain and all(j.queue is None for j in plain)  # no queue label: the scheduler's alone

@@ -47,10 +47,11 @@ class _Workload:
         self.name = str(meta.get("name") or "")
         self.namespace = str(meta.get("namespace") or "default")
         self.owner = str((meta.get("labels") or {}).get("owner") or "")
-        self.queue = (meta.get("labels") or {}).get(QUEUE_LABEL) or None  # its Kueue LocalQueue
         self.schedule = str(spec.get("schedule") or "") if kind == "CronJob" else ""
         self.policy = str(spec.get("concurrencyPolicy") or "Allow") if kind == "CronJob" else "Allow"
         job_spec = ((spec.get("jobTemplate") or {}).get("spec") or {}) if kind == "CronJob" else spec
+        job_meta = ((spec.get("jobTemplate") or {}).get("metadata") or {}) if kind == "CronJob" else meta
+        self.queue = (job_meta.get("labels") or {}).get(QUEUE_LABEL) or None  # the Jobs' Kueue LocalQueue
         self.suspend = bool(spec.get("suspend"))
         pod = (job_spec.get("template") or {}).get("spec") or {}
         containers = pod.get("containers") or []
@@ -210,6 +211,7 @@ class JobApi(Actions):
                         w.owner or (TEAMS[w.namespace][0] if w.namespace in TEAMS else ""), suspended=w.suspend)
         cj.policy = w.policy
         cj.workers = w.workers
+        cj.queue = w.queue
         cj.manifest = manifest
         cj.next = None if w.suspend else cron_next(w.schedule, self._now)
         self._cronjobs.append(cj)
@@ -282,6 +284,7 @@ class JobApi(Actions):
         product = cj.product if cj.product in self._products else None
         job = self._new_sim_job(job_name, cj.namespace, cj.gpus, cj.mig_profile, product, cj.image, cj.owner,
                                 cj.workers, cj.minutes, cronjob=cj.name)
+        job.queue = cj.queue
         self._add_job(job)
         return job_name
 

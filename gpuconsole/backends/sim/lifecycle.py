@@ -213,7 +213,7 @@ class Lifecycle:
         job = SimJob(self._ids.uuid4(), f"{cj.name}-{int(ts // 60)}", cj.namespace, ts, cj.gpus,
                      cj.mig_profile, product, round(minutes * 60.0), cj.image, cj.owner,
                      self._ids.uuid4(), cronjob=cj.name)
-        job.queue = self._kueue.local_queue(cj.namespace) if self._kueue is not None else None
+        job.queue = cj.queue
         return job
 
     def _add_job(self, job: SimJob) -> None:
@@ -327,7 +327,8 @@ class Lifecycle:
                 cj.next = cron_next(cj.schedule, now)
                 if cj.policy != "Allow":
                     active = [j for j in self._jobs.values() if j.cronjob == cj.name and j.namespace == cj.namespace
-                              and j.state in (JobState.PENDING, JobState.RUNNING)]
+                              and (j.state in (JobState.PENDING, JobState.RUNNING)
+                                   or (self._kueue is not None and j.uid in self._kueue.held))]
                     if active and cj.policy == "Forbid":
                         continue  # the run is skipped while the last one is still going
                     for job in active:  # Replace: the running one makes way for the new one

@@ -129,6 +129,8 @@ class Seeding(Lifecycle):
         distributed runs, were admitted when they came; the Jobs still waiting are held, and
         Kueue admits them oldest first while the quota lasts (the rest wait on quota)."""
         kueue = self._kueue = SimKueue()
+        for cj in self._cronjobs:
+            cj.queue = kueue.local_queue(cj.namespace)
         for gang in self._gangs:
             queue = kueue.local_queue(gang.namespace)
             if queue is not None:

@@ -264,7 +264,8 @@ class SimCronJob:
     """A CronJob and the template of the Jobs it creates."""
 
     __slots__ = ("uid", "name", "namespace", "schedule", "created", "suspended", "last", "next",
-                 "gpus", "mig_profile", "product", "minutes", "image", "owner", "policy", "workers", "manifest")
+                 "gpus", "mig_profile", "product", "minutes", "image", "owner", "policy", "workers", "manifest",
+                 "queue")
 
     def __init__(self, uid: str, name: str, namespace: str, schedule: str, created: float,
                  gpus: int, mig_profile: str | None, product: str | None,
@@ -287,3 +288,4 @@ class SimCronJob:
         self.policy = "Allow"  # concurrencyPolicy: Allow, Forbid or Replace
         self.workers = 1
         self.manifest: dict[str, Any] | None = None
+        self.queue: str | None = None  # the Kueue LocalQueue its Jobs name
