@@ -75,3 +75,29 @@ def test_the_sender_unit_keeps_its_state_under_the_state_directory_too(capsys) -
 
     assert main(["notify", "manifest", "--systemd"]) == 0
     assert unit_environment(capsys.readouterr().out)["XDG_STATE_HOME"] == "/var/lib/gpuconsole/state"
+
+
+@pytest.mark.parametrize("argv", [["audit", "relay", "manifest"], ["autopilot", "manifest", "--systemd"],
+                                  ["notify", "manifest", "--systemd"]])
+def test_every_printed_unit_is_one_systemd_accepts(argv: list[str], tmp_path: Path, capsys) -> None:
+    """The bastion set-up installs these as printed (the relay's two split on their ``# path`` lines,
+    as the README's command does): ``systemd-analyze verify`` finds nothing wrong in any."""
+    from gpuconsole.cli.main import main
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    units: dict[str, list[str]] = {}
+    name = f"gpuconsole-{argv[0]}.service"  # a single unit: the name the README gives it
+    for line in text.splitlines():
+        if line.startswith("# /etc/systemd/system/"):
+            name = line.rsplit("/", 1)[1]
+            continue
+        units.setdefault(name, []).append(line)
+    for name, lines in units.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    done = subprocess.run([analyze, "verify", "--man=no", *(str(tmp_path / n) for n in units)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
