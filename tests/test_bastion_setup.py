@@ -125,6 +125,12 @@ def test_the_readmes_bastion_set_up_step_by_step(bastion: dict[str, Path]) -> No
         assert listed.returncode == 0, listed.stderr
         assert ("nobody", "budget-add") in {(r["actor"], r["action"]) for r in json.loads(listed.stdout)["records"]}
         assert run_as_nobody(["audit", "list"], home, login).returncode != 0
+        # Check: root's verify holds the relay's chain against its copy; with no AWS account here the
+        # copy cannot be read, which is its own answer (exit 3), naming the relay, never TAMPERED.
+        verified = gpuconsole("audit", "verify")
+        assert verified.returncode == 3, verified.stderr
+        assert "cannot be verified: cannot read the remote copy" in verified.stderr
+        assert f"the relay's chain, through {socket_path}" in verified.stderr and "TAMPERED" not in verified.stderr
     finally:
         server.terminate()
         server.wait(10)

@@ -33,12 +33,12 @@ def verify_anchored(audit: AuditLog) -> Verdict:
         return audit.verify()
     sink.flush()
     if (why := _not_the_writer(sink)) is not None:  # another identity's copy proves nothing either way
-        return Verdict(False, 0, why, unreadable=True)
+        return Verdict(False, 0, why, unreadable=True, hint="verify with the login's own IAM user's keys")
     try:
         remote = by_seq(sink.remote())
         local = audit.records() if audit.path.exists() else []
-    except AuditError as exc:
-        return Verdict(False, 0, str(exc))
+    except AuditError as exc:  # a copy (or log) that cannot be read: its own answer, not tampering
+        return Verdict(False, 0, str(exc), unreadable=True, hint="verify again once it can be read")
     if isinstance(remote, Verdict):
         return remote
     queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
