@@ -1,7 +1,9 @@
 """Each service's serving figures from its pods' answers: sums, means and histogram quantiles.
 
 A :class:`~gpuconsole.model.ServingReading` holds one answer per figure for every pod of every
-service; :func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
+service, or for every workload (the pods a Deployment or StatefulSet names, added up by the
+server: the service's workloads are those its replicas' names give, and a workload two services
+claim says nothing of either); :func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
 what is a mean (latency sum over count), and takes the quantiles of the service's summed bucket
 rates exactly as Prometheus's ``histogram_quantile`` does. A figure no pod answered stays None;
 each figure says which family it came from.
@@ -19,7 +21,7 @@ from operator import attrgetter
 import msgspec
 
 from gpuconsole.model import PodSeries, Service, ServingReading
-from gpuconsole.model.serving import ADDITIVE, FIGURES
+from gpuconsole.model.serving import ADDITIVE, FIGURES, workload_of
 from gpuconsole.model.serving import SeriesName as S
 
 PodKey = tuple[str, str]  # (namespace, pod)
@@ -30,14 +32,28 @@ TTFT_QUANTILE = 0.99  # ttft_ms is the 99th percentile of the time to the first 
 
 
 class PodIndex:
-    """A reading's answers by name and pod, built once per reading."""
+    """A reading's answers by name and pod (or workload), built once per reading.
 
-    def __init__(self, reading: ServingReading | None) -> None:
+    Args:
+        services: every service of the reading: a workload two of them claim (their pods' names
+            give the same one) adds up pods of both, and says nothing of either.
+    """
+
+    def __init__(self, reading: ServingReading | None, services: Iterable[Service] = ()) -> None:
         self.by_name: dict[str, dict[PodKey, list[PodSeries]]] = {}
+        self.per_workload: set[str] = set()  # the answers whose series are workloads' sums
         self.custom = False  # any [[services.metrics]] answer
+        self.shared: set[PodKey] = set()
         if reading is None:
             return
+        owner: dict[PodKey, str] = {}
+        for service in services:
+            for key in workloads_of(pods_of(service)):
+                if owner.setdefault(key, service.key) != service.key:
+                    self.shared.add(key)
         for answer in reading.answers:
+            if answer.by == "workload":
+                self.per_workload.add(answer.name)
             series = answer.series
             if series and series[0].le is None:
                 # One series a pod, mostly: the index made in one step, without a loop in Python.
@@ -141,15 +157,23 @@ def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tup
     Args:
         suffix: the answers of another window (``@300``), for an SLO measured over its own.
     """
-    by_name = index.by_name
+    by_name, per_workload = index.by_name, index.per_workload
+    workloads = workloads_of(pods) if per_workload else []
+    mixed = not index.shared.isdisjoint(workloads)
 
     def of(name: str) -> list[PodSeries]:
         found = by_name.get(name + suffix)
         out: list[PodSeries] = []
         if found:
-            for pod in pods:
-                if pod in found:
-                    out.extend(found[pod])
+            if name + suffix in per_workload:
+                if mixed:  # a workload that holds another service's pods too
+                    return out
+                keys = workloads
+            else:
+                keys = pods
+            for key in keys:
+                if key in found:
+                    out.extend(found[key])
         return out
 
     figures: dict[str, float | None] = dict.fromkeys(FIGURES)
@@ -203,6 +227,11 @@ def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tup
 
 def pods_of(service: Service) -> list[PodKey]:
     return [(service.namespace, r.pod) for r in service.replicas]
+
+
+def workloads_of(pods: Iterable[PodKey]) -> list[PodKey]:
+    """``(namespace, workload)`` of the workloads ``pods`` belong to, each once."""
+    return list(dict.fromkeys((namespace, workload_of(pod)) for namespace, pod in pods))
 
 
 def with_figures(services: Iterable[Service], index: PodIndex) -> list[Service]:

@@ -44,7 +44,7 @@ class ServingBook:
         GPUs, nodes and priced instances, and the alerts of their SLOs."""
         if not isinstance(reading, ServicesReading):
             return (), ()
-        index = PodIndex(reading.serving)
+        index = PodIndex(reading.serving, reading.services)
         prices, use = GpuPrices(snapshot, rates), gpu_use(snapshot.gpus)
         services = [costed(s, prices, use) for s in with_figures(reading.services, index)]
         judged, alerts = [], []
