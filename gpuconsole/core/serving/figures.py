@@ -31,56 +31,63 @@ QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
 TTFT_QUANTILE = 0.99  # ttft_ms is the 99th percentile of the time to the first token
 
 
+ServiceId = tuple[str, str, str]  # (kind, namespace, name): a Deployment and a StatefulSet may share a name
+
+
+def service_id(service: Service) -> ServiceId:
+    return (service.kind.value, service.namespace, service.name)
+
+
 class PodIndex:
-    """A reading's answers by name and pod (or workload), built once per reading.
+    """A reading's answers, each service's series apart, built once per reading: every series
+    goes once to the service whose pod (or workload) it is.
 
     Args:
-        services: every service of the reading: a workload two of them claim (their pods' names
-            give the same one) adds up pods of both, and says nothing of either.
+        services: every service of the reading. A workload two of them claim (their pods' names
+            give the same one) adds up pods of both: it says nothing of either, and the answers
+            per workload say nothing of a service that has such a workload.
     """
 
     def __init__(self, reading: ServingReading | None, services: Iterable[Service] = ()) -> None:
-        self.by_name: dict[str, dict[PodKey, list[PodSeries]]] = {}
         self.per_workload: set[str] = set()  # the answers whose series are workloads' sums
         self.custom = False  # any [[services.metrics]] answer
-        self.shared: set[PodKey] = set()
+        self.mixed: set[ServiceId] = set()  # the services with a workload another one claims too
+        self._of: dict[ServiceId, dict[str, list[PodSeries]]] = {}
         if reading is None:
             return
-        owner: dict[PodKey, str] = {}
+        pods: dict[PodKey, dict[str, list[PodSeries]]] = {}
+        workloads: dict[PodKey, ServiceId] = {}
         for service in services:
-            for key in workloads_of(pods_of(service)):
-                if owner.setdefault(key, service.key) != service.key:
-                    self.shared.add(key)
+            mine = self._of.setdefault(service_id(service), {})
+            keys = pods_of(service)
+            pods.update(dict.fromkeys(keys, mine))
+            for key in workloads_of(keys):
+                if workloads.setdefault(key, service_id(service)) != service_id(service):
+                    self.mixed.update((workloads[key], service_id(service)))
+        by_workload = {key: self._of[owner] for key, owner in workloads.items()}
+        names: set[str] = set()
         for answer in reading.answers:
+            name = answer.name
+            names.add(name)
             if answer.by == "workload":
-                self.per_workload.add(answer.name)
+                self.per_workload.add(name)
+            owners = by_workload if answer.by == "workload" else pods
             series = answer.series
-            if series and series[0].le is None:
-                # One series a pod, mostly: the index made in one step, without a loop in Python.
-                single = dict(zip(map(_POD, series), map(list, zip(series))))
-                if len(single) == len(series) and answer.name not in self.by_name:
-                    self.by_name[answer.name] = single
-                    continue
-            pods = self.by_name.setdefault(answer.name, {})
-            # Prometheus gives a pod's series (its buckets) one after the other: taken a run at
-            # a time, not a series at a time (a pod's series apart from each other still join).
-            for pod, run in groupby(series, _POD):
-                found = pods.get(pod)
-                if found is None:
-                    pods[pod] = list(run)
-                else:
-                    found.extend(run)
-        self.custom = not FIGURES_SET.isdisjoint(self.by_name)
+            # Every series to its service's list, one dict look-up each (a workload's buckets,
+            # one after the other, go as a run).
+            for key, run in groupby(series, _POD):
+                mine = owners.get(key)
+                if mine is not None:
+                    found = mine.get(name)
+                    if found is None:
+                        mine[name] = list(run)
+                    else:
+                        found.extend(run)
+        self.custom = not FIGURES_SET.isdisjoint(names)
 
-    def of(self, name: str, pods: Sequence[PodKey]) -> list[PodSeries]:
-        """Every series of answer ``name`` for ``pods``."""
-        found = self.by_name.get(name)
-        if not found:
-            return []
-        out: list[PodSeries] = []
-        for pod in pods:
-            out.extend(found.get(pod, ()))
-        return out
+    def of(self, service: Service) -> dict[str, list[PodSeries]]:
+        """Every answer's series for ``service``, by answer name."""
+        return self._of.get(service_id(service), {})
 
 
 def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float | None:
@@ -138,11 +145,14 @@ def _rank_bound(rank: float, ordered: list[tuple[float, float]], counts: list[fl
 
 
 def _sum(series: list[PodSeries]) -> float | None:
+    if len(series) == 1:  # a workload's sum, mostly
+        return series[0].value
     return math.fsum(s.value for s in series) if series else None
 
 
 def _families(series: list[PodSeries]) -> str:
-    return "+".join(sorted({s.family for s in series}))
+    found = {s.family for s in series}
+    return found.pop() if len(found) == 1 else "+".join(sorted(found))
 
 
 def _ratio(top: float | None, bottom: float | None, scale: float = 1.0) -> float | None:
@@ -151,30 +161,18 @@ def _ratio(top: float | None, bottom: float | None, scale: float = 1.0) -> float
     return top / bottom * scale
 
 
-def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tuple[dict[str, float | None], dict[str, str]]:
-    """The figures of the service whose pods are ``pods``, and each known figure's family.
+def figures_of(index: PodIndex, service: Service, suffix: str = "") -> tuple[dict[str, float | None], dict[str, str]]:
+    """The figures of ``service`` from its pods' answers, and each known figure's family.
 
     Args:
         suffix: the answers of another window (``@300``), for an SLO measured over its own.
     """
-    by_name, per_workload = index.by_name, index.per_workload
-    workloads = workloads_of(pods) if per_workload else []
-    mixed = not index.shared.isdisjoint(workloads)
+    mine = index.of(service)
+    skip = index.per_workload if service_id(service) in index.mixed else ()
 
     def of(name: str) -> list[PodSeries]:
-        found = by_name.get(name + suffix)
-        out: list[PodSeries] = []
-        if found:
-            if name + suffix in per_workload:
-                if mixed:  # a workload that holds another service's pods too
-                    return out
-                keys = workloads
-            else:
-                keys = pods
-            for key in keys:
-                if key in found:
-                    out.extend(found[key])
-        return out
+        name += suffix
+        return [] if name in skip else mine.get(name, [])
 
     figures: dict[str, float | None] = dict.fromkeys(FIGURES)
     families: dict[str, str] = {}
@@ -239,16 +237,22 @@ def with_figures(services: Iterable[Service], index: PodIndex) -> list[Service]:
     replica with its own requests/s, running and waiting)."""
     out = []
     for service in services:
-        figures, families = figures_of(index, pods_of(service))
+        figures, families = figures_of(index, service)
         out.append(_with(service, figures, families, index))
     return out
 
 
-def _replica_figure(index: PodIndex, name: str, pod: PodKey) -> float | None:
-    series = index.by_name.get(name, {}).get(pod)
+def _per_pod(series: list[PodSeries] | None) -> dict[str, float]:
+    """A per-pod answer's value for each pod (the sum of its series where it has several)."""
     if not series:
-        return None
-    return series[0].value if len(series) == 1 else math.fsum(s.value for s in series)
+        return {}
+    one = {s.pod: s.value for s in series}
+    if len(one) == len(series):  # one series a pod, mostly
+        return one
+    values: dict[str, list[float]] = defaultdict(list)
+    for s in series:
+        values[s.pod].append(s.value)
+    return {pod: v[0] if len(v) == 1 else math.fsum(v) for pod, v in values.items()}
 
 
 def _with(service: Service, figures: Mapping[str, float | None], families: Mapping[str, str],
@@ -256,13 +260,15 @@ def _with(service: Service, figures: Mapping[str, float | None], families: Mappi
     known = {k: v for k, v in figures.items() if v is not None}
     if not known:
         return service
+    mine = index.of(service)
+    ok, errors, running, waiting = (_per_pod(mine.get(name)) for name in (S.OK, S.ERRORS, S.RUNNING, S.WAITING))
     replicas = []
     for replica in service.replicas:
-        pod = (service.namespace, replica.pod)
-        ok, errors = _replica_figure(index, S.OK, pod), _replica_figure(index, S.ERRORS, pod)
+        pod = replica.pod
+        served = ok.get(pod)
         replicas.append(msgspec.structs.replace(
-            replica, rps=ok + (errors or 0.0) if ok is not None else None,
-            running=_replica_figure(index, S.RUNNING, pod), waiting=_replica_figure(index, S.WAITING, pod)))
+            replica, rps=served + errors.get(pod, 0.0) if served is not None else None,
+            running=running.get(pod), waiting=waiting.get(pod)))
     sources = tuple((f, families[f]) for f in FIGURES if f in known)
     shown = ",".join(sorted({part for _f, fam in sources for part in fam.split("+")}))
     return msgspec.structs.replace(service, **known, replicas=tuple(replicas), sources=sources, metrics_source=shown)
