@@ -15,7 +15,7 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import groupby
+from itertools import accumulate, groupby
 from operator import attrgetter
 
 import msgspec
@@ -108,21 +108,23 @@ def histogram_quantiles(qs: Sequence[float], buckets: Iterable[tuple[float, floa
 
 def series_quantiles(qs: Sequence[float], series: Iterable[PodSeries]) -> list[float | None]:
     """:func:`histogram_quantiles` of bucket series (their ``le`` and value)."""
-    merged: dict[float, float] = defaultdict(float)
+    series = list(series)
+    merged: dict[float | None, float] = {s.le: s.value for s in series}
+    if len(merged) == len(series) and None not in merged:  # one histogram (a workload's): no bound twice
+        return _quantiles(qs, merged)  # type: ignore[arg-type]
+    merged = defaultdict(float)
     for s in series:
         if s.le is not None:
             merged[s.le] += s.value
-    return _quantiles(qs, merged)
+    return _quantiles(qs, merged)  # type: ignore[arg-type]
 
 
 def _quantiles(qs: Sequence[float], merged: Mapping[float, float]) -> list[float | None]:
     ordered = sorted(merged.items())
     if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
         return [None] * len(qs)
-    counts, top = [], 0.0
-    for _bound, count in ordered:  # a count lower than the one below it is the scrape's skew
-        top = max(top, count)
-        counts.append(top)
+    # A count lower than the one below it is the scrape's skew: each count at least the one below.
+    counts = list(accumulate((count for _bound, count in ordered), max, initial=0.0))[1:]
     total = counts[-1]
     if total <= 0:
         return [None] * len(qs)
@@ -177,16 +179,20 @@ def figures_of(index: PodIndex, service: Service, suffix: str = "") -> tuple[dic
     figures: dict[str, float | None] = dict.fromkeys(FIGURES)
     families: dict[str, str] = {}
 
-    named: dict[tuple[int, ...], str] = {}  # the families of the series lists used, worked out once each
+    named: dict[int, str] = {}  # the families of each series list used, worked out once each
 
     def put(figure: str, value: float | None, *used: list[PodSeries]) -> None:
         if value is None:
             return
         figures[figure] = value
-        key = tuple(map(id, used))
-        if key not in named:
-            named[key] = _families([s for group in used for s in group])
-        families[figure] = named[key]
+        found = []
+        for group in used:
+            if group:
+                key = id(group)
+                if key not in named:
+                    named[key] = group[0].family if len(group) == 1 else _families(group)
+                found.append(named[key])
+        families[figure] = found[0] if len(found) == 1 else "+".join(sorted({p for f in found for p in f.split("+")}))
 
     ok, errors = of(S.OK), of(S.ERRORS)
     ok_rate, error_rate = _sum(ok), _sum(errors)
