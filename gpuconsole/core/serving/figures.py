@@ -73,6 +73,16 @@ class PodIndex:
                 self.per_workload.add(name)
             owners = by_workload if answer.by == "workload" else pods
             series = answer.series
+            if series and series[0].le is None:  # one series a pod or workload, mostly
+                for key, one in zip(map(_POD, series), series):
+                    mine = owners.get(key)
+                    if mine is not None:
+                        found = mine.get(name)
+                        if found is None:
+                            mine[name] = [one]
+                        else:
+                            found.append(one)
+                continue
             # Every series to its service's list, one dict look-up each (a workload's buckets,
             # one after the other, go as a run).
             for key, run in groupby(series, _POD):
