@@ -5,10 +5,13 @@
 A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` like a fast
 Prometheus, from canned JSON, for every query :class:`PrometheusServing` sends: the services are
 vLLM (half), NVIDIA Triton (three in ten, half of them with their latency summaries enabled) and
-Hugging Face TGI (one in five), 8 pods each (4,000 pods), in 20 namespaces; each answer holds the
-series Prometheus would return for its query (``family``, ``namespace``, ``pod``, and ``le`` of
-every histogram bucket or ``quantile`` of a summary; one service in fifty served nothing in the
-window and has no buckets), written as Prometheus writes them. The values come in two sets that
+Hugging Face TGI (one in five), 8 pods each (4,000 pods, named as Kubernetes names a
+Deployment's: ``NAME-<hash>-<5 letters>``), in 20 namespaces; each answer holds the series
+Prometheus would return for its query: per pod for a replica's own figures (requests, errors,
+running, waiting), per workload for the others (the pods' values added up, their mean or their
+maximum, as the query asks), with ``family``, ``namespace``, ``pod`` or ``workload``, and ``le``
+of every histogram bucket or ``quantile`` of a summary (one service in fifty served nothing in
+the window: its buckets are zero), written as Prometheus writes them. The values come in two sets that
 alternate, so every refresh changes every figure. The cluster's side is built here: a
 :class:`ServicesReading` of the services as Deployments (vLLM on 2 H100s a replica, Triton on an
 L4, TGI on an A10G, nodes of 8 GPUs) and a :class:`FleetSnapshot` with those GPUs (their pods
@@ -19,9 +22,9 @@ named, as the DCGM exporter names them) and the priced instances under the nodes
 Each refresh, timed (wall and this process's CPU):
 
 - query + parse: ``PrometheusServing.poll_serving()`` (every query sent, a few at a time over
-  the keep-alive pool, each answer read into the pods' series);
-- compose: ``ServingBook.compose`` (each service's figures from its pods' series, histogram
-  quantiles, the pod → node → instance cost join, the SLOs judged);
+  the keep-alive pool, each answer read into the pods' or workloads' series);
+- compose: ``ServingBook.compose`` (each service's figures from its pods' and workload's series,
+  histogram quantiles, the pod → node → instance cost join, the SLOs judged);
 - refresh: the two together (target: at most 200 ms; Prometheus is scraped every 15 s).
 
 The peer, in the same run and interleaved with it: the GPU fleet refresh of

@@ -10,7 +10,7 @@ service without metrics no latency, a node without a price no $/h.
 
 The readings the sources return are here too: :class:`ServicesReading` (the cluster's services
 and replicas, figures empty) and :class:`ServingReading` (one Prometheus answer per figure, per
-pod, for every service at once); the core joins them.
+pod or per workload, for every service at once); the core joins them.
 """
 
 from __future__ import annotations
