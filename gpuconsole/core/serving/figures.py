@@ -3,7 +3,8 @@
 A :class:`~gpuconsole.model.ServingReading` holds one answer per figure for every pod of every
 service, or for every workload (the pods a Deployment or StatefulSet names, added up by the
 server: the service's workloads are those its replicas' names give, and a workload two services
-claim says nothing of either); :func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
+claim says nothing of either; a pod gone within the window still counts in its workload's);
+:func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
 what is a mean (latency sum over count), and takes the quantiles of the service's summed bucket
 rates exactly as Prometheus's ``histogram_quantile`` does. A figure no pod answered stays None;
 each figure says which family it came from.
