@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 from sys import intern
+from typing import Generic, TypeVar
+
 import msgspec
 
 from gpuconsole.backends.prometheus.mapping import _braces
@@ -134,10 +136,15 @@ def custom_query(promql: str, window_s: float) -> str:
 class _Labels(msgspec.Struct, gc=False):
     namespace: str = ""
     pod: str = ""
-    workload: str = ""
     family: str = ""
     le: str | None = None
     quantile: str | None = None
+
+
+class _WorkloadLabels(_Labels, gc=False):
+    """The labels of a workload's series: its ``workload`` label read where a pod's is."""
+
+    pod: str = msgspec.field(default="", name="workload")
 
 
 class _Pair(msgspec.Struct, array_like=True, gc=False):
@@ -147,22 +154,27 @@ class _Pair(msgspec.Struct, array_like=True, gc=False):
     value: float
 
 
-class _Sample(msgspec.Struct, gc=False):
-    metric: _Labels
+L = TypeVar("L", bound=_Labels)
+
+
+class _Sample(msgspec.Struct, Generic[L], gc=False):
+    metric: L
     value: _Pair
 
 
-class _Data(msgspec.Struct, gc=False):
+class _Data(msgspec.Struct, Generic[L], gc=False):
     resultType: str  # noqa: N815 - the API's name
-    result: list[_Sample]
+    result: list[_Sample[L]]
 
 
-class _Answer(msgspec.Struct, gc=False):
+class _Answer(msgspec.Struct, Generic[L], gc=False):
     status: str
-    data: _Data
+    data: _Data[L]
 
 
-_DECODER = msgspec.json.Decoder(_Answer, strict=False)  # strict=False: "1.5" reads as 1.5
+# strict=False: "1.5" reads as 1.5
+_DECODERS = {by: msgspec.json.Decoder(_Answer[labels], strict=False)  # type: ignore[valid-type]
+             for by, labels in (("pod", _Labels), ("workload", _WorkloadLabels))}
 
 
 class ServingAnswerError(ValueError):
@@ -178,21 +190,19 @@ def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
         family: the family of every series (a ``[[services.metrics]]`` query, read per pod),
             else each series' own ``family`` label.
     """
+    base = name.split("@", 1)[0]
+    by = "pod" if family or base in BY_POD or base not in TERMS else "workload"
+    decoder = _DECODERS[by]
     try:
         try:
-            answer = _DECODER.decode(body)
+            answer = decoder.decode(body)
         except msgspec.ValidationError:  # a value of +Inf, which msgspec reads only as "Inf"
-            answer = _DECODER.decode(body.replace(b'"+Inf"', b'"Inf"'))
+            answer = decoder.decode(body.replace(b'"+Inf"', b'"Inf"'))
     except msgspec.DecodeError as exc:
         raise ServingAnswerError(f"an answer that is not an instant vector: {exc}") from None
     if answer.data.resultType != "vector":
         raise ServingAnswerError(f"expected a vector, got {answer.data.resultType!r}")
-    base = name.split("@", 1)[0]
-    if family or base in BY_POD or base not in TERMS:
-        return ServingSeries(name, _series(answer.data.result, family, base in EXTRA_LABEL))
-    for sample in answer.data.result:  # the workload's name where the series of a pod is
-        sample.metric.pod = sample.metric.workload
-    return ServingSeries(name, _series(answer.data.result, family, base in EXTRA_LABEL), by="workload")
+    return ServingSeries(name, _series(answer.data.result, family, base in EXTRA_LABEL), by=by)
 
 
 def _series(samples: list[_Sample], family: str, bounded: bool) -> tuple[PodSeries, ...]:
