@@ -213,3 +213,17 @@ def test_a_site_copy_each_login_would_send_as_it_likes_is_refused_naming_the_key
     assert main(["audit", "list", "--local"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "[audit] relay" in err and "[audit] account" in err
+
+
+@pytest.mark.parametrize(("arn", "may"), [
+    (f"arn:aws:iam::{ACCOUNT}:user/{LOGIN}", True),
+    (f"arn:aws:iam::{ACCOUNT}:user/ops/{LOGIN}", True),  # an IAM path: still that user
+    (f"arn:aws:iam::999999999999:user/{LOGIN}", False),  # the same name in another account
+    (f"arn:aws:sts::{ACCOUNT}:assumed-role/gpuconsole-admin/{LOGIN}", False),  # a role: its session name is chosen
+    (f"arn:aws:iam::{ACCOUNT}:user/{LOGIN}-admin", False),
+    (f"arn:aws:iam::{ACCOUNT}:root", False),
+])
+def test_only_the_logins_own_iam_user_in_the_account_may_write_its_copy(arn: str, may: bool) -> None:
+    from gpuconsole.core.access.audit_writer import writer_problem
+
+    assert (writer_problem(arn, ACCOUNT, LOGIN) is None) is may
