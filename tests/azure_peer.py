@@ -15,6 +15,7 @@ trust it through ``REQUESTS_CA_BUNDLE`` / ``SSL_CERT_FILE``.
 from __future__ import annotations
 
 import base64
+import os
 import json
 import re
 import ssl
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import pytest
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 SUBSCRIPTION = "8f3c2a1e-4b5d-4c6e-9f70-1a2b3c4d5e6f"
@@ -416,3 +419,23 @@ class AzurePeer:
         link = f"{self.url}/api/retail/prices?{urlencode({**query, '$skip': skip + self.world.price_page})}" if more else None
         self.send(h, 200, {"BillingCurrency": "USD", "CustomerEntityId": "Default", "CustomerEntityType": "Retail",
                            "Items": page, "NextPageLink": link, "Count": len(page)})
+
+
+# ---------------------------------------------------------------------- fixtures
+@pytest.fixture
+def azure_env(tmp_path, monkeypatch):
+    """The Azure CLI credential only (no managed-identity probe), a stand-in az, the peer's CA."""
+    write_az(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("AZURE_TOKEN_CREDENTIALS", "AzureCliCredential")
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "IDENTITY_ENDPOINT", "MSI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def azure(azure_env, monkeypatch):
+    with AzurePeer(azure_env) as peer:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(peer.ca_file))
+        monkeypatch.setenv("SSL_CERT_FILE", str(peer.ca_file))
+        yield peer

@@ -10,26 +10,7 @@ import pytest
 from gpuconsole.backends.azure import AzureCloud, AzureSettings
 from gpuconsole.backends.base import BackendError, BackendPermissionDenied
 from gpuconsole.model import InstanceState, Market
-from tests.azure_peer import SUBSCRIPTION, AzurePeer, write_az
-
-
-@pytest.fixture
-def azure_env(tmp_path, monkeypatch):
-    """The Azure CLI credential only (no managed-identity probe), a stand-in az, the peer's CA."""
-    write_az(tmp_path / "bin")
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
-    monkeypatch.setenv("AZURE_TOKEN_CREDENTIALS", "AzureCliCredential")
-    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "IDENTITY_ENDPOINT", "MSI_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
-@pytest.fixture
-def azure(azure_env, monkeypatch):
-    with AzurePeer(azure_env) as peer:
-        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(peer.ca_file))
-        monkeypatch.setenv("SSL_CERT_FILE", str(peer.ca_file))
-        yield peer
+from tests.azure_peer import SUBSCRIPTION, AzurePeer, azure, azure_env  # noqa: F401 (fixtures)
 
 
 def settings(peer: AzurePeer, **kw) -> AzureSettings:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuconsole.backends.base import KubeconfigContexts, Lease
 from gpuconsole.backends.unconfigured import Unconfigured
-from gpuconsole.model import LaunchSpec, SourceKind
+from gpuconsole.model import InstanceType, LaunchSpec, SourceKind
 
 if TYPE_CHECKING:
     from gpuconsole.backends.prometheus import PrometheusSettings as PrometheusSettings
@@ -51,6 +51,7 @@ class SourceSettings(Protocol):
     watch_jobs: bool
     prometheus: PrometheusSettings | None
     alibaba: Any  # the [alibaba] table as AlibabaSettings, None when absent
+    azure: Any  # the [azure] table as AzureSettings, None when absent
     serving: Any  # where the services' serving figures come from (served.FiguresSettings), None: nowhere
 
 
@@ -100,6 +101,13 @@ def alibaba_configured(options: SourceSettings, env: Mapping[str, str] = os.envi
     """Whether Alibaba Cloud is set up: an ``[alibaba]`` table with regions (files only)."""
     settings = getattr(options, "alibaba", None)
     return bool(settings is not None and settings.regions)
+
+
+def azure_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether Azure is set up: an ``[azure]`` table with a subscription (files only; the
+    credential chain, which may probe a metadata address, is never tried to decide)."""
+    settings = getattr(options, "azure", None)
+    return bool(settings is not None and settings.subscription_id)
 
 
 def kube_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
@@ -187,6 +195,19 @@ def _alibaba(options: SourceSettings, _clock: Clock, _world: World | None) -> An
     return AlibabaCloud(getattr(options, "alibaba", None) or AlibabaSettings())
 
 
+def _azure(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
+    from gpuconsole.backends.azure import AzureCloud, AzureSettings  # the SDKs are imported on first use
+
+    return AzureCloud(getattr(options, "azure", None) or AzureSettings())
+
+
+def azure_settings(**table: Any) -> Any:
+    """The ``[azure]`` table's settings (ValueError, one line, for a bad endpoint URL)."""
+    from gpuconsole.backends.azure import AzureSettings
+
+    return AzureSettings(**table)
+
+
 def alibaba_settings(**table: Any) -> Any:
     """The ``[alibaba]`` table's settings (ValueError, one line, for a bad endpoint URL)."""
     from gpuconsole.backends.alibaba import AlibabaSettings, split_endpoint
@@ -204,6 +225,12 @@ def published_types(cloud: str) -> dict[str, Any]:
         from gpuconsole.backends.alibaba import published_types as alibaba_types
 
         return alibaba_types()
+    if cloud == "azure":
+        from gpuconsole.backends.azure import SIZES, gpu_model
+
+        return {name: InstanceType(name=name, gpu_model=gpu_model(name), gpu_count=n, gpu_memory_gib=mem, vcpus=cpus,
+                                   memory_gib=ram, on_demand_price=0.0, cloud="azure", currency="")
+                for name, (n, mem, cpus, ram) in SIZES.items()}
     return {}
 
 
@@ -238,6 +265,7 @@ SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
         "sim": SourceEntry(CLOUD, "sim", _sim_face(2)),
         "aws": SourceEntry(CLOUD, "aws", _aws, set_up=aws_configured),
         "alibaba": SourceEntry(CLOUD, "alibaba", _alibaba, set_up=alibaba_configured),
+        "azure": SourceEntry(CLOUD, "azure", _azure, set_up=azure_configured),
         "off": _explained(CLOUD, "off", "cloud instances are turned off (--cloud off)", "start without --cloud off"),
         "none": _explained(CLOUD, "none", "no cloud account configured",
                            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region (--region)"),
