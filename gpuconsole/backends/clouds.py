@@ -138,6 +138,16 @@ register_provider(Provider(
      ("security_group_ids", "Network security group")), AZURE_CHECKS, AzureLaunchOptions))
 
 
+def published_types(cloud: str) -> dict[str, Any]:
+    """A cloud's GPU types as it publishes them, bundled (no credentials needed); ``{}`` for a
+    cloud whose types come from the shared catalog (its adapter package is imported, no SDK)."""
+    if cloud not in ("alibaba", "azure"):
+        return {}
+    import importlib
+
+    return dict(importlib.import_module(f"gpuconsole.backends.{cloud}").published_types())
+
+
 def launch_fields(instance_type: str) -> tuple[tuple[str, str], ...]:
     """The details a launch of ``instance_type`` asks for, as its provider declares them."""
     return provider_for_type(instance_type).launch_fields

@@ -1,8 +1,8 @@
 """Every source the console can poll, by kind and name: how it is set up, built and explained.
 
 :data:`SOURCES` holds one :class:`SourceEntry` per kind (gpus, jobs, cloud) and name (``sim``,
-``nvml``, ``prometheus``, ``kube``, ``aws``, ``off``, ``none``); the core chooses a name and asks
-here for the source. The few other adapter objects the core needs (STS and IAM calls, the
+``nvml``, ``prometheus``, ``kube``, ``aws``, ``alibaba``, ``azure``, ``off``, ``none``); the core
+chooses a name and asks here for the source. The few other adapter objects the core needs (STS and IAM calls, the
 CloudWatch audit copy, SNS publishing, a Lease, kubeconfig contexts, …) are built here too.
 Adapters are loaded through their faces, on first use only: importing this module imports no
 driver.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuconsole.backends.base import KubeconfigContexts, Lease
 from gpuconsole.backends.unconfigured import Unconfigured
-from gpuconsole.model import InstanceType, LaunchSpec, SourceKind
+from gpuconsole.model import LaunchSpec, SourceKind
 
 if TYPE_CHECKING:
     from gpuconsole.backends.prometheus import PrometheusSettings as PrometheusSettings
@@ -104,10 +104,8 @@ def alibaba_configured(options: SourceSettings, env: Mapping[str, str] = os.envi
 
 
 def azure_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
-    """Whether Azure is set up: an ``[azure]`` table with a subscription (files only; the
-    credential chain, which may probe a metadata address, is never tried to decide)."""
-    settings = getattr(options, "azure", None)
-    return bool(settings is not None and settings.subscription_id)
+    """Whether Azure is set up: an ``[azure]`` table with a subscription (files only)."""
+    return bool(getattr(getattr(options, "azure", None), "subscription_id", ""))
 
 
 def kube_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
@@ -197,14 +195,12 @@ def _alibaba(options: SourceSettings, _clock: Clock, _world: World | None) -> An
 
 def _azure(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
     from gpuconsole.backends.azure import AzureCloud, AzureSettings  # the SDKs are imported on first use
-
     return AzureCloud(getattr(options, "azure", None) or AzureSettings())
 
 
 def azure_settings(**table: Any) -> Any:
     """The ``[azure]`` table's settings (ValueError, one line, for a bad endpoint URL)."""
-    from gpuconsole.backends.azure import AzureSettings
-
+    from gpuconsole.backends.azure import AzureSettings  # the SDKs are not imported by this
     return AzureSettings(**table)
 
 
@@ -216,22 +212,6 @@ def alibaba_settings(**table: Any) -> Any:
     if settings.endpoint:
         split_endpoint(settings.endpoint)
     return settings
-
-
-def published_types(cloud: str) -> dict[str, Any]:
-    """A cloud's GPU types as it publishes them, bundled (no credentials needed); ``{}`` for a
-    cloud whose types come from the shared catalog."""
-    if cloud == "alibaba":
-        from gpuconsole.backends.alibaba import published_types as alibaba_types
-
-        return alibaba_types()
-    if cloud == "azure":
-        from gpuconsole.backends.azure import SIZES, gpu_model
-
-        return {name: InstanceType(name=name, gpu_model=gpu_model(name), gpu_count=n, gpu_memory_gib=mem, vcpus=cpus,
-                                   memory_gib=ram, on_demand_price=0.0, cloud="azure", currency="")
-                for name, (n, mem, cpus, ram) in SIZES.items()}
-    return {}
 
 
 def cloud_set(names: tuple[str, ...], options: SourceSettings, clock: Clock, world: World | None) -> Any:
@@ -424,10 +404,9 @@ def sns_publisher(region: str, profile: str | None = None, *,
 
 def managed_tag() -> tuple[str, str]:
     """The tag every launch puts on its instances and volumes: ``(key, value)``."""
-    from gpuconsole.backends.aws import MANAGED_TAG
+    from gpuconsole.backends.aws import MANAGED_TAG  # every cloud's launches carry the same one
 
-    key, value = MANAGED_TAG
-    return key, value
+    return (str(MANAGED_TAG[0]), str(MANAGED_TAG[1]))
 
 
 def launch_request_json(spec: LaunchSpec) -> str:

@@ -4,7 +4,7 @@ by ``azure-identity``). Importing this package imports none of them: they load o
 
 from __future__ import annotations
 
-from gpuconsole.backends.azure.mapping import SIZES, backend_error, gpu_model, instance_from
+from gpuconsole.backends.azure.mapping import SIZES, backend_error, gpu_model, instance_from, published_types
 from gpuconsole.backends.azure.source import AzureCloud, AzureSettings, check_url
 
-__all__ = ["SIZES", "AzureCloud", "AzureSettings", "backend_error", "check_url", "gpu_model", "instance_from"]
+__all__ = ["SIZES", "AzureCloud", "AzureSettings", "backend_error", "check_url", "gpu_model", "instance_from", "published_types"]

@@ -30,7 +30,7 @@ from gpuconsole.backends.base import (
     BackendUnavailable,
     CapacityError,
 )
-from gpuconsole.model import Instance, InstanceState, Market
+from gpuconsole.model import Instance, InstanceState, InstanceType, Market
 
 # ``PowerState/<code>`` of the instance view → the neutral state. "stopped" is powered off but
 # still allocated (it bills); "deallocated" is not.
@@ -74,6 +74,13 @@ CAPACITY_CODES = frozenset({"AllocationFailed", "ZonalAllocationFailed", "Overco
                             "SkuNotAvailableInZone", "OperationNotAllowed"})
 _MAX_MESSAGE = 300
 MANAGED_TAG = ("ManagedBy", "gpuconsole")  # on what gpuconsole creates: a delete takes these along
+
+
+def published_types() -> dict[str, InstanceType]:
+    """The common GPU sizes as Azure publishes them (no credentials needed; prices come apart)."""
+    return {name: InstanceType(name=name, gpu_model=gpu_model(name), gpu_count=n, gpu_memory_gib=mem, vcpus=cpus,
+                               memory_gib=ram, on_demand_price=0.0, cloud="azure", currency="")
+            for name, (n, mem, cpus, ram) in SIZES.items()}
 
 
 def is_gpu_size(size: str) -> bool:
