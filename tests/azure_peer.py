@@ -267,6 +267,8 @@ class AzurePeer:
             return self.send(h, 200, {"value": sku_rows(self.world, location[1] if location else "eastus")})
         if rest.startswith("Microsoft.Authorization/"):
             return self.authorization(h, rest, query)
+        if rest.startswith("Microsoft.Compute/sshPublicKeys"):
+            return self.ssh_keys(h, rest, group)
         if rest.startswith("Microsoft.Compute/virtualMachines"):
             return self.vm(h, method, parts.path, group, rest, query, body)
         return self.generic(h, method, parts.path)
@@ -363,6 +365,19 @@ class AzurePeer:
         self.world.vms[vm_id.lower()] = stored
         self.lro(h, 201, stored["location"], public(stored, False))
         stored["properties"]["provisioningState"] = "Succeeded"
+
+    def ssh_keys(self, h: BaseHTTPRequestHandler, rest: str, group: str | None) -> None:
+        keys = [{"id": f"/subscriptions/{self.world.subscription}/resourceGroups/gpu-rg/providers/Microsoft.Compute/"
+                       f"sshPublicKeys/{name}", "name": name, "location": "eastus", "type": "Microsoft.Compute/sshPublicKeys",
+                 "properties": {"publicKey": f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{name} {name}"}}
+                for name in ("platform-ops", "ci-runner")]
+        name = rest.split("/")[2] if rest.count("/") >= 2 else ""
+        if not name:
+            return self.send(h, 200, {"value": keys})
+        found = [k for k in keys if k["name"] == name and group == "gpu-rg"]
+        if not found:
+            return self.send(h, 404, {"error": {"code": "ResourceNotFound", "message": f"sshPublicKeys/{name} not found"}})
+        self.send(h, 200, found[0])
 
     def usages(self, h: BaseHTTPRequestHandler, location: str) -> None:
         rows = [{"unit": "Count", "currentValue": cur, "limit": limit,

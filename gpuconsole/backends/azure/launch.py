@@ -106,7 +106,7 @@ class LaunchCalls:
     def _sku_rows(self, region: str) -> list[dict[str, Any]]: ...
 
     def default_image(self, region: str, workload: Workload) -> MachineImage:
-        return MachineImage(DEFAULT_IMAGE, "Data Science VM (Ubuntu 22.04, NVIDIA driver and CUDA)", "microsoft-dsvm", 0.0)
+        return MachineImage(DEFAULT_IMAGE, "Data Science VM (Ubuntu 22.04, NVIDIA driver and CUDA)", "Azure Marketplace")
 
     def _group(self, spec: LaunchSpec) -> str:
         if self.settings.resource_groups:
