@@ -81,3 +81,16 @@ def test_an_rbac_403_is_one_line_and_audited(azure: AzurePeer, tmp_path: Path, c
     assert len(err.strip().splitlines()) == 1 and "Microsoft.Compute/virtualMachines/restart/action" in err
     records = [r for r in AuditLog(paths.audit_db_path()).records() if r.action == "reboot" and r.result != "started"]
     assert records and records[-1].target == vm and records[-1].result != "ok"
+
+
+def test_access_whoami_shows_the_azure_principal_and_its_role_assignments(azure: AzurePeer, tmp_path: Path, capsys) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(azure_table(azure))
+    assert main(["access", "whoami", "--json", "--cloud", "azure", "--config", str(config)]) == 0
+    section = json.loads(capsys.readouterr().out)["azure"]
+    assert section["caller"] == "ana@contoso.example" and section["identity_type"] == "user"
+    assert section["object_id"] == "5e6f7a8b-1c2d-4e3f-8a9b-0c1d2e3f4a5b" and section["subscription"] == SUBSCRIPTION
+    assert section["role_assignments"] == [f"Virtual Machine Contributor at /subscriptions/{SUBSCRIPTION}",
+                                           f"Reader at /subscriptions/{SUBSCRIPTION}"]
+    [listed] = [q for m, p, q in azure.world.calls if p.endswith("/roleAssignments")]
+    assert listed["$filter"] == "assignedTo('5e6f7a8b-1c2d-4e3f-8a9b-0c1d2e3f4a5b')"
