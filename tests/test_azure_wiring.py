@@ -94,3 +94,15 @@ def test_access_whoami_shows_the_azure_principal_and_its_role_assignments(azure:
                                            f"Reader at /subscriptions/{SUBSCRIPTION}"]
     [listed] = [q for m, p, q in azure.world.calls if p.endswith("/roleAssignments")]
     assert listed["$filter"] == "assignedTo('5e6f7a8b-1c2d-4e3f-8a9b-0c1d2e3f4a5b')"
+
+
+def test_power_off_is_its_own_action_and_says_the_vm_still_bills(azure: AzurePeer, tmp_path: Path, capsys) -> None:
+    vm = azure.world.add("Standard_NC4as_T4_v3")
+    config = tmp_path / "config.toml"
+    config.write_text(azure_table(azure))
+    code = main(["instance", "power-off", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "still bills" in out and azure.world.power(vm) == "stopped"
+    assert [p.rsplit("/", 1)[1] for m, p, _q in azure.world.calls if m == "POST"] == ["powerOff"]
+    assert [r.target for r in AuditLog(paths.audit_db_path()).records() if r.action == "power-off" and r.result != "started"] == [vm]

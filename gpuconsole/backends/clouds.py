@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, Capability
+from gpuconsole.backends.base import BackendError, Capability, NotSupported
 from gpuconsole.model import AlibabaLaunchOptions, AzureLaunchOptions, CloudReading, Instance, LaunchSpec
 from gpuconsole.model.cloud import AZURE_VM_ID, EC2_INSTANCE_ID, ECS_INSTANCE_ID
 
@@ -285,6 +285,13 @@ class CloudSet:
 
     def reboot(self, region: str, instance_id: str) -> None:
         self._by_instance(instance_id).reboot(region, instance_id)
+
+    def power_off(self, region: str, instance_id: str) -> None:
+        """Power off only (Azure): the VM stays allocated and still bills; other clouds refuse."""
+        member = self._by_instance(instance_id)
+        if not hasattr(member, "power_off"):
+            raise NotSupported(f"{member.name} has no power-off apart from stop")
+        member.power_off(region, instance_id)
 
     def terminate(self, region: str, instance_id: str) -> None:
         self._by_instance(instance_id).terminate(region, instance_id)
