@@ -93,6 +93,13 @@ class AzureWorld:
     price_page: int = 3  # the Retail Prices API's page size (100 in Azure; small to make pages)
     assignments: list[dict[str, Any]] = field(default_factory=list)
     tokens_seen: set[str] = field(default_factory=set)
+    events: list[dict[str, Any]] = field(default_factory=list)  # Scheduled Events (EventType Preempt, …)
+
+    def preempt(self, name: str) -> None:
+        """A Spot eviction notice for the VM ``name``, as Scheduled Events documents it."""
+        self.events.append({"EventId": str(uuid.uuid4()), "EventStatus": "Scheduled", "EventType": "Preempt",
+                            "ResourceType": "VirtualMachine", "Resources": [name], "NotBefore": "Fri, 04 Dec 2026 08:20:30 GMT",
+                            "Description": "", "EventSource": "Platform", "DurationInSeconds": -1})
 
     def add(self, size: str, *, name: str = "", group: str = "gpu-rg", location: str = "eastus", zone: str = "1",
             power: str = "running", spot: bool = False, eviction: str = "Deallocate", max_price: float = -1,
@@ -249,6 +256,10 @@ class AzurePeer:
         body = json.loads(h.rfile.read(length) or b"{}") if length else {}
         if parts.path.startswith("/api/retail/prices"):
             return self.prices(h, query)
+        if parts.path == "/metadata/scheduledevents":  # Scheduled Events, as a VM's metadata service answers
+            if h.headers.get("Metadata") != "true":
+                return self.send(h, 400, {"error": "Bad request. Required metadata header not specified"})
+            return self.send(h, 200, {"DocumentIncarnation": len(self.world.events), "Events": self.world.events})
         auth = h.headers.get("Authorization", "")
         if not auth.startswith("Bearer "):
             return self.send(h, 401, {"error": {"code": "AuthenticationFailed", "message": "Authentication failed."}})
