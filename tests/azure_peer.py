@@ -130,6 +130,21 @@ class AzureWorld:
                                    "properties": props, "_power": power}
         return vm_id
 
+    def network(self, group: str = "net-rg", location: str = "eastus") -> tuple[str, str]:
+        """A virtual network with two subnets and a network security group: ``(subnet id, NSG id)``."""
+        base = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/Microsoft.Network"
+        vnet = f"{base}/virtualNetworks/gpu"
+        subnets = [{"id": f"{vnet}/subnets/{name}", "name": name, "type": "Microsoft.Network/virtualNetworks/subnets",
+                    "properties": {"addressPrefix": prefix, "provisioningState": "Succeeded"}}
+                   for name, prefix in (("train", "10.0.0.0/24"), ("serve", "10.0.1.0/24"))]
+        nsg = f"{base}/networkSecurityGroups/train"
+        self.resources[vnet.lower()] = {"id": vnet, "name": "gpu", "type": "Microsoft.Network/virtualNetworks",
+                                        "location": location, "tags": {},
+                                        "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}, "subnets": subnets}}
+        self.resources[nsg.lower()] = {"id": nsg, "name": "train", "type": "Microsoft.Network/networkSecurityGroups",
+                                       "location": location, "tags": {}, "properties": {"securityRules": []}}
+        return subnets[0]["id"], nsg
+
     def power(self, vm_id: str) -> str:
         return str(self.vms[vm_id.lower()]["_power"])
 
@@ -265,6 +280,11 @@ class AzurePeer:
             return self.send(h, 401, {"error": {"code": "AuthenticationFailed", "message": "Authentication failed."}})
         self.world.tokens_seen.add(auth[7:])
         self.world.calls.append((method, parts.path, query))
+        if parts.path == f"/subscriptions/{self.world.subscription}/resources":  # generic resources, by type
+            wanted = re.search(r"resourceType eq '([^']+)'", query.get("$filter", ""))
+            rows = [{k: r[k] for k in ("id", "name", "type", "location")} for r in self.world.resources.values()
+                    if "type" in r and (wanted is None or r["type"].lower() == wanted[1].lower())]
+            return self.send(h, 200, {"value": rows})
         match = API_RE.match(parts.path)
         if not match or match["sub"] != self.world.subscription:
             return self.send(h, 404, {"error": {"code": "SubscriptionNotFound", "message": f"{parts.path} not found"}})
