@@ -88,7 +88,8 @@ ALLOWED_FROM: dict[ActionKind, tuple[InstanceState, ...]] = {
 def refusal(kind: ActionKind, inst: Instance) -> str | None:
     """Why EC2 would refuse ``kind`` on ``inst`` in its state (said here, not after a round trip),
     or None."""
-    if inst.state not in ALLOWED_FROM[kind]:
+    billed_stop = kind is ActionKind.STOP and inst.state is InstanceState.STOPPED and inst.bills_now
+    if inst.state not in ALLOWED_FROM[kind] and not billed_stop:  # a stopped VM still billed: deallocate it
         return f"cannot {kind.value} {inst.instance_id}: it is {inst.state.value}"
     if kind is ActionKind.STOP and inst.market is Market.SPOT and not inst.stoppable_spot:
         return f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated"
