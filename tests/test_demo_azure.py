@@ -183,3 +183,10 @@ def test_idle_stop_deallocates_the_vm_stopped_but_still_billed(tmp_path: Path) -
         assert vm.state is InstanceState.STOPPED and not vm.bills_now  # deallocated, never only powered off
     finally:
         console.close()
+
+
+def test_an_a100_pcie_is_named_short_like_the_sxm_one() -> None:
+    from gpuconsole.ui.format import short_model
+
+    assert short_model("NVIDIA A100 80GB PCIe") == short_model("NVIDIA A100-SXM4-80GB") == "A100-80GB"
+    assert short_model("Tesla T4") == "T4" and short_model("NVIDIA H100 80GB HBM3") == "H100-80GB"

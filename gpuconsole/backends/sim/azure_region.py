@@ -47,12 +47,8 @@ VMS = (
 
 
 class AzureRegion(CloudRegion):
-    """The region's virtual machines and GPUs, stepped by the world every second.
-
-    Args:
-        seed: the world's seed (the region's generators are drawn from it, apart).
-        start: the world's start.
-    """
+    """The :data:`VMS` of one subscription as they stand at ``start`` (the world's start), drawn
+    from the ``seed``'s own Azure generators."""
 
     def __init__(self, seed: int, start: float) -> None:
         super().__init__(seed, "azure")
