@@ -82,7 +82,7 @@ class Lifecycle:
     _scheduler: Scheduler
     _spot_prices: dict[tuple[str, str], float]
     _products: tuple[str, ...]
-    _alibaba: Any  # the world's Alibaba Cloud region (alibaba_region.AlibabaRegion), or None
+    _clouds: list[Any]  # the world's regions on other clouds (cloud_region.CloudRegion)
     _cum_weights: list[float]
     _arrival_rate: float
     _pending_target: int
@@ -137,8 +137,9 @@ class Lifecycle:
 
     def _join(self, inst: SimInstance, ts: float) -> None:
         """A running instance's node registers with the cluster and its GPUs appear."""
-        if self._alibaba is not None and self._alibaba.owns(inst):
-            self._alibaba.join(inst, ts)
+        region = self._cloud_of(inst)
+        if region is not None:
+            region.join(inst, ts)
             self._gpu_by_uuid.update((g.uuid, g) for g in inst.gpus)
             return
         attach_gpus(self._ids, self._rng, inst, born=ts)
@@ -157,13 +158,21 @@ class Lifecycle:
         self._scheduler.cordon(inst)
         for job in [j for j in self._jobs.values() if j.node is inst and j.state is JobState.RUNNING]:
             self._evict(job, ts)
-        if self._alibaba is not None and self._alibaba.owns(inst):
-            self._alibaba.leave(inst)
+        region = self._cloud_of(inst)
+        if region is not None:
+            region.leave(inst)
         elif inst.gpus:
             gone = {id(g) for g in inst.gpus}
             self._gpus = [g for g in self._gpus if id(g) not in gone]
             for g in inst.gpus:
                 self._gpu_by_uuid.pop(g.uuid, None)
+
+    def _cloud_of(self, inst: SimInstance) -> Any:
+        """The region of another cloud that holds ``inst``, or None for the EC2 fleet's own."""
+        for region in self._clouds:
+            if region.owns(inst):
+                return region
+        return None
 
     def _shut_down(self, inst: SimInstance, ts: float) -> None:
         inst.set_state(InstanceState.SHUTTING_DOWN, ts)
@@ -171,7 +180,9 @@ class Lifecycle:
         self._at(ts + self._rng.randint(30, 90), "terminated", inst)
 
     def _stop(self, inst: SimInstance, ts: float) -> None:
+        """Stop so that compute stops billing (deallocate, on Azure), a stopped VM still billed too."""
         inst.set_state(InstanceState.STOPPING, ts)
+        inst.stopped_bills = False
         self._leave(inst, ts)
         self._at(ts + self._rng.randint(20, 60), "stopped", inst)
 
