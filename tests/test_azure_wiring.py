@@ -106,3 +106,14 @@ def test_power_off_is_its_own_action_and_says_the_vm_still_bills(azure: AzurePee
     assert "still bills" in out and azure.world.power(vm) == "stopped"
     assert [p.rsplit("/", 1)[1] for m, p, _q in azure.world.calls if m == "POST"] == ["powerOff"]
     assert [r.target for r in AuditLog(paths.audit_db_path()).records() if r.action == "power-off" and r.result != "started"] == [vm]
+
+
+def test_cost_clouds_prices_the_azure_sizes(azure: AzurePeer, tmp_path: Path, capsys) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(azure_table(azure))
+    assert main(["cost", "clouds", "T4", "--in", "eastus", "--json", "--cloud", "azure", "--config", str(config), "--no-db",
+                 "--gpus", "off", "--jobs", "off"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["rows"]
+    assert [(r["cloud"], r["instance_type"], r["region"], r["per_gpu_hour"], r["usd_per_gpu_hour"]) for r in rows] == [
+        ("azure", "Standard_NC4as_T4_v3", "eastus", 0.526, 0.526)], doc["catalog_note"]
