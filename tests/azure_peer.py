@@ -93,6 +93,7 @@ class AzureWorld:
     price_page: int = 3  # the Retail Prices API's page size (100 in Azure; small to make pages)
     assignments: list[dict[str, Any]] = field(default_factory=list)
     tokens_seen: set[str] = field(default_factory=set)
+    prices_down: bool = False  # the Retail Prices API answers 503
     events: list[dict[str, Any]] = field(default_factory=list)  # Scheduled Events (EventType Preempt, …)
 
     def preempt(self, name: str) -> None:
@@ -457,6 +458,8 @@ class AzurePeer:
     # ------------------------------------------------------------------ retail prices
     def prices(self, h: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
         self.world.calls.append(("GET", "/api/retail/prices", query))
+        if self.world.prices_down:
+            return self.send(h, 503, {"Message": "The service is unavailable."})
         filters = dict(re.findall(r"(\w+) eq '([^']*)'", query.get("$filter", "")))
         rows = price_items(filters)
         skip = int(query.get("$skip") or 0)

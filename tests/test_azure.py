@@ -143,3 +143,23 @@ def test_sizes_zones_and_catalog_prices(azure, cloud):
     assert prices["Standard_NC4as_T4_v3"] == 0.526 and "Standard_D4s_v5" not in prices
     spot = cloud.spot_prices("eastus", ("Standard_NC4as_T4_v3",), 0.0)
     assert {p.price for p in spot} == {0.0789} and {p.availability_zone for p in spot} == {"eastus-1", "eastus-2", "eastus-3"}
+
+
+def test_without_a_sign_in_the_poll_says_so_in_one_line(azure, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no az at all
+    with pytest.raises(BackendError) as caught:
+        AzureCloud(settings(azure)).poll_instances()
+    text = str(caught.value)
+    assert "\n" not in text and "Azure" in text and "credential" in text.lower()
+    assert not azure.world.calls  # nothing reached ARM without a token
+
+
+def test_a_failing_price_api_leaves_prices_unknown_and_is_not_asked_again_at_once(azure, monkeypatch):
+    vm = azure.world.add("Standard_NC4as_T4_v3")
+    azure.world.add("Standard_NC24ads_A100_v4")
+    azure.world.prices_down = True
+    cloud = AzureCloud(settings(azure))
+    for _ in range(2):
+        assert {i.price_per_hour for i in cloud.poll_instances().instances} == {0.0}
+    assert len([1 for m, p, q in azure.world.calls if "/api/retail" in p]) == 1
+    assert vm

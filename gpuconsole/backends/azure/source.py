@@ -29,6 +29,8 @@ from gpuconsole.model import CloudReading, Instance, InstanceType, RegionPrice, 
 PUBLIC_ARM = "https://management.azure.com"
 TIMEOUT_S = 30
 RETRIES = 3
+SKUS_CACHE_S = 3600.0  # resource SKUs and their restrictions change rarely
+RETRY_FAILED_S = 300.0
 DISK_API = "2024-03-02"  # Microsoft.Compute/disks
 NIC_API = "2024-05-01"  # Microsoft.Network/networkInterfaces
 
@@ -189,10 +191,14 @@ class AzureCloud(LaunchCalls):
     def _sku_rows(self, region: str) -> list[dict[str, Any]]:
         """The location's virtual-machine resource SKUs (cached an hour: they rarely change)."""
         found = self._skus.get(region)
-        if found is not None and time.time() - found[0] < 3600:
+        if found is not None and time.time() - found[0] < SKUS_CACHE_S:
             return found[1]
-        rows = self.call(f"{region} resource SKUs", lambda: [
-            s.as_dict() for s in self.client("compute").resource_skus.list(filter=f"location eq '{region}'")])
+        try:
+            rows = self.call(f"{region} resource SKUs", lambda: [
+                s.as_dict() for s in self.client("compute").resource_skus.list(filter=f"location eq '{region}'")])
+        except BackendError:
+            self._skus[region] = (time.time() - SKUS_CACHE_S + RETRY_FAILED_S, [])  # not asked again for a while
+            raise
         rows = [r for r in rows if r.get("resourceType") == "virtualMachines"]
         self._skus[region] = (time.time(), rows)
         return rows
