@@ -52,10 +52,12 @@ def test_snapshot_json_shows_a_powered_off_vm_as_still_billing(azure: AzurePeer,
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
     assert main(["snapshot", "--json", "--no-db", "--cloud", "azure", "--config", str(config)]) == 0
-    rows = {i["instance_id"]: i for i in json.loads(capsys.readouterr().out)["instances"]}
+    doc = json.loads(capsys.readouterr().out)
+    rows = {i["instance_id"]: i for i in doc["instances"]}
     assert set(rows) == {running, allocated, released}
     assert rows[allocated]["cloud"] == "azure" and rows[allocated]["state"] == "stopped"
     assert [rows[i]["bills_now"] for i in (running, allocated, released)] == [True, True, False]
+    assert doc["spend"]["burn_per_hour"] == pytest.approx(3.673 + 0.526)  # the powered-off VM still burns
 
 
 def test_instance_stop_deallocates_through_the_action_path(azure: AzurePeer, tmp_path: Path, capsys) -> None:
