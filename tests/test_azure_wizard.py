@@ -1,6 +1,7 @@
-"""The launch wizard and the Instances pane on Azure, driven with the keyboard against the local ARM peer through the
-official SDKs: the location's subnets (regional: offered in every zone), network security groups
-and SSH key resources to pick from, and AzureLaunchOptions as fields derived from its Struct."""
+"""The launch wizard and the Instances pane on Azure, driven with the keyboard against the local
+ARM peer through the official SDKs: the location's subnets (regional: offered in every zone),
+network security groups and SSH key resources to pick from, AzureLaunchOptions as fields derived
+from its Struct; power off apart from stop, and a stop that deallocates."""
 
 from __future__ import annotations
 

@@ -141,7 +141,8 @@ def instance_from(raw: dict[str, Any], price: float, gpus: int, currency: str = 
     power = power_state(raw)
     spot = str(props.get("priority") or "") == "Spot"
     image = (props.get("storageProfile") or {}).get("imageReference") or {}
-    image_id = str(image.get("id") or ":".join(str(image.get(k) or "") for k in ("publisher", "offer", "sku", "version")).strip(":"))
+    urn = ":".join(str(image.get(k) or "") for k in ("publisher", "offer", "sku", "version")).strip(":")
+    image_id = str(image.get("id") or urn)
     zones = raw.get("zones") or ()
     location = str(raw.get("location") or "")
     eviction = str(props.get("evictionPolicy") or "")

@@ -18,7 +18,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuconsole.backends.azure.launch import LaunchCalls
-from gpuconsole.backends.azure.mapping import MANAGED_TAG, SIZES, backend_error, gpu_model, instance_from, is_gpu_size, is_windows, vm_parts
+from gpuconsole.backends.azure.mapping import (
+    MANAGED_TAG,
+    SIZES,
+    backend_error,
+    gpu_model,
+    instance_from,
+    is_gpu_size,
+    is_windows,
+    vm_parts,
+)
 from gpuconsole.backends.azure.principal import assignments, principal
 from gpuconsole.backends.azure.prices import PUBLIC_ENDPOINT, RetailPrices, pick
 from gpuconsole.backends.azure.skus import capability, capability_text, restricted_zones
