@@ -317,6 +317,7 @@ def simulated_world(options: SourceSettings, clock: Clock) -> World:
         interrupt_spot_after=DEMO_INTERRUPTION_S if options.demo else None,
         serving=options.demo,  # and an inference pool, with a burst a few minutes in
         alibaba=options.demo,  # and a second cloud: an Alibaba Cloud region, cn-hangzhou
+        azure=options.demo,  # and a third: an Azure region, eastus, one VM stopped but still billed
     )
 
 

@@ -215,7 +215,8 @@ def plan_action(
     leaves them running at full price: ``terminate-spot`` ends them, and only it. A spot
     instance whose request kind is unknown (the lookup failed) is never a target. What is left
     running is named in the detail, so a user sees what still burns money. ``stop-all`` also
-    takes a stopped instance whose compute still bills (``bills_now``).
+    takes a stopped instance whose compute still bills (``bills_now``: an Azure VM powered off
+    but still allocated), and stopping it ends its billing (Azure deallocates it).
     """
     if action is BudgetAction.NOTIFY:
         return None
