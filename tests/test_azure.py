@@ -92,6 +92,8 @@ def test_delete_takes_the_disks_and_nic_gpuconsole_made(azure, cloud):
     assert by_id(cloud) == {}
     left = sorted(r["name"] for r in azure.world.resources.values())
     assert left == ["vm-2-nic", "vm-2_OsDisk_1"]
+    gets = [q for m, p, q in azure.world.calls if m == "GET" and p.endswith("/virtualMachines/vm-1")]
+    assert gets and gets[0].get("$expand") == "instanceView"  # read with its instance view before the delete
     assert [a for a in azure.actions() if a.startswith("DELETE")] == [
         "DELETE vm-1", "DELETE vm-1_OsDisk_1", "DELETE vm-1-nic", "DELETE vm-2"]
 

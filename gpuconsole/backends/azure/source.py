@@ -308,7 +308,7 @@ class AzureCloud(LaunchCalls):
         gpuconsole's tag are deleted once the VM is gone."""
         group, name = vm_parts(instance_id)
         compute = self.client("compute")
-        raw = self.call(name, lambda: compute.virtual_machines.get(group, name).as_dict())
+        raw = self.call(name, lambda: compute.virtual_machines.get(group, name, expand="instanceView").as_dict())
         ours = [(rid, api) for rid, api, option in attached(raw) if option != "Delete" and self._is_ours(rid, api)]
         poller = self.call(name, lambda: compute.virtual_machines.begin_delete(
             group, name, polling_interval=self.settings.lro_poll_s, **({} if ours else {"polling": False})))
