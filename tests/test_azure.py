@@ -64,6 +64,7 @@ def test_spot_price_meter_follows_the_os_and_never_low_priority(azure, cloud):
     found = by_id(cloud)
     assert found[spot].market is Market.SPOT and found[spot].price_per_hour == 0.551  # not 0.7346 (Low Priority)
     assert found[spot].spot_interruption == "terminate" and found[spot].stoppable_spot
+    assert found[spot].spot_max_price == 1.2
     assert found[win].price_per_hour == 0.71
     price_calls = [q for m, p, q in azure.world.calls if p == "/api/retail/prices"]
     assert any("$skip" in q for q in price_calls)  # NextPageLink followed
