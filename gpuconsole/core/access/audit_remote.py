@@ -32,6 +32,8 @@ def verify_anchored(audit: AuditLog) -> Verdict:
     if sink is None:
         return audit.verify()
     sink.flush()
+    if (why := _not_the_writer(sink)) is not None:  # another identity's copy proves nothing either way
+        return Verdict(False, 0, why, unreadable=True)
     try:
         remote = by_seq(sink.remote())
         local = audit.records() if audit.path.exists() else []
@@ -42,6 +44,16 @@ def verify_anchored(audit: AuditLog) -> Verdict:
     queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
     verdict = compare(local, remote, queued, sink.name, max_lag_s=sink.max_lag_s, now=time.time())
     return dataclasses.replace(verdict, message=f"{verdict.message}; {_account(sink)}")
+
+
+def _not_the_writer(sink: CloudWatchSink) -> str | None:
+    """With ``[audit] account``: why the copy these keys read is not this login's (None: it is)."""
+    if sink.writer is None:
+        return None
+    try:
+        return sink.writer.problem()
+    except BackendError as exc:
+        return f"who the copy is read as is unknown, so it vouches for nothing: {exc}"
 
 
 def _account(sink: CloudWatchSink) -> str:
