@@ -21,6 +21,9 @@ from gpuconsole.model import SourceKind
 from tests.azure_peer import SUBSCRIPTION, AzurePeer, azure, azure_env  # noqa: F401 (fixtures)
 
 
+QUIET = ("--gpus", "off", "--jobs", "off", "--wait", "60")  # the wait ends at the first answer: room on a loaded machine
+
+
 def azure_table(peer: AzurePeer) -> str:
     return (f'[azure]\nsubscription_id = "{SUBSCRIPTION}"\nregions = ["eastus"]\narm_endpoint = "{peer.url}"\n'
             f'prices_endpoint = "{peer.url}/api/retail/prices"\n')
@@ -51,7 +54,7 @@ def test_snapshot_json_shows_a_powered_off_vm_as_still_billing(azure: AzurePeer,
     released = azure.world.add("Standard_NC4as_T4_v3", power="deallocated")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    assert main(["snapshot", "--json", "--no-db", "--cloud", "azure", "--config", str(config)]) == 0
+    assert main(["snapshot", "--json", "--no-db", "--cloud", "azure", "--config", str(config), "--wait", "60"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {i["instance_id"]: i for i in doc["instances"]}
     assert set(rows) == {running, allocated, released}
@@ -64,7 +67,8 @@ def test_instance_stop_deallocates_through_the_action_path(azure: AzurePeer, tmp
     vm = azure.world.add("Standard_NC4as_T4_v3", power="stopped")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    code = main(["instance", "stop", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    code = main(["instance", "stop", vm, "--yes", "--cloud", "azure", "--config", str(config),
+                 *QUIET])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert azure.world.power(vm) == "deallocated"
@@ -77,7 +81,8 @@ def test_an_rbac_403_is_one_line_and_audited(azure: AzurePeer, tmp_path: Path, c
     azure.world.denied.add("restart")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    code = main(["instance", "reboot", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    code = main(["instance", "reboot", vm, "--yes", "--cloud", "azure", "--config", str(config),
+                 *QUIET])
     _out, err = capsys.readouterr()
     assert code != 0
     assert len(err.strip().splitlines()) == 1 and "Microsoft.Compute/virtualMachines/restart/action" in err
@@ -102,7 +107,8 @@ def test_power_off_is_its_own_action_and_says_the_vm_still_bills(azure: AzurePee
     vm = azure.world.add("Standard_NC4as_T4_v3")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    code = main(["instance", "power-off", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    code = main(["instance", "power-off", vm, "--yes", "--cloud", "azure", "--config", str(config),
+                 *QUIET])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "still bills" in out and azure.world.power(vm) == "stopped"
