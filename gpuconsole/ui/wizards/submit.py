@@ -37,6 +37,7 @@ from gpuconsole.ui.wizards.base import WizardScreen
 from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
 from gpuconsole.ui.wizards.kind_choice import KindChoice, submitted
+from gpuconsole.ui.wizards.queue_field import queue_fields
 
 if TYPE_CHECKING:
     from gpuconsole.ui.protocols import ConsoleApp
@@ -132,6 +133,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
             Field("Image", _input(DEFAULT_IMAGE, widget_id="job-image"), "image"),
             Field("Command", _input(placeholder='python train.py  or  ["python", "train.py"]', widget_id="job-command"),
                   "command"),
+            *queue_fields(getattr(self.app, "snapshot", None), self.namespace),
             pair(Field("Workers", _input("1", "pods (>1: distributed)", "job-workers"), "workers"),
                  Field("GPUs/pod", _input("1", widget_id="job-gpus"), "gpus")),
             pair(Field("MIG profile", _input(placeholder="whole GPUs, or 1g.10gb…", widget_id="job-mig"),
