@@ -54,13 +54,13 @@ async def test_each_role_is_a_row_under_its_job_with_its_replicas_gpus_and_wait(
         at = keys.index(mpi.uid)
         assert keys[at + 1:at + 3] == [f"{mpi.uid}/Launcher", f"{mpi.uid}/Worker"]
         launcher, worker = rows[at + 1][1], rows[at + 2][1]
-        assert launcher[:4] == ["running", "", "└ Launcher", "-"] and launcher[-1] == "1/1 active"
-        assert worker[:4] == ["running", "", "└ Worker", "2×4"] and worker[-1] == "2/2 active"
+        assert launcher[:5] == ["running", "", "└ Launcher", "-", "1/1 active"] and launcher[-1] == ""
+        assert worker[:5] == ["running", "", "└ Worker", "2×4", "2/2 active"] and worker[-1] == ""
         at = keys.index(torch.uid)
         master, waiting = rows[at + 1][1], rows[at + 2][1]
-        assert master[:4] == ["waiting", "", "└ Master", "1×8"]
-        assert waiting[:4] == ["waiting", "", "└ Worker", "2×8"]
-        assert waiting[-1].startswith("0/2 active · 0/8 nodes are available: ")
+        assert master[:5] == ["waiting", "", "└ Master", "1×8", "0/1 active"]
+        assert waiting[:5] == ["waiting", "", "└ Worker", "2×8", "0/2 active"]
+        assert waiting[-1].startswith("0/8 nodes are available: ")
         # the filter keeps a job's roles under it, and a job it hides takes its roles along
         app.current_pane.filter_text = "nccl-allreduce"
         app.current_pane.redraw()
@@ -132,7 +132,7 @@ def test_role_rows_follow_their_jobs_and_say_finished_counts() -> None:
     assert index.under_their_jobs(jobs, "u2") == ["u2"]
     assert [str(c) for c in role_cells(job, roles[0], PLAIN)][0] == "succeeded"
     cells = [str(c) for c in role_cells(job, roles[1], PLAIN)]
-    assert (cells[0], cells[3], cells[-1]) == ("failed", "4×8", "2/4 active · 2 failed")
+    assert (cells[0], cells[3], cells[4], cells[-1]) == ("failed", "4×8", "2/4 active · 2 failed", "")
     assert index.job_of("u1/Worker") is job and index.role_of("u1/Worker") is roles[1]
     assert index.role_of("u1") is None and index.job_of(None) is None
     plain = RoleRows()
@@ -164,7 +164,7 @@ async def test_the_mpijobs_log_on_a_cluster_is_its_launchers_and_a_worker_rows_i
         await jobs_pane(app, pilot)
         job = distributed(app, "MPIJob")
         rows = dict(rows_of(app))
-        assert rows[f"{job.uid}/Worker"][:4] == ["running", "", "└ Worker", "2×8"]
+        assert rows[f"{job.uid}/Worker"][:5] == ["running", "", "└ Worker", "2×8", "2/2 active"]
         await select(app, pilot, job.uid)
         await pilot.press("l")
         await wait_until(lambda: isinstance(app.screen, LogScreen)

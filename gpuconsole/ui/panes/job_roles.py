@@ -99,15 +99,16 @@ def per_replica(role: JobRole) -> str:
 
 
 def role_cells(job: Job, role: JobRole, palette: Palette) -> tuple[object, ...]:
-    """A role's row, in the job queue's columns (state, kind, name, GPUs, node, age, duration, namespace, reason)."""
-    reason = replicas_text(role) + (f" · {role.pending_reason}" if role.pending_reason else "")
+    """A role's row, in the job queue's columns (state, kind, name, GPUs, node, age, duration,
+    namespace, reason): its replicas' counts where a job has its node (a role runs on several)."""
     return (
         role_state(job, role, palette),
         BLANK,
         text(f"└ {role.name}", palette.accent),
         right(per_replica(role)),
-        BLANK, BLANK, BLANK, BLANK,
-        text(reason, palette.warn if role.pending_reason else None),
+        text(replicas_text(role), None if role.active else palette.dim),
+        BLANK, BLANK, BLANK,
+        text(role.pending_reason or "", palette.warn),
     )
 
 
