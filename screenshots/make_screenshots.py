@@ -29,7 +29,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "overview": ("1",),
     "gpus": ("2",),
     "jobs": ("3",),
-    "jobs-roles": ("3", "slash", *"research", "enter"),  # the demo's MPIJob and PyTorchJob
+    "jobs-roles": ("3", "slash", *"research", "enter", "down", "down"),  # the demo's MPIJob and PyTorchJob, its Worker row
     "queues": ("3", "Q", "down"),  # the demo's Kueue: research's quota, its gang and its run waiting for nodes
     "instances": ("4",),
     "budgets": ("5",),
