@@ -107,10 +107,15 @@ async def test_logs_per_role_the_mpijobs_launcher_and_a_workers_pod() -> None:
         assert any("its Worker has no pod yet (0/8 nodes are available" in n.message for n in app._notifications)
 
 
-async def test_delete_on_a_role_row_asks_about_its_job() -> None:
+async def test_delete_on_a_role_row_asks_about_its_job_and_space_tags_jobs_only() -> None:
     async with running() as (app, pilot):
         await jobs_pane(app, pilot)
         mpi = distributed(app, "MPIJob")
+        await select(app, pilot, mpi.uid)
+        await pilot.press("space", "space", "space")  # the job, then its two role rows: not tagged
+        await pilot.pause()
+        assert table(app, "job-table").tagged_keys() == [mpi.uid]
+        await pilot.press("escape")
         await select(app, pilot, f"{mpi.uid}/Launcher")
         await pilot.press("ctrl+d")
         await wait_until(lambda: isinstance(app.screen, ConfirmScreen))

@@ -147,6 +147,11 @@ class JobsPane(Pane):
             self.jobs.set_order(JOB_ORDER[column] if column else queue_order, table.sort_descending)
             self.redraw()
 
+    def on_virtual_table_tags_changed(self, event: VirtualTable.TagsChanged) -> None:
+        """A role row is never tagged (space on it moves on): tags are for jobs."""
+        event.table.tagged.difference_update(self.roles.rows)
+        super().on_virtual_table_tags_changed(event)
+
     # ------------------------------------------------------------------ views
     def action_toggle_table(self) -> None:
         if self.mode == "nodes":
