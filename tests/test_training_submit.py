@@ -335,3 +335,27 @@ async def test_an_mpijob_from_the_demos_wizard_shows_its_roles_in_the_jobs_pane(
         await wait_until(lambda: any(j.name == "allreduce" and j.kind == "MPIJob" for j in app.snapshot.jobs))
         job = next(j for j in app.snapshot.jobs if j.name == "allreduce")
         await wait_until(lambda: f"{job.uid}/Worker" in table(app, "job-table").shown_keys)
+
+
+async def test_the_kind_is_chosen_with_the_keyboard_and_the_name_typed_stays() -> None:
+    from gpuconsole.ui.wizards.distributed import DistributedWizard
+    from gpuconsole.ui.wizards.submit import SubmitWizard
+    from tests.driving import running
+    from tests.helpers import wait_until
+
+    async with running() as (app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.press("N")
+        await wait_until(lambda: isinstance(app.screen, SubmitWizard) and app.screen.built)
+        await pilot.press(*"allreduce", "shift+tab")  # Kind is the field before Name
+        await pilot.pause()
+        assert isinstance(app.focused, Select)
+        await pilot.press("enter", "down", "enter")
+        await wait_until(lambda: isinstance(app.screen, DistributedWizard) and app.screen.built)
+        await pilot.pause()
+        assert app.screen.training_kind == "MPIJob" and app.focused.id == "job-name"
+        assert app.screen.query_one("#job-name", Input).value == "allreduce"
+        await pilot.press("escape")  # cancels the MPIJob form: back to the pane, nothing created
+        await wait_until(lambda: not isinstance(app.screen, SubmitWizard))
+        assert not any(j.name == "allreduce" for j in app.snapshot.jobs)
