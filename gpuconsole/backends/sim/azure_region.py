@@ -36,10 +36,10 @@ _OD, _SPOT = Market.ON_DEMAND, Market.SPOT
 # hours since it was shut down from inside, or None while it runs). The speech team trains and
 # batches here since this morning and the imaging team serves (no demo rule or team budget names
 # either, so the autopilot leaves them be, and the fleet budget stays under its limit with them:
-# about $600 this month); bob's notebook VM was shut down from inside last night, still billed.
+# under $450 this month); bob's notebook VM was shut down from inside last night, still billed.
 VMS = (
-    ("eus-train-a100x4", "Standard_NC96ads_A100_v4", "eastus-1", "priya", "speech", "rg-speech", 0.25, NEMO, _OD, None),
-    ("eus-infer-t4", "Standard_NC4as_T4_v3", "eastus-2", "chen", "imaging", "rg-imaging", 10.0, TRITON, _OD, None),
+    ("eus-train-a100x4", "Standard_NC96ads_A100_v4", "eastus-1", "priya", "speech", "rg-speech", 0.2, NEMO, _OD, None),
+    ("eus-infer-t4", "Standard_NC4as_T4_v3", "eastus-2", "chen", "imaging", "rg-imaging", 5.0, TRITON, _OD, None),
     ("eus-infer-t4x4", "Standard_NC64as_T4_v3", "eastus-3", "chen", "imaging", "rg-imaging", 0.3, TRITON, _OD, None),
     ("eus-batch-a100", "Standard_NC24ads_A100_v4", "eastus-2", "alice", "speech", "rg-speech", 0.8, PYTORCH, _SPOT, None),
     ("eus-notebook-a100x2", "Standard_NC48ads_A100_v4", "eastus-1", "bob", "speech", "rg-speech", 1.0, PYTORCH, _OD, 18.0),
