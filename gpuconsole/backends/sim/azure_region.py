@@ -39,7 +39,7 @@ _OD, _SPOT = Market.ON_DEMAND, Market.SPOT
 # under $450 this month); bob's notebook VM was shut down from inside last night, still billed.
 VMS = (
     ("eus-train-a100x4", "Standard_NC96ads_A100_v4", "eastus-1", "priya", "speech", "rg-speech", 0.2, NEMO, _OD, None),
-    ("eus-infer-t4", "Standard_NC4as_T4_v3", "eastus-2", "chen", "imaging", "rg-imaging", 5.0, TRITON, _OD, None),
+    ("eus-infer-t4", "Standard_NC4as_T4_v3", "eastus-2", "chen", "imaging", "rg-imaging", 2.0, TRITON, _OD, None),
     ("eus-infer-t4x4", "Standard_NC64as_T4_v3", "eastus-3", "chen", "imaging", "rg-imaging", 0.3, TRITON, _OD, None),
     ("eus-batch-a100", "Standard_NC24ads_A100_v4", "eastus-2", "alice", "speech", "rg-speech", 0.8, PYTORCH, _SPOT, None),
     ("eus-notebook-a100x2", "Standard_NC48ads_A100_v4", "eastus-1", "bob", "speech", "rg-speech", 1.0, PYTORCH, _OD, 18.0),
