@@ -11,6 +11,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from rich.style import Style
 
 from gpuconsole.backends.sim import SimWorld
 from gpuconsole.cli.main import main
@@ -19,8 +20,12 @@ from gpuconsole.core.ops.actions import ActionKind, ActionRequest, autopilot_con
 from gpuconsole.core.ops.autopilot.actuator import CloudActuator
 from gpuconsole.model import InstanceState, Market, SourceKind
 from gpuconsole.ui.panes.instances import refusal
+from gpuconsole.ui.palette import Palette
+from gpuconsole.ui.panes.overview import instances_card
 from tests.showcase import FrozenClock, showcase_console
 from tests.test_autopilot import sim_console, step
+
+PALETTE = Palette(*[Style()] * 6)
 
 START = 1_790_000_000.0
 ARM_VM = re.compile(r"/subscriptions/[0-9a-f-]{36}/resourceGroups/rg-[a-z]+/providers/Microsoft\.Compute/"
@@ -117,6 +122,10 @@ def test_a_stop_through_the_action_path_deallocates_it_and_the_overview_stops_co
         assert refusal(ActionKind.STOP, vm) is None  # the Instances pane offers the stop
         assert refusal(ActionKind.START, vm) is None
         assert first.burn_per_hour == costs.burn_per_hour(first.instances)
+        card = instances_card(first, PALETTE).plain
+        assert "1 stopped, still billed" in card
+        up = sum(1 for i in first.instances if i.state.billed and i.market is Market.ON_DEMAND)
+        assert f"{up} on-demand" in card  # the running ones, as the Instances pane counts them
         # The overview's spend today holds the 14 hours since midnight it has billed while stopped.
         now = first.taken_at
         others = [i for i in first.instances if i.name != NOTEBOOK]
@@ -130,6 +139,7 @@ def test_a_stop_through_the_action_path_deallocates_it_and_the_overview_stops_co
         assert gone.state is InstanceState.STOPPED and not gone.bills_now and not gone.stopped_bills
         assert after.burn_per_hour == pytest.approx(first.burn_per_hour - 7.346)
         assert refusal(ActionKind.STOP, gone) is not None  # deallocated: nothing left to stop
+        assert "still billed" not in instances_card(after, PALETTE).plain
         clock.advance(3600)
         cloud = console.source(SourceKind.CLOUD)
         idle = {i.name: i for i in cloud.poll_instances().instances}[NOTEBOOK]

@@ -21,6 +21,7 @@ from cronsim import CronSim
 from gpuconsole.backends.sim import catalog
 from gpuconsole.backends.sim.fleet import attach_gpus, new_instance
 from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.kueue import SimKueue
 from gpuconsole.backends.sim.processes import job_process
 from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.state import SimCronJob, SimGpu, SimInstance, SimJob
@@ -85,6 +86,7 @@ class Lifecycle:
     _cum_weights: list[float]
     _arrival_rate: float
     _pending_target: int
+    _kueue: SimKueue | None = None  # the demo's Kueue (sim.kueue): what holds Jobs that name a LocalQueue
 
     def _at(self, ts: float, kind: str, obj: Any, token: int = 0) -> None:
         heapq.heappush(self._events, (ts, next(self._seq), kind, obj, token))
@@ -212,21 +214,23 @@ class Lifecycle:
         job = SimJob(self._ids.uuid4(), f"{t.base}-{self._ids.suffix()}", t.namespace, now, gpus,
                      t.mig_profile, product, round(minutes * 60.0), t.image, owner, self._ids.uuid4())
         job.give_up_at = now + rng.uniform(3600.0, 5 * 3600.0)
+        job.queue = self._kueue.local_queue(t.namespace) if self._kueue is not None else None
         return job
 
     def _cron_job(self, cj: SimCronJob, ts: float) -> SimJob:
         """The Job a CronJob creates for its run scheduled at ``ts``."""
         minutes = self._rng.uniform(*cj.minutes)
         product = cj.product if cj.product in self._products else None
-        return SimJob(self._ids.uuid4(), f"{cj.name}-{int(ts // 60)}", cj.namespace, ts, cj.gpus,
-                      cj.mig_profile, product, round(minutes * 60.0), cj.image, cj.owner,
-                      self._ids.uuid4(), cronjob=cj.name)
+        job = SimJob(self._ids.uuid4(), f"{cj.name}-{int(ts // 60)}", cj.namespace, ts, cj.gpus,
+                     cj.mig_profile, product, round(minutes * 60.0), cj.image, cj.owner,
+                     self._ids.uuid4(), cronjob=cj.name)
+        job.queue = self._kueue.local_queue(cj.namespace) if self._kueue is not None else None
+        return job
 
     def _add_job(self, job: SimJob) -> None:
         self._jobs[job.uid] = job
         if job.state is JobState.PENDING:
-            self._pending[job.uid] = job
-            self._scheduler.submitted(job)
+            self._enqueue(job)
 
     def _make_pending(self, job: SimJob) -> None:
         job.state = JobState.PENDING
@@ -234,8 +238,26 @@ class Lifecycle:
         job.started = None
         job.finished = None
         job.view = None
+        self._enqueue(job)
+
+    def _enqueue(self, job: SimJob) -> None:
+        """A Job that wants to run goes to the scheduler, or to Kueue when it names a LocalQueue
+        that has not admitted it (suspended until it does)."""
+        if self._kueue is not None and self._kueue.hold(job):
+            return
         self._pending[job.uid] = job
         self._scheduler.submitted(job)
+
+    def _admit_queued(self, now: float) -> None:
+        """Kueue's pass: what its queues admit goes to the scheduler; what waited too long is deleted."""
+        if self._kueue is None:
+            return
+        admitted, gave_up = self._kueue.admit(now)
+        for job in admitted:
+            self._make_pending(job)
+        for job in gave_up:
+            self._jobs.pop(job.uid, None)
+            job.run = -1
 
     def _start(self, job: SimJob, ts: float, progress: float = 0.0) -> None:
         """The pod of a job just bound to a node starts; ``progress`` backdates it."""

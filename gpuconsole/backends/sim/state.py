@@ -211,7 +211,8 @@ class SimJob:
     __slots__ = ("uid", "name", "namespace", "state", "created", "gpus", "mig_profile",
                  "product", "node", "devices", "slice", "started", "finished", "end_at", "duration",
                  "fails", "stalled", "util_base", "mem_frac", "pending_reason", "cronjob",
-                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view", "workers", "manifest", "gang")
+                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view", "workers", "manifest", "gang",
+                 "queue")
 
     def __init__(self, uid: str, name: str, namespace: str, created: float, gpus: int,
                  mig_profile: str | None, product: str | None, duration: float, image: str,
@@ -247,6 +248,7 @@ class SimJob:
         self.workers = 1  # pods of an Indexed Job; the sim places them together, holding ``gpus`` in all
         self.manifest: dict[str, Any] | None = None  # what was submitted, for a describe
         self.gang: Any = None  # the distributed job it is a replica of (listed instead of it)
+        self.queue: str | None = None  # the Kueue LocalQueue it names (kueue.x-k8s.io/queue-name)
 
     def pod_names(self) -> list[str]:
         """Its pods' names, ``<job>-<suffix>`` (``<job>-<index>-<suffix>`` for an Indexed Job);

@@ -177,6 +177,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._arrivals(now)
         if now % 60 == 0:
             self._purge(now)
+        self._admit_queued(now)
         for job in self._scheduler.schedule(self._pending):
             self._start(job, now)
         if self._serving is not None:
@@ -218,8 +219,11 @@ class SimWorld(Provisioning, JobApi, Seeding):
         if self._serving is not None:
             nodes += self._serving.nodes()
         jobs = tuple([j.to_model() for j in self._jobs.values() if j.gang is None])
-        jobs += tuple(sorted((g.to_model() for g in self._gangs), key=lambda j: j.created)) + self._archive_view
-        return JobsReading(jobs, cronjobs, nodes, self._now)
+        jobs += tuple(sorted((g.to_model() for g in self._gangs), key=lambda j: j.created))
+        if self._kueue is None:
+            return JobsReading(jobs + self._archive_view, cronjobs, nodes, self._now)
+        queued = self._kueue.compose(jobs, self._now, self._gangs, self._scheduler)
+        return JobsReading(queued.jobs + self._archive_view, cronjobs, nodes, self._now, queues=queued.queues)
 
     def services_reading(self) -> ServicesReading:
         """The inference pool's services and their pods' serving figures (none without a pool)."""

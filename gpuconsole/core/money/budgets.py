@@ -211,11 +211,12 @@ def plan_action(
 
     What EC2 lets stop is stopped: ``stop-all`` takes running on-demand instances and spot
     instances of persistent requests with the ``stop`` interruption behaviour, ``stop-spot``
-    only those spot ones; a stopped instance its cloud still bills (an Azure VM stopped but not
-    deallocated) is taken too, and stopping it ends its billing (Azure deallocates it). One-time spot instances cannot be stopped (EC2 refuses), so a stop
+    only those spot ones. One-time spot instances cannot be stopped (EC2 refuses), so a stop
     leaves them running at full price: ``terminate-spot`` ends them, and only it. A spot
     instance whose request kind is unknown (the lookup failed) is never a target. What is left
-    running is named in the detail, so a user sees what still burns money.
+    running is named in the detail, so a user sees what still burns money. ``stop-all`` also
+    takes a stopped instance whose compute still bills (``bills_now``: an Azure VM powered off
+    but still allocated), and stopping it ends its billing (Azure deallocates it).
     """
     if action is BudgetAction.NOTIFY:
         return None
@@ -226,9 +227,12 @@ def plan_action(
         listed = _listed([f"{c.namespace}/{c.name}" for c in jobs_in])
         detail = f"suspend {len(jobs_in)} CronJob{'s' if len(jobs_in) != 1 else ''}: {listed}"
         return _pending(budget, threshold, action, tuple(c.uid for c in jobs_in), detail)
-    running = [i for i in in_scope(instances, budget.scope, jobs)
-               if i.state is InstanceState.RUNNING or (i.state is InstanceState.STOPPED and i.bills_now)]
-    targets = [i for i in running if _takes(action, i)]
+    running = [i for i in in_scope(instances, budget.scope, jobs) if i.state is InstanceState.RUNNING]
+    # A stopped instance whose compute still bills (an Azure VM powered off but still allocated,
+    # an ECS one stopped in standard mode) is stopped again, the way that ends its bill.
+    billing_stopped = [i for i in in_scope(instances, budget.scope, jobs)
+                       if i.state is InstanceState.STOPPED and i.bills_now and action is BudgetAction.STOP_ALL]
+    targets = [i for i in running if _takes(action, i)] + billing_stopped
     verb = "terminate" if action is BudgetAction.TERMINATE_SPOT else "stop"
     parts: list[str] = []
     if targets:

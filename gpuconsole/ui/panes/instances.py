@@ -88,8 +88,9 @@ ALLOWED_FROM: dict[ActionKind, tuple[InstanceState, ...]] = {
 def refusal(kind: ActionKind, inst: Instance) -> str | None:
     """Why EC2 would refuse ``kind`` on ``inst`` in its state (said here, not after a round trip),
     or None."""
-    billed_stop = kind is ActionKind.STOP and inst.state is InstanceState.STOPPED and inst.bills_now
-    if inst.state not in ALLOWED_FROM[kind] and not billed_stop:  # a stopped VM still billed: deallocate it
+    if kind is ActionKind.STOP and inst.state is InstanceState.STOPPED and inst.bills_now:
+        return None  # stopped but still billing (an Azure VM powered off, still allocated): stop ends the bill
+    if inst.state not in ALLOWED_FROM[kind]:
         return f"cannot {kind.value} {inst.instance_id}: it is {inst.state.value}"
     if kind is ActionKind.STOP and inst.market is Market.SPOT and not inst.stoppable_spot:
         return f"cannot stop {inst.instance_id}: a one-time spot instance can only be terminated"
