@@ -7,7 +7,8 @@ VM's name as its name and its host name as the node its GPUs report from. One VM
 (evicted by deallocation), and one was shut down from inside: Azure calls it "stopped", keeps
 its hardware allocated and bills its compute until it is deallocated, so the overview shows what
 it still costs. Stopping a VM here deallocates it (compute billing ends), as the console's stop
-means on Azure; idle-stop and a budget's stop-all deallocate the stopped-but-allocated one too.
+means on Azure; idle-stop and a budget's stop-all deallocate the stopped-but-allocated one too,
+and a power-off (Azure's own action) leaves a VM allocated and billed.
 
 Azure's power states in the console's words: starting is pending, running is running, stopping
 and deallocating are stopping, stopped is stopped and still billed, deallocated is stopped and

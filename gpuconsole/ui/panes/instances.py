@@ -137,8 +137,8 @@ class InstancesPane(Pane):
     def summary(self, snapshot: FleetSnapshot) -> str:
         if not snapshot.instances:
             return ""
-        spot = sum(1 for i in snapshot.instances if i.market is Market.SPOT and i.bills_now)
-        on_demand = sum(1 for i in snapshot.instances if i.market is Market.ON_DEMAND and i.bills_now)
+        spot = sum(1 for i in snapshot.instances if i.market is Market.SPOT and i.state.billed)
+        on_demand = sum(1 for i in snapshot.instances if i.market is Market.ON_DEMAND and i.state.billed)
         return f"{on_demand} on-demand · {spot} spot · {money(snapshot.burn_per_hour)}/h"
 
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
