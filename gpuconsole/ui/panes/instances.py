@@ -28,7 +28,7 @@ COLUMNS = [
     ("TYPE", "type", 13),
     ("GPUS", "gpus", 11),
     ("MARKET", "market", 9),
-    ("STATE", "state", 8),
+    ("STATE", "state", 9),  # "stopped $": stopped, its compute still billed (an Azure VM not deallocated)
     ("$/H", "price", 5),
     ("COST", "cost", 8),
     ("UPTIME", "uptime", 6),
