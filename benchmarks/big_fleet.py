@@ -290,7 +290,7 @@ async def type_filters(keys: Any, app: Any) -> list[dict[str, Any]]:
             await asyncio.sleep(0.005)
         for i, letter in enumerate(word):
             await asyncio.sleep(FILTER_SPACING_S)
-            done = keys.filter_shown(table, word[: i + 1], lambda k: pane.jobs.by_key[k].name)
+            done = keys.filter_shown(table, word[: i + 1], lambda k: pane.jobs.by_key[k].name if k in pane.jobs.by_key else k)
             took = await keys.press(letter, done, timeout=60)
             typed.append({"text": word[: i + 1], "ms": 1000 * took.wall, "cpu_ms": 1000 * took.cpu,
                           "rows": table.row_count})

@@ -29,7 +29,12 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "overview": ("1",),
     "gpus": ("2",),
     "jobs": ("3",),
-    "jobs-roles": ("3", "slash", *"research", "enter"),  # the demo's MPIJob and PyTorchJob
+    "jobs-roles": ("3", "slash", *"research", "enter", "down", "down"),  # the demo's MPIJob and PyTorchJob, its Worker row
+    # the submit wizard's MPIJob form: Kind chosen, 4 GPUs per worker, the NCCL presets, the
+    # review scrolled to the launcher's mpirun once the dry run passed
+    "submit-mpijob": ("3", "N", WAIT, *"allreduce", "shift+tab", "enter", "down", "enter", WAIT,
+                      *["tab"] * 5, "4", "ctrl+n", *"eth0", "tab", "enter", "down", "enter",
+                      "tab", "enter", "down", "down", "down", "enter", "ctrl+n", WAIT, WAIT, *["down"] * 23),
     "queues": ("3", "Q", "down"),  # the demo's Kueue: research's quota, its gang and its run waiting for nodes
     "instances": ("4",),
     "budgets": ("5",),

@@ -93,6 +93,9 @@ class AzureWorld:
     price_page: int = 3  # the Retail Prices API's page size (100 in Azure; small to make pages)
     assignments: list[dict[str, Any]] = field(default_factory=list)
     tokens_seen: set[str] = field(default_factory=set)
+    failing_zones: set[str] = field(default_factory=set)  # a create there fails in its operation (ZonalAllocationFailed)
+    failed_operations: dict[str, str] = field(default_factory=dict)  # operation id -> the VM id it removes
+    prices_down: bool = False  # the Retail Prices API answers 503
     events: list[dict[str, Any]] = field(default_factory=list)  # Scheduled Events (EventType Preempt, …)
 
     def preempt(self, name: str) -> None:
@@ -315,8 +318,10 @@ class AzurePeer:
         h.end_headers()
         h.wfile.write(data)
 
-    def lro(self, h: BaseHTTPRequestHandler, status: int, location: str, body: Any = None) -> None:
+    def lro(self, h: BaseHTTPRequestHandler, status: int, location: str, body: Any = None, *, fails: str = "") -> None:
         op = str(uuid.uuid4())
+        if fails:
+            self.world.failed_operations[op] = fails
         self.world.operations[op] = 1  # InProgress once, then Succeeded
         url = f"{self.url}/subscriptions/{self.world.subscription}/providers/Microsoft.Compute/locations/{location}/operations/{op}?api-version=2024-07-01"
         self.send(h, status, body, {"Azure-AsyncOperation": url, **({"Location": url} if status == 202 else {})})
@@ -326,6 +331,11 @@ class AzurePeer:
         if left is None:
             return self.send(h, 404, {"error": {"code": "NotFound", "message": "no such operation"}})
         self.world.operations[op] = left - 1
+        if left <= 0 and op in self.world.failed_operations:  # the allocation failed after the create was accepted
+            self.world.vms.pop(self.world.failed_operations[op].lower(), None)
+            return self.send(h, 200, {"name": op, "status": "Failed", "startTime": "2026-12-01T08:00:00+00:00", "error": {
+                "code": "ZonalAllocationFailed", "message": "Allocation failed. We do not have sufficient capacity for the "
+                "requested VM size in this zone."}})
         status = "InProgress" if left > 0 else "Succeeded"
         self.send(h, 200, {"name": op, "status": status, "startTime": "2026-12-01T08:00:00+00:00",
                            **({"endTime": "2026-12-01T08:00:05+00:00"} if status == "Succeeded" else {})})
@@ -394,7 +404,8 @@ class AzurePeer:
                   "properties": {**props, "provisioningState": "Creating", "vmId": str(uuid.uuid4()),
                                  "timeCreated": "2026-12-01T09:00:00+00:00"}}
         self.world.vms[vm_id.lower()] = stored
-        self.lro(h, 201, stored["location"], public(stored, False))
+        fails = vm_id if set(stored["zones"]) & self.world.failing_zones else ""
+        self.lro(h, 201, stored["location"], public(stored, False), fails=fails)
         stored["properties"]["provisioningState"] = "Succeeded"
 
     def ssh_keys(self, h: BaseHTTPRequestHandler, rest: str, group: str | None) -> None:
@@ -457,6 +468,8 @@ class AzurePeer:
     # ------------------------------------------------------------------ retail prices
     def prices(self, h: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
         self.world.calls.append(("GET", "/api/retail/prices", query))
+        if self.world.prices_down:
+            return self.send(h, 503, {"Message": "The service is unavailable."})
         filters = dict(re.findall(r"(\w+) eq '([^']*)'", query.get("$filter", "")))
         rows = price_items(filters)
         skip = int(query.get("$skip") or 0)

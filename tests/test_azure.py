@@ -64,6 +64,7 @@ def test_spot_price_meter_follows_the_os_and_never_low_priority(azure, cloud):
     found = by_id(cloud)
     assert found[spot].market is Market.SPOT and found[spot].price_per_hour == 0.551  # not 0.7346 (Low Priority)
     assert found[spot].spot_interruption == "terminate" and found[spot].stoppable_spot
+    assert found[spot].spot_max_price == 1.2
     assert found[win].price_per_hour == 0.71
     price_calls = [q for m, p, q in azure.world.calls if p == "/api/retail/prices"]
     assert any("$skip" in q for q in price_calls)  # NextPageLink followed
@@ -92,6 +93,8 @@ def test_delete_takes_the_disks_and_nic_gpuconsole_made(azure, cloud):
     assert by_id(cloud) == {}
     left = sorted(r["name"] for r in azure.world.resources.values())
     assert left == ["vm-2-nic", "vm-2_OsDisk_1"]
+    gets = [q for m, p, q in azure.world.calls if m == "GET" and p.endswith("/virtualMachines/vm-1")]
+    assert gets and gets[0].get("$expand") == "instanceView"  # read with its instance view before the delete
     assert [a for a in azure.actions() if a.startswith("DELETE")] == [
         "DELETE vm-1", "DELETE vm-1_OsDisk_1", "DELETE vm-1-nic", "DELETE vm-2"]
 
@@ -143,3 +146,23 @@ def test_sizes_zones_and_catalog_prices(azure, cloud):
     assert prices["Standard_NC4as_T4_v3"] == 0.526 and "Standard_D4s_v5" not in prices
     spot = cloud.spot_prices("eastus", ("Standard_NC4as_T4_v3",), 0.0)
     assert {p.price for p in spot} == {0.0789} and {p.availability_zone for p in spot} == {"eastus-1", "eastus-2", "eastus-3"}
+
+
+def test_without_a_sign_in_the_poll_says_so_in_one_line(azure, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no az at all
+    with pytest.raises(BackendError) as caught:
+        AzureCloud(settings(azure)).poll_instances()
+    text = str(caught.value)
+    assert "\n" not in text and "Azure" in text and "credential" in text.lower()
+    assert not azure.world.calls  # nothing reached ARM without a token
+
+
+def test_a_failing_price_api_leaves_prices_unknown_and_is_not_asked_again_at_once(azure, monkeypatch):
+    vm = azure.world.add("Standard_NC4as_T4_v3")
+    azure.world.add("Standard_NC24ads_A100_v4")
+    azure.world.prices_down = True
+    cloud = AzureCloud(settings(azure))
+    for _ in range(2):
+        assert {i.price_per_hour for i in cloud.poll_instances().instances} == {0.0}
+    assert len([1 for m, p, q in azure.world.calls if "/api/retail" in p]) == 1
+    assert vm

@@ -33,7 +33,7 @@ def test_stop_all_by_tag_on_aws_alibaba_and_azure(capsys, aws_peer, ecs, azure: 
     az_out = azure.world.add("Standard_NC4as_T4_v3", tags={"Budget": "inference"})
     add_research(capsys, "100:notify+stop-all")
 
-    code = main(list(ENFORCE))
+    code = main([*ENFORCE, "--wait", "120"])  # three clouds polled in turn: room on a loaded machine
     out, err = capsys.readouterr()
 
     assert code == 1, err

@@ -94,3 +94,18 @@ def test_launch_from_the_command_line(azure: AzurePeer, tmp_path: Path, capsys):
     [body] = azure.world.bodies
     assert body["properties"]["storageProfile"]["imageReference"]["publisher"] == "microsoft-dsvm"  # the default GPU image
     assert body["tags"]["Budget"] == "research" and body["zones"] == ["1"]
+
+
+def test_an_allocation_failing_after_the_create_moves_to_the_next_zone(azure: AzurePeer, tmp_path: Path, capsys):
+    """Azure accepts the create, then its operation fails (ZonalAllocationFailed): a capacity error,
+    so the launcher tries the next zone the size is offered in."""
+    azure.world.failing_zones.add("1")
+    config = tmp_path / "config.toml"
+    config.write_text(azure_table(azure) + f'resource_groups = ["gpu-rg"]\nsubnet_id = "{SUBNET}"\n')
+    code = main(["instance", "launch", "--type", "Standard_NC4as_T4_v3", "--zone", "eastus-1", "--tag", "Name=retry",
+                 "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [b["zones"] for b in azure.world.bodies] == [["1"], ["2"]]
+    assert "in eastus-2" in out and azure.world.power(
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/gpu-rg/providers/Microsoft.Compute/virtualMachines/retry") == "running"

@@ -21,6 +21,9 @@ from gpuconsole.model import SourceKind
 from tests.azure_peer import SUBSCRIPTION, AzurePeer, azure, azure_env  # noqa: F401 (fixtures)
 
 
+QUIET = ("--gpus", "off", "--jobs", "off", "--wait", "60")  # the wait ends at the first answer: room on a loaded machine
+
+
 def azure_table(peer: AzurePeer) -> str:
     return (f'[azure]\nsubscription_id = "{SUBSCRIPTION}"\nregions = ["eastus"]\narm_endpoint = "{peer.url}"\n'
             f'prices_endpoint = "{peer.url}/api/retail/prices"\n')
@@ -51,18 +54,21 @@ def test_snapshot_json_shows_a_powered_off_vm_as_still_billing(azure: AzurePeer,
     released = azure.world.add("Standard_NC4as_T4_v3", power="deallocated")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    assert main(["snapshot", "--json", "--no-db", "--cloud", "azure", "--config", str(config)]) == 0
-    rows = {i["instance_id"]: i for i in json.loads(capsys.readouterr().out)["instances"]}
+    assert main(["snapshot", "--json", "--no-db", "--cloud", "azure", "--config", str(config), "--wait", "60"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {i["instance_id"]: i for i in doc["instances"]}
     assert set(rows) == {running, allocated, released}
     assert rows[allocated]["cloud"] == "azure" and rows[allocated]["state"] == "stopped"
     assert [rows[i]["bills_now"] for i in (running, allocated, released)] == [True, True, False]
+    assert doc["spend"]["burn_per_hour"] == pytest.approx(3.673 + 0.526)  # the powered-off VM still burns
 
 
 def test_instance_stop_deallocates_through_the_action_path(azure: AzurePeer, tmp_path: Path, capsys) -> None:
     vm = azure.world.add("Standard_NC4as_T4_v3", power="stopped")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    code = main(["instance", "stop", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    code = main(["instance", "stop", vm, "--yes", "--cloud", "azure", "--config", str(config),
+                 *QUIET])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert azure.world.power(vm) == "deallocated"
@@ -75,7 +81,8 @@ def test_an_rbac_403_is_one_line_and_audited(azure: AzurePeer, tmp_path: Path, c
     azure.world.denied.add("restart")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    code = main(["instance", "reboot", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    code = main(["instance", "reboot", vm, "--yes", "--cloud", "azure", "--config", str(config),
+                 *QUIET])
     _out, err = capsys.readouterr()
     assert code != 0
     assert len(err.strip().splitlines()) == 1 and "Microsoft.Compute/virtualMachines/restart/action" in err
@@ -100,9 +107,21 @@ def test_power_off_is_its_own_action_and_says_the_vm_still_bills(azure: AzurePee
     vm = azure.world.add("Standard_NC4as_T4_v3")
     config = tmp_path / "config.toml"
     config.write_text(azure_table(azure))
-    code = main(["instance", "power-off", vm, "--yes", "--cloud", "azure", "--config", str(config), "--gpus", "off", "--jobs", "off"])
+    code = main(["instance", "power-off", vm, "--yes", "--cloud", "azure", "--config", str(config),
+                 *QUIET])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "still bills" in out and azure.world.power(vm) == "stopped"
     assert [p.rsplit("/", 1)[1] for m, p, _q in azure.world.calls if m == "POST"] == ["powerOff"]
     assert [r.target for r in AuditLog(paths.audit_db_path()).records() if r.action == "power-off" and r.result != "started"] == [vm]
+
+
+def test_cost_clouds_prices_the_azure_sizes(azure: AzurePeer, tmp_path: Path, capsys) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(azure_table(azure))
+    assert main(["cost", "clouds", "T4", "--in", "eastus", "--json", "--cloud", "azure", "--config", str(config), "--no-db",
+                 "--gpus", "off", "--jobs", "off"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["rows"]
+    assert [(r["cloud"], r["instance_type"], r["region"], r["per_gpu_hour"], r["usd_per_gpu_hour"]) for r in rows] == [
+        ("azure", "Standard_NC4as_T4_v3", "eastus", 0.526, 0.526)], doc["catalog_note"]

@@ -1,6 +1,7 @@
-"""The launch wizard on Azure, driven with the keyboard against the local ARM peer through the
-official SDKs: the location's subnets (regional: offered in every zone), network security groups
-and SSH key resources to pick from, and AzureLaunchOptions as fields derived from its Struct."""
+"""The launch wizard and the Instances pane on Azure, driven with the keyboard against the local
+ARM peer through the official SDKs: the location's subnets (regional: offered in every zone),
+network security groups and SSH key resources to pick from, AzureLaunchOptions as fields derived
+from its Struct; power off apart from stop, and a stop that deallocates."""
 
 from __future__ import annotations
 
@@ -63,3 +64,37 @@ async def test_a_launch_on_azure_picks_from_the_locations_lists_and_sends_its_ow
     assert nic["networkSecurityGroup"] == {"id": nsg} and body["zones"] == ["2"]
     assert body["properties"]["storageProfile"]["osDisk"]["managedDisk"]["storageAccountType"] == "StandardSSD_LRS"
     assert body["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].startswith("ssh-ed25519")
+
+
+async def test_the_instances_pane_powers_off_apart_and_stops_a_billing_stopped_vm(azure: AzurePeer):
+    """``o`` powers off (the confirmation says it still bills); ``s`` on a VM powered off but still
+    allocated (``stopped $``) deallocates it."""
+    from textual.widgets import Static
+
+    from gpuconsole.ui.screens.confirm import ConfirmScreen
+    from tests.driving import table
+    from tests.test_instances_pane import select
+
+    running_vm = azure.world.add("Standard_NC4as_T4_v3")
+    allocated = azure.world.add("Standard_NC24ads_A100_v4", power="stopped")
+    settings = registry.azure_settings(subscription_id=SUBSCRIPTION, arm_endpoint=azure.url, regions=("eastus",),
+                                       prices_endpoint=f"{azure.url}/api/retail/prices")
+    console = Console(ConsoleOptions(sources=SourceOptions(cloud="azure", gpus="off", jobs="off", azure=settings),
+                                     interval=0.25, timeout=5.0))
+    async with running(console, live=lambda app: len(app.snapshot.instances) == 2, size=(160, 40)) as (app, pilot):
+        await select(app, pilot, lambda i: i.instance_id == running_vm)
+        states = dict(zip(table(app, "instance-table").shown_keys,
+                          [str(table(app, "instance-table").get_cell(k, "state")) for k in table(app, "instance-table").shown_keys],
+                          strict=True))
+        assert states[allocated] == "stopped $"
+        await pilot.press("o")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
+        assert "STILL BILLS" in str(app.screen.query_one("#confirm-details", Static).content)
+        await pilot.press("y")
+        await wait_until(lambda: azure.world.power(running_vm) == "stopped")
+        await select(app, pilot, lambda i: i.instance_id == allocated)
+        await pilot.press("s")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_until(lambda: azure.world.power(allocated) == "deallocated")
+    assert [p.rsplit("/", 1)[1] for m, p, _q in azure.world.calls if m == "POST"] == ["powerOff", "deallocate"]

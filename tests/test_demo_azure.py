@@ -16,7 +16,7 @@ from rich.style import Style
 from gpuconsole.backends.sim import SimWorld
 from gpuconsole.cli.main import main
 from gpuconsole.core.money import costs
-from gpuconsole.core.ops.actions import ActionKind, ActionRequest, autopilot_confirmation
+from gpuconsole.core.ops.actions import ActionError, ActionKind, ActionRequest, autopilot_confirmation
 from gpuconsole.core.ops.autopilot.actuator import CloudActuator
 from gpuconsole.model import InstanceState, Market, SourceKind
 from gpuconsole.ui.panes.instances import refusal
@@ -200,3 +200,31 @@ def test_an_a100_pcie_is_named_short_like_the_sxm_one() -> None:
 
     assert short_model("NVIDIA A100 80GB PCIe") == short_model("NVIDIA A100-SXM4-80GB") == "A100-80GB"
     assert short_model("Tesla T4") == "T4" and short_model("NVIDIA H100 80GB HBM3") == "H100-80GB"
+
+
+def test_power_off_keeps_a_vm_allocated_and_billed_until_a_stop_deallocates_it() -> None:
+    clock = FrozenClock()
+    console = showcase_console(clock=clock)
+    try:
+        cloud = console.source(SourceKind.CLOUD)
+        ops = console.services.cloud
+        by_name = {i.name: i for i in cloud.poll_instances().instances}
+        vm, ec2 = by_name["eus-infer-t4x4"], by_name["train-h100-01"]
+        result = ops.perform(ActionRequest(ActionKind.POWER_OFF, vm.instance_id, "eastus", "yes"))
+        assert result.ok and "still bills" in result.message, result
+        clock.advance(120)
+        off = {i.name: i for i in cloud.poll_instances().instances}["eus-infer-t4x4"]
+        assert off.state is InstanceState.STOPPED and off.stopped_bills and off.bills_now
+        assert vm.node not in {g.node for g in console.source(SourceKind.GPUS).poll_gpus().gpus}
+        clock.advance(3600)
+        later = {i.name: i for i in cloud.poll_instances().instances}["eus-infer-t4x4"]
+        assert later.accrued_cost - off.accrued_cost == pytest.approx(4.352)  # an hour, powered off
+        assert ops.perform(ActionRequest(ActionKind.STOP, vm.instance_id, "eastus", "yes")).ok  # deallocate
+        clock.advance(120)
+        gone = {i.name: i for i in cloud.poll_instances().instances}["eus-infer-t4x4"]
+        assert gone.state is InstanceState.STOPPED and not gone.bills_now
+        with pytest.raises(ActionError, match="power-off is Azure's"):  # EC2 has no power-off apart from stop
+            ops.perform(ActionRequest(ActionKind.POWER_OFF, ec2.instance_id, ec2.region, "yes"))
+        assert {i.name: i for i in cloud.poll_instances().instances}["train-h100-01"].state is InstanceState.RUNNING
+    finally:
+        console.close()

@@ -12,10 +12,12 @@ import time
 import pytest
 
 from gpuconsole.backends.prometheus import PrometheusServing, PrometheusSettings
+from gpuconsole.backends.prometheus import serving_queries as sq
 from gpuconsole.backends.served import history_query, pod_selector
 from gpuconsole.core.serving.config import ServingConfig
 from gpuconsole.core.serving.join import ServingBook
 from gpuconsole.model import FleetSnapshot, Service, ServiceReplica, ServicesReading
+from gpuconsole.model.serving import workload_of
 from tests.model_server import LoadLoop, ModelServer, scrape_config
 from tests.prometheus_peer import PrometheusProcess, find_prometheus
 
@@ -91,3 +93,12 @@ def test_the_console_reads_requests_and_p99_within_ten_percent_of_what_the_load_
     assert triton.p99_ms is None and triton.p50_ms is None and triton.metrics_source == "triton"
     assert triton.error_ratio is not None and 0.0 < triton.error_ratio < 0.15
     assert triton.inferences_per_s == pytest.approx(4 * triton.rps * (1 - triton.error_ratio), rel=0.1)
+
+
+def test_prometheus_names_a_pods_workload_as_the_core_does(served) -> None:
+    _server, prometheus = served
+    for pod in ("vllm-llama3-7d9f8c6b5-x2kqp", "llm-2-7d9f8c6b5-x2kqp", "embed-0", "embed-12", "a-1-0", "standalone",
+                "resnet-predictor-00001-deployment-5c8f9d7b6-qz7kd", "llm-7d9f8c6b5-x2kqp-0", "q-0-bcdfg",
+                "z-12345678901-abcde", "x-12345-67890"):
+        answer = prometheus.query(sq.with_workload(f'label_replace(vector(1), "pod", "{pod}", "", "")'))
+        assert answer[0]["metric"]["workload"] == workload_of(pod), pod

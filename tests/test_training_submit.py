@@ -291,3 +291,71 @@ async def test_choosing_job_again_brings_back_the_job_form(cluster: KubeCluster)
         await pilot.pause()
         assert app.screen.query_one("#job-name", Input).value == "allreduce"
         assert len(app.screen_stack) == 2  # the one form in the other's place
+
+
+# --------------------------------------------------------------------------- the demo
+
+
+def test_the_simulated_cluster_runs_a_submitted_mpijob_and_refuses_what_a_cluster_would() -> None:
+    from gpuconsole.backends.sim.world import SimWorld
+    from gpuconsole.model import JobState
+
+    world = SimWorld(seed=7)
+    world.step(60)
+    req = mpi_request(namespace="research", gpus=1)
+    assert world.apply_manifests(manifests(req), dry_run=True) == ["MPIJob research/allreduce"]
+    assert not any(j.name == "allreduce" for j in world.jobs_reading().jobs)  # a dry run makes nothing
+    assert world.apply_manifests(manifests(req)) == ["MPIJob research/allreduce"]
+    with pytest.raises(ValueError, match='mpijobs.kubeflow.org "allreduce" already exists'):
+        world.apply_manifests(manifests(req), dry_run=True)
+    with pytest.raises(ValueError, match='namespaces "nowhere" not found'):
+        world.apply_manifests(manifests(mpi_request(namespace="nowhere")), dry_run=True)
+    world.step(120)
+    job = next(j for j in world.jobs_reading().jobs if j.name == "allreduce")
+    assert (job.kind, job.gpus, job.owner) == ("MPIJob", 2, "ana")
+    assert [(r.name, r.replicas, r.gpus_per_replica) for r in job.roles] == [("Launcher", 1, 0), ("Worker", 2, 1)]
+    if job.state is JobState.RUNNING:  # its workers placed: the launcher's log is rank 0's
+        assert job.pod is not None and "-launcher-" in job.pod
+        assert world.pod_log("research", job.pod, tail=5)[0]
+
+
+async def test_an_mpijob_from_the_demos_wizard_shows_its_roles_in_the_jobs_pane() -> None:
+    from tests.driving import running, table
+    from tests.helpers import wait_until
+
+    async with running() as (app, pilot):
+        wizard = await open_kind(app, pilot, "MPIJob")
+        await fill(pilot, wizard, "job-namespace", "research")
+        await pilot.press("ctrl+n")
+        await wait_until(lambda: wizard.step == 1)
+        await pilot.press("ctrl+n")
+        await wait_until(lambda: wizard.step == 2 and wizard.can_submit)
+        await pilot.pause()
+        await pilot.press("ctrl+n")
+        await wait_until(lambda: any(j.name == "allreduce" and j.kind == "MPIJob" for j in app.snapshot.jobs))
+        job = next(j for j in app.snapshot.jobs if j.name == "allreduce")
+        await wait_until(lambda: f"{job.uid}/Worker" in table(app, "job-table").shown_keys)
+
+
+async def test_the_kind_is_chosen_with_the_keyboard_and_the_name_typed_stays() -> None:
+    from gpuconsole.ui.wizards.distributed import DistributedWizard
+    from gpuconsole.ui.wizards.submit import SubmitWizard
+    from tests.driving import running
+    from tests.helpers import wait_until
+
+    async with running() as (app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.press("N")
+        await wait_until(lambda: isinstance(app.screen, SubmitWizard) and app.screen.built)
+        await pilot.press(*"allreduce", "shift+tab")  # Kind is the field before Name
+        await pilot.pause()
+        assert isinstance(app.focused, Select)
+        await pilot.press("enter", "down", "enter")
+        await wait_until(lambda: isinstance(app.screen, DistributedWizard) and app.screen.built)
+        await pilot.pause()
+        assert app.screen.training_kind == "MPIJob" and app.focused.id == "job-name"
+        assert app.screen.query_one("#job-name", Input).value == "allreduce"
+        await pilot.press("escape")  # cancels the MPIJob form: back to the pane, nothing created
+        await wait_until(lambda: not isinstance(app.screen, SubmitWizard))
+        assert not any(j.name == "allreduce" for j in app.snapshot.jobs)

@@ -135,6 +135,8 @@ class Instance(Value):
     stopped_bills: bool = False  # a stopped instance whose compute still bills (ECS KeepCharging)
     spot_stoppable: bool = False  # a spot instance its cloud lets a user stop and start (ECS preemptible)
     image_id: str = ""  # the image it was launched from, where its cloud says ("": unknown)
+    # The most a spot instance may cost per hour (Azure's maxPrice); None: up to on-demand, or unknown.
+    spot_max_price: float | None = None
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)

@@ -209,23 +209,21 @@ class ServingSeries(Value):
     by: str = "pod"
 
 
-# How a pod's name gives its workload, first rule first: a Deployment's pod is
-# ``NAME-<template hash>-<5 characters>`` (an InferenceService's predictor is such a Deployment),
-# a StatefulSet's ``NAME-<ordinal>``; any other pod is a workload of its own. The regular
-# expressions are whole-name matches, read alike by Python and by Prometheus (RE2).
-WORKLOAD_RULES: tuple[str, ...] = ("(.+)-[a-z0-9]{1,10}-[a-z0-9]{5}", "(.+)-[0-9]+")
-_RULES = tuple(re.compile(rule) for rule in WORKLOAD_RULES)
+# How a pod's name gives its workload: a Deployment's pod is ``NAME-<template hash>-<5 characters>``
+# (an InferenceService's predictor is such a Deployment), a StatefulSet's ``NAME-<ordinal>``; any
+# other pod is a workload of its own. One whole-name regular expression, read alike by Python
+# and by Prometheus (RE2): the shortest name that the rest of the pod's name follows as a
+# Deployment's suffix, else as an ordinal, else the whole name.
+WORKLOAD_RULE = "(.+?)(?:-[a-z0-9]{1,10}-[a-z0-9]{5}|-[0-9]+)?"
+_RULE = re.compile(WORKLOAD_RULE)
 
 
 @lru_cache(maxsize=65536)
 def workload_of(pod: str) -> str:
-    """The workload ``pod``'s name gives (:data:`WORKLOAD_RULES`): what the answers grouped
+    """The workload ``pod``'s name gives (:data:`WORKLOAD_RULE`): what the answers grouped
     by workload name their series by."""
-    for rule in _RULES:
-        found = rule.fullmatch(pod)
-        if found:
-            return found.group(1)
-    return pod
+    found = _RULE.fullmatch(pod)
+    return found.group(1) if found else pod
 
 
 class ServingReading(Value):

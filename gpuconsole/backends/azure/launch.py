@@ -163,8 +163,8 @@ class LaunchCalls:
             poller = self.call(name, lambda n=name, b=body: compute.virtual_machines.begin_create_or_update(
                 group, n, b, polling_interval=self.settings.lro_poll_s))
             result = self.call(name, lambda p=poller: p.result(timeout=self.settings.launch_wait_s))
-            vm_id = str((result.as_dict() if result is not None else {}).get("id") or
-                        f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{name}")
+            own = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{name}"
+            vm_id = str((result.as_dict() if result is not None else {}).get("id") or own)
             vm_parts(vm_id)
             made.append(Instance(instance_id=vm_id, instance_type=spec.instance_type, region=spec.region,
                                  availability_zone=spec.availability_zone, market=spec.market, state=InstanceState.PENDING,

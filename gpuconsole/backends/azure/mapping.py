@@ -141,10 +141,12 @@ def instance_from(raw: dict[str, Any], price: float, gpus: int, currency: str = 
     power = power_state(raw)
     spot = str(props.get("priority") or "") == "Spot"
     image = (props.get("storageProfile") or {}).get("imageReference") or {}
-    image_id = str(image.get("id") or ":".join(str(image.get(k) or "") for k in ("publisher", "offer", "sku", "version")).strip(":"))
+    urn = ":".join(str(image.get(k) or "") for k in ("publisher", "offer", "sku", "version")).strip(":")
+    image_id = str(image.get("id") or urn)
     zones = raw.get("zones") or ()
     location = str(raw.get("location") or "")
     eviction = str(props.get("evictionPolicy") or "")
+    max_price = (props.get("billingProfile") or {}).get("maxPrice")
     state = STATES.get(power, InstanceState.PENDING)  # no power state yet: being created
     if str(props.get("provisioningState") or "") == "Deleting":
         state = InstanceState.SHUTTING_DOWN
@@ -170,6 +172,7 @@ def instance_from(raw: dict[str, Any], price: float, gpus: int, currency: str = 
         cloud="azure",
         currency=currency,
         stopped_bills=power in BILLING_STOPPED,
+        spot_max_price=max_price if spot and max_price is not None and max_price > 0 else None,  # -1: up to pay-as-you-go
     )
 
 

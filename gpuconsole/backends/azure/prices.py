@@ -21,6 +21,7 @@ from gpuconsole.backends.base import BackendError
 
 PUBLIC_ENDPOINT = "https://prices.azure.com/api/retail/prices"
 CACHE_S = 6 * 3600.0  # published prices change monthly at most
+RETRY_FAILED_S = 300.0  # after a failure, prices are not asked again for this long (a poll never waits on them)
 MAX_PAGES = 50
 TIMEOUT_S = 15.0
 
@@ -51,6 +52,7 @@ class RetailPrices:
         self._cache: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
         self._session: Any = None
+        self._failed: tuple[float, str] | None = None  # when the API last failed, and why
 
     def items(self, region: str, size: str) -> list[dict[str, Any]]:
         """Every Consumption meter of ``size`` in ``region`` (cached for :data:`CACHE_S`)."""
@@ -59,9 +61,17 @@ class RetailPrices:
             found = self._cache.get(key)
         if found is not None and self.clock() - found[0] < CACHE_S:
             return found[1]
+        failed = self._failed
+        if failed is not None and self.clock() - failed[0] < RETRY_FAILED_S:
+            raise BackendError(failed[1])
         query = (f"serviceName eq 'Virtual Machines' and armRegionName eq '{region.lower()}' "
                  f"and armSkuName eq '{size}' and priceType eq 'Consumption'")
-        rows = self._pages({"$filter": query})
+        try:
+            rows = self._pages({"$filter": query})
+        except BackendError as exc:
+            self._failed = (self.clock(), str(exc))
+            raise
+        self._failed = None
         with self._lock:
             self._cache[key] = (self.clock(), rows)
         return rows

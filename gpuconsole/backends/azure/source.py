@@ -18,7 +18,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuconsole.backends.azure.launch import LaunchCalls
-from gpuconsole.backends.azure.mapping import MANAGED_TAG, SIZES, backend_error, gpu_model, instance_from, is_gpu_size, is_windows, vm_parts
+from gpuconsole.backends.azure.mapping import (
+    MANAGED_TAG,
+    SIZES,
+    backend_error,
+    gpu_model,
+    instance_from,
+    is_gpu_size,
+    is_windows,
+    vm_parts,
+)
 from gpuconsole.backends.azure.principal import assignments, principal
 from gpuconsole.backends.azure.prices import PUBLIC_ENDPOINT, RetailPrices, pick
 from gpuconsole.backends.azure.skus import capability, capability_text, restricted_zones
@@ -29,6 +38,8 @@ from gpuconsole.model import CloudReading, Instance, InstanceType, RegionPrice, 
 PUBLIC_ARM = "https://management.azure.com"
 TIMEOUT_S = 30
 RETRIES = 3
+SKUS_CACHE_S = 3600.0  # resource SKUs and their restrictions change rarely
+RETRY_FAILED_S = 300.0
 DISK_API = "2024-03-02"  # Microsoft.Compute/disks
 NIC_API = "2024-05-01"  # Microsoft.Network/networkInterfaces
 
@@ -189,10 +200,14 @@ class AzureCloud(LaunchCalls):
     def _sku_rows(self, region: str) -> list[dict[str, Any]]:
         """The location's virtual-machine resource SKUs (cached an hour: they rarely change)."""
         found = self._skus.get(region)
-        if found is not None and time.time() - found[0] < 3600:
+        if found is not None and time.time() - found[0] < SKUS_CACHE_S:
             return found[1]
-        rows = self.call(f"{region} resource SKUs", lambda: [
-            s.as_dict() for s in self.client("compute").resource_skus.list(filter=f"location eq '{region}'")])
+        try:
+            rows = self.call(f"{region} resource SKUs", lambda: [
+                s.as_dict() for s in self.client("compute").resource_skus.list(filter=f"location eq '{region}'")])
+        except BackendError:
+            self._skus[region] = (time.time() - SKUS_CACHE_S + RETRY_FAILED_S, [])  # not asked again for a while
+            raise
         rows = [r for r in rows if r.get("resourceType") == "virtualMachines"]
         self._skus[region] = (time.time(), rows)
         return rows
@@ -293,7 +308,7 @@ class AzureCloud(LaunchCalls):
         gpuconsole's tag are deleted once the VM is gone."""
         group, name = vm_parts(instance_id)
         compute = self.client("compute")
-        raw = self.call(name, lambda: compute.virtual_machines.get(group, name).as_dict())
+        raw = self.call(name, lambda: compute.virtual_machines.get(group, name, expand="instanceView").as_dict())
         ours = [(rid, api) for rid, api, option in attached(raw) if option != "Delete" and self._is_ours(rid, api)]
         poller = self.call(name, lambda: compute.virtual_machines.begin_delete(
             group, name, polling_interval=self.settings.lro_poll_s, **({} if ours else {"polling": False})))

@@ -23,7 +23,7 @@ import msgspec
 
 from gpuconsole.backends.prometheus.mapping import _braces
 from gpuconsole.model import PodSeries, ServingSeries
-from gpuconsole.model.serving import WORKLOAD_RULES
+from gpuconsole.model.serving import WORKLOAD_RULE
 from gpuconsole.model.serving import SeriesName as S
 
 VLLM, TRITON, TGI = "vllm", "triton", "tgi"
@@ -95,12 +95,9 @@ def figure_query(name: str, window_s: float, selector: str = "") -> str:
 
 
 def with_workload(expr: str) -> str:
-    """``expr`` with a ``workload`` label: the pod's own name, then what the rules of
-    :data:`~gpuconsole.model.serving.WORKLOAD_RULES` make of it (the first rule applied last,
-    so that it wins)."""
-    for rule in ("(.+)", *reversed(WORKLOAD_RULES)):
-        expr = f'label_replace({expr}, "workload", "$1", "pod", "{rule}")'
-    return expr
+    """``expr`` with a ``workload`` label: what :data:`~gpuconsole.model.serving.WORKLOAD_RULE`
+    makes of the pod's name (one ``label_replace``: Prometheus matches it once a series)."""
+    return f'label_replace({expr}, "workload", "$1", "pod", "{WORKLOAD_RULE}")'
 
 
 def pods_selector(services: Iterable[str], selector: str = "") -> str:

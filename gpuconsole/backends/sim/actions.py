@@ -150,6 +150,22 @@ class Actions(JobArchive):
         self._stop(inst, self._now)
         return instance_model(inst, self._now)
 
+    def power_off_instance(self, instance_id: str) -> Instance:
+        """Power a running Azure VM off without deallocating it: Azure's "stopped", its compute
+        still billed until a stop deallocates it (other clouds have no such action).
+
+        Raises:
+            KeyError: no such instance.
+            ValueError: not an Azure VM, or not running.
+        """
+        inst = self._instance(instance_id)
+        if inst.cloud != "azure":
+            raise ValueError(f"UnsupportedOperation: power-off is Azure's; stop '{instance_id}' instead")
+        if inst.state is not InstanceState.RUNNING:
+            raise ValueError(f"OperationNotAllowed: the VM '{inst.name}' is not running, so it cannot be powered off")
+        self._stop(inst, self._now, allocated=True)
+        return instance_model(inst, self._now)
+
     def terminate_instance(self, instance_id: str) -> Instance:
         """Terminate an instance; nothing replaces it (unlike a spot interruption).
 

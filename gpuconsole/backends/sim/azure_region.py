@@ -7,7 +7,8 @@ VM's name as its name and its host name as the node its GPUs report from. One VM
 (evicted by deallocation), and one was shut down from inside: Azure calls it "stopped", keeps
 its hardware allocated and bills its compute until it is deallocated, so the overview shows what
 it still costs. Stopping a VM here deallocates it (compute billing ends), as the console's stop
-means on Azure; idle-stop and a budget's stop-all deallocate the stopped-but-allocated one too.
+means on Azure; idle-stop and a budget's stop-all deallocate the stopped-but-allocated one too,
+and a power-off (Azure's own action) leaves a VM allocated and billed.
 
 Azure's power states in the console's words: starting is pending, running is running, stopping
 and deallocating are stopping, stopped is stopped and still billed, deallocated is stopped and
@@ -34,15 +35,15 @@ SPOT_DISCOUNT = (0.6, 0.8)  # a Spot VM's price below pay-as-you-go: the simulat
 _OD, _SPOT = Market.ON_DEMAND, Market.SPOT
 # (name, size, zone, owner, project, resource group, days since launch, what runs on it, market,
 # hours since it was shut down from inside, or None while it runs). The speech team trains and
-# batches here and the imaging team serves (no demo rule or team budget names either, so the
-# autopilot leaves them be and the fleet budget stays under its limit with them); bob's
-# notebook VM was shut down from inside last night and is still billed.
+# batches here since this morning and the imaging team serves (no demo rule or team budget names
+# either, so the autopilot leaves them be, and the fleet budget stays under its limit with them:
+# under $450 this month); bob's notebook VM was shut down from inside last night, still billed.
 VMS = (
-    ("eus-train-a100x4", "Standard_NC96ads_A100_v4", "eastus-1", "priya", "speech", "rg-speech", 2.5, NEMO, _OD, None),
-    ("eus-infer-t4", "Standard_NC4as_T4_v3", "eastus-2", "chen", "imaging", "rg-imaging", 12.0, TRITON, _OD, None),
-    ("eus-infer-t4x4", "Standard_NC64as_T4_v3", "eastus-3", "chen", "imaging", "rg-imaging", 7.0, TRITON, _OD, None),
+    ("eus-train-a100x4", "Standard_NC96ads_A100_v4", "eastus-1", "priya", "speech", "rg-speech", 0.2, NEMO, _OD, None),
+    ("eus-infer-t4", "Standard_NC4as_T4_v3", "eastus-2", "chen", "imaging", "rg-imaging", 2.0, TRITON, _OD, None),
+    ("eus-infer-t4x4", "Standard_NC64as_T4_v3", "eastus-3", "chen", "imaging", "rg-imaging", 0.3, TRITON, _OD, None),
     ("eus-batch-a100", "Standard_NC24ads_A100_v4", "eastus-2", "alice", "speech", "rg-speech", 0.8, PYTORCH, _SPOT, None),
-    ("eus-notebook-a100x2", "Standard_NC48ads_A100_v4", "eastus-1", "bob", "speech", "rg-speech", 4.0, PYTORCH, _OD, 18.0),
+    ("eus-notebook-a100x2", "Standard_NC48ads_A100_v4", "eastus-1", "bob", "speech", "rg-speech", 1.0, PYTORCH, _OD, 18.0),
 )
 
 

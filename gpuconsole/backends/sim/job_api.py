@@ -19,6 +19,7 @@ from gpuconsole.backends.kube.describe import EventLine, describe_text
 from gpuconsole.backends.kube.queue_records import QUEUE_LABEL
 from gpuconsole.backends.sim import catalog, training_log
 from gpuconsole.backends.sim.actions import Actions
+from gpuconsole.backends.sim.gang_api import PLURALS, REPLICA_SPECS, add_gang, gang_problem
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import cron_next
 from gpuconsole.backends.sim.state import SimCronJob, SimJob
@@ -128,6 +129,8 @@ class JobApi(Actions):
                 self._find_job(namespace, name)
             elif kind == "CronJob":
                 self._find_cronjob(namespace, name)
+            elif kind in REPLICA_SPECS:
+                return any(g.namespace == namespace and g.name == name for g in self._gangs)
             else:
                 return (namespace, name) in self._job_tools()[2]
         except KeyError:
@@ -165,9 +168,13 @@ class JobApi(Actions):
                     except Exception:  # noqa: BLE001 - cronsim's own errors
                         raise ValueError(f'CronJob.batch "{name}" is invalid: spec.schedule: Invalid value: '
                                          f'"{workload.schedule}"') from None
+            elif kind in REPLICA_SPECS:  # an MPIJob or a PyTorchJob (its operator is simulated)
+                if (problem := gang_problem(kind, manifest, NAMESPACES)) is not None:
+                    raise ValueError(problem)
+                workload = None
             else:
                 raise ValueError(f'no matches for kind "{kind}" in the simulated cluster')
-            plural = {"Job": "jobs.batch", "CronJob": "cronjobs.batch", "Service": "services"}[kind]
+            plural = {"Job": "jobs.batch", "CronJob": "cronjobs.batch", "Service": "services", **PLURALS}[kind]
             if (kind, namespace, name) in names or self._exists(kind, namespace, name):
                 raise ValueError(f'{plural} "{name}" already exists')
             names.add((kind, namespace, name))
@@ -176,7 +183,9 @@ class JobApi(Actions):
             return [f"{kind} {namespace}/{name}" for kind, namespace, name, _w, _m in planned]
         done = []
         for kind, namespace, name, workload, manifest in planned:
-            if workload is None:
+            if kind in REPLICA_SPECS:
+                add_gang(self, kind, manifest, self._job_tools()[0])
+            elif workload is None:
                 self._job_tools()[2][(namespace, name)] = {"manifest": copy.deepcopy(manifest), "created": self._now}
             elif kind == "Job":
                 self._create_job(workload, copy.deepcopy(manifest))

@@ -179,10 +179,11 @@ class Lifecycle:
         self._leave(inst, ts)
         self._at(ts + self._rng.randint(30, 90), "terminated", inst)
 
-    def _stop(self, inst: SimInstance, ts: float) -> None:
-        """Stop so that compute stops billing (deallocate, on Azure), a stopped VM still billed too."""
+    def _stop(self, inst: SimInstance, ts: float, *, allocated: bool = False) -> None:
+        """Stop so that compute stops billing (deallocate, on Azure), a stopped VM still billed too;
+        ``allocated``: power off only (an Azure VM kept allocated, still billed once stopped)."""
         inst.set_state(InstanceState.STOPPING, ts)
-        inst.stopped_bills = False
+        inst.stopped_bills = allocated
         self._leave(inst, ts)
         self._at(ts + self._rng.randint(20, 60), "stopped", inst)
 

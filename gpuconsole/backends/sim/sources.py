@@ -280,6 +280,10 @@ class SimCloudBackend:
     def stop(self, region: str, instance_id: str) -> None:
         self.sim.act(lambda w: w.stop_instance(w.checked_id(region, instance_id)))
 
+    def power_off(self, region: str, instance_id: str) -> None:
+        """Power an Azure VM off, still billed (Azure's own action beside stop, which deallocates)."""
+        self.sim.act(lambda w: w.power_off_instance(w.checked_id(region, instance_id)))
+
     def reboot(self, region: str, instance_id: str) -> None:
         self.sim.act(lambda w: w.reboot_instance(w.checked_id(region, instance_id)))
 

@@ -63,27 +63,41 @@ class AlibabaTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     session_seconds: Any = 3600  # likewise
 
 
-def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> Any:
-    """The ``[alibaba]`` table as the adapter's settings; None without one.
+def _table(explicit: Path | str | None, env: Mapping[str, str], name: str, shape: type, region: re.Pattern[str],
+           region_word: str, example: str) -> tuple[Path, Any] | None:
+    """``(file, the [name] table decoded as shape)``; None without the table or a readable file.
 
     Raises:
-        ConfigError: an unknown key, a bad region or endpoint (one line naming file and key).
+        ConfigError: an unknown key, a bad value, or a region not of ``region``'s form (one line).
     """
     path, _named = config_path(explicit, env)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None  # the budgets' reading of the same file reports these
-    table = data.get("alibaba")
+    table = data.get(name)
     if table is None:
         return None
     try:
-        decoded = decode_table(table, AlibabaTable)
+        decoded = decode_table(table, shape)
     except TableError as exc:
-        raise ConfigError(f"{path}: [alibaba] key {exc.key or 'alibaba'}: {exc.problem}") from None
-    for region in decoded.regions:
-        if not ALIBABA_REGION.match(region):
-            raise ConfigError(f"{path}: [alibaba] key regions: not an Alibaba Cloud region: {region!r} (e.g. cn-hangzhou)")
+        raise ConfigError(f"{path}: [{name}] key {exc.key or name}: {exc.problem}") from None
+    for found in decoded.regions:
+        if not region.match(found):
+            raise ConfigError(f"{path}: [{name}] key regions: not {region_word}: {found!r} (e.g. {example})")
+    return path, decoded
+
+
+def alibaba_settings(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> Any:
+    """The ``[alibaba]`` table as the adapter's settings; None without one.
+
+    Raises:
+        ConfigError: an unknown key, a bad region or endpoint (one line naming file and key).
+    """
+    found = _table(explicit, env, "alibaba", AlibabaTable, ALIBABA_REGION, "an Alibaba Cloud region", "cn-hangzhou")
+    if found is None:
+        return None
+    path, decoded = found
     try:
         return registry.alibaba_settings(regions=tuple(dict.fromkeys(decoded.regions)), endpoint=decoded.endpoint,
                                          profile=decoded.profile, currency=decoded.currency,
@@ -116,21 +130,10 @@ def azure_settings(explicit: Path | str | None = None, env: Mapping[str, str] = 
     Raises:
         ConfigError: an unknown key, a bad subscription id, location or URL (one line naming file and key).
     """
-    path, _named = config_path(explicit, env)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None  # the budgets' reading of the same file reports these
-    table = data.get("azure")
-    if table is None:
+    found = _table(explicit, env, "azure", AzureTable, AZURE_LOCATION, "an Azure location", "eastus")
+    if found is None:
         return None
-    try:
-        decoded = decode_table(table, AzureTable)
-    except TableError as exc:
-        raise ConfigError(f"{path}: [azure] key {exc.key or 'azure'}: {exc.problem}") from None
-    for region in decoded.regions:
-        if not AZURE_LOCATION.match(region):
-            raise ConfigError(f"{path}: [azure] key regions: not an Azure location: {region!r} (e.g. eastus)")
+    path, decoded = found
     try:
         return registry.azure_settings(
             subscription_id=decoded.subscription_id, resource_groups=tuple(dict.fromkeys(decoded.resource_groups)),

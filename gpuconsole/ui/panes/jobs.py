@@ -21,6 +21,7 @@ from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
+from gpuconsole.ui.panes.job_roles import RoleRows, open_log, role_cells, role_detail
 from gpuconsole.ui.panes.job_rows import (
     CRON_COLUMNS,
     CronTable,
@@ -52,7 +53,7 @@ class JobsPane(Pane):
     | n | switch between the job queue and the Nodes view (GPU capacity per node) |
     | N | submit a new job (the submit wizard) |
     | enter | describe the selected job or CronJob (YAML and events) |
-    | l | the selected job's log (follows while it runs; / searches, n/N next/previous) |
+    | l | the selected job's log (an MPIJob's: its launcher's; a role row: that role's pod's; follows while it runs) |
     | s | suspend the selected job or CronJob (asks y/n), or resume it |
     | T | run the selected CronJob now |
     | ctrl+d | delete the selected job or CronJob (asks y/n) |
@@ -83,6 +84,7 @@ class JobsPane(Pane):
         self._asking: set[str] = set()  # namespaces whose RBAC answers a worker is asking for
         # The queue can hold 100,000 jobs: the tables draw only the rows on screen, from these.
         self.jobs = RowIndex(lambda j: j.uid, queue_order, lambda j: (j.name, j.namespace, j.state.value, j.node, j.pending_reason, j.cronjob, j.mig_profile))
+        self.roles = RoleRows()  # a distributed job's roles: rows under it, as MIG slices under a GPU
         self.crons = RowIndex(lambda c: c.uid, lambda c: (c.namespace, c.name), lambda c: (c.name, c.namespace, c.schedule))
         self.nodes = RowIndex(lambda n: n.name, lambda n: n.name,
                               lambda n: (n.name, n.gpu_product, n.instance_id, *(p for p, _c in n.mig_capacity)))
@@ -145,6 +147,11 @@ class JobsPane(Pane):
             self.jobs.set_order(JOB_ORDER[column] if column else queue_order, table.sort_descending)
             self.redraw()
 
+    def on_virtual_table_tags_changed(self, event: VirtualTable.TagsChanged) -> None:
+        """A role row is never tagged (space on it moves on): tags are for jobs."""
+        event.table.tagged.difference_update(self.roles.rows)
+        super().on_virtual_table_tags_changed(event)
+
     # ------------------------------------------------------------------ views
     def action_toggle_table(self) -> None:
         if self.mode == "nodes":
@@ -201,7 +208,14 @@ class JobsPane(Pane):
         nodes.update(snapshot.nodes)
         queue = self.query_one("#job-table", VirtualTable)
         queue.fit_identity(jobs.widest(_name_width))
-        queue.show_rows(jobs.keys(self.filter_text), lambda uid: job_cells(jobs.by_key[uid], now, palette))
+        roles = self.roles
+        roles.update(jobs.items)
+
+        def job_row(key: str) -> tuple[object, ...]:
+            role = roles.rows.get(key)
+            return role_cells(*role, palette) if role is not None else job_cells(jobs.by_key[key], now, palette)
+
+        queue.show_rows(roles.under_their_jobs(jobs, self.filter_text), job_row)
         monthly = {line.key: line.amount for line in snapshot.cronjob_costs}
 
         def cron_row(uid: str) -> tuple[object, ...]:
@@ -241,6 +255,8 @@ class JobsPane(Pane):
             elif not cron.suspended:
                 line.append(" · no run seen yet to price the schedule", palette.dim)
             return line
+        if (role := self.roles.rows.get(key)) is not None:
+            return role_detail(*role, palette)
         job = self.jobs.by_key.get(key)
         if job is None:
             return None
@@ -272,7 +288,7 @@ class JobsPane(Pane):
             cron = self.crons.by_key.get(key)
             return ("CronJob", cron) if cron is not None else None
         if table.id == "job-table":
-            job = self.jobs.by_key.get(key)
+            job = self.jobs.by_key.get(key) or self.roles.job_of(key)  # a role row: its job
             return (job.kind, job) if job is not None else None  # an MPIJob is acted on as one
         return None
 
@@ -343,29 +359,8 @@ class JobsPane(Pane):
 
     def action_logs(self) -> None:
         chosen = self._target("read the log of")
-        if chosen is None:
-            return
-        kind, item = chosen
-        if kind == "CronJob":
-            self.app.notify("A CronJob has no log of its own: select one of its jobs (c: the job queue).",
-                            severity="warning")
-            return
-        assert isinstance(item, Job)
-        where = f"{item.namespace}/{item.name}"
-        if item.state is JobState.SUSPENDED:
-            self.app.notify(f"{where} is suspended: it has no pod, so no log.", severity="warning")
-            return
-        if item.state is JobState.PENDING:
-            self.app.notify(f"{where} is pending: its log starts when its pod does.", severity="warning")
-            return
-        if not item.pod:
-            self.app.notify(f"{where}: the cluster did not say which pod it runs in.", severity="warning")
-            return
-        from gpuconsole.ui.screens.logs import LogScreen
-
-        title = f"{where} · pod {item.pod}"
-        self.app.push_screen(LogScreen(self.core.services.jobs, item.namespace, item.pod,
-                                       follow=item.state is JobState.RUNNING, title=title))
+        if chosen is not None:
+            open_log(self, *chosen, self.roles.role_of(self.current_table().selected_key))
 
     def action_delete(self) -> None:
         if self._on_tagged("delete"):
