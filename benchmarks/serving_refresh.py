@@ -5,10 +5,13 @@
 A local HTTP server (its own process, on 127.0.0.1) answers ``/api/v1/query`` like a fast
 Prometheus, from canned JSON, for every query :class:`PrometheusServing` sends: the services are
 vLLM (half), NVIDIA Triton (three in ten, half of them with their latency summaries enabled) and
-Hugging Face TGI (one in five), 8 pods each (4,000 pods), in 20 namespaces; each answer holds the
-series Prometheus would return for its query (``family``, ``namespace``, ``pod``, and ``le`` of
-every histogram bucket or ``quantile`` of a summary; one service in fifty served nothing in the
-window and has no buckets), written as Prometheus writes them. The values come in two sets that
+Hugging Face TGI (one in five), 8 pods each (4,000 pods, named as Kubernetes names a
+Deployment's: ``NAME-<hash>-<5 letters>``), in 20 namespaces; each answer holds the series
+Prometheus would return for its query: per pod for a replica's own figures (requests, errors,
+running, waiting), per workload for the others (the pods' values added up, their mean or their
+maximum, as the query asks), with ``family``, ``namespace``, ``pod`` or ``workload``, and ``le``
+of every histogram bucket or ``quantile`` of a summary (one service in fifty served nothing in
+the window: its buckets are zero), written as Prometheus writes them. The values come in two sets that
 alternate, so every refresh changes every figure. The cluster's side is built here: a
 :class:`ServicesReading` of the services as Deployments (vLLM on 2 H100s a replica, Triton on an
 L4, TGI on an A10G, nodes of 8 GPUs) and a :class:`FleetSnapshot` with those GPUs (their pods
@@ -19,9 +22,9 @@ named, as the DCGM exporter names them) and the priced instances under the nodes
 Each refresh, timed (wall and this process's CPU):
 
 - query + parse: ``PrometheusServing.poll_serving()`` (every query sent, a few at a time over
-  the keep-alive pool, each answer read into the pods' series);
-- compose: ``ServingBook.compose`` (each service's figures from its pods' series, histogram
-  quantiles, the pod → node → instance cost join, the SLOs judged);
+  the keep-alive pool, each answer read into the pods' or workloads' series);
+- compose: ``ServingBook.compose`` (each service's figures from its pods' and workload's series,
+  histogram quantiles, the pod → node → instance cost join, the SLOs judged);
 - refresh: the two together (target: at most 200 ms; Prometheus is scraped every 15 s).
 
 The peer, in the same run and interleaved with it: the GPU fleet refresh of
@@ -59,6 +62,7 @@ from prometheus_fleet import serve as serve_fleet
 
 from gpuconsole.backends.prometheus import serving_queries as sq
 from gpuconsole.model.serving import SeriesName as S
+from gpuconsole.model.serving import workload_of
 
 VLLM, TRITON, TGI = sq.VLLM, sq.TRITON, sq.TGI
 NAMESPACES = 20
@@ -92,14 +96,18 @@ class Served:
         return f"{self.namespace}/{self.name}"
 
 
+SAFE = "bcdfghjklmnpqrstvwxz2456789"  # the letters Kubernetes makes a pod's hash and suffix of
+
+
 def cluster(services: int, replicas: int, seed: int = 11) -> list[Served]:
+    """Deployments whose pods are named as Kubernetes names them: ``NAME-<hash>-<5 letters>``."""
     rng = random.Random(seed)
     out = []
     for n in range(services):
         family = VLLM if n % 10 < 5 else TRITON if n % 10 < 8 else TGI
         name = {VLLM: "llm", TRITON: "vision", TGI: "chat"}[family] + f"-{n:04d}"
-        template = f"{rng.getrandbits(40):010x}"
-        pods = tuple(f"{name}-{template}-{rng.getrandbits(25):05x}"[:63] for _ in range(replicas))
+        template = "".join(rng.choices(SAFE, k=10))
+        pods = tuple(f"{name}-{template}-{''.join(rng.choices(SAFE, k=5))}" for _ in range(replicas))
         out.append(Served(f"team-{n % NAMESPACES:02d}", name, family, pods, family == TRITON and n % 2 == 0,
                           n % 50 == 49))
     return out
@@ -117,8 +125,6 @@ def _pod_series(name: str, svc: Served, pod: str, rng: random.Random) -> list[tu
     mean_s = {VLLM: 1.6, TRITON: 0.02, TGI: 0.9}[svc.family] * rng.uniform(0.6, 1.6)
     errors = 0.02 * rps * rng.random()
     if name in (S.LATENCY_BUCKET, S.TTFT_BUCKET):
-        if rps <= 0:  # ``and on (namespace, pod) (… > 0)``: no buckets for a pod that served nothing
-            return []
         bounds = VLLM_TTFT if name == S.TTFT_BUCKET else VLLM_E2E if svc.family == VLLM else TGI_DURATION
         mean = mean_s / 8 if name == S.TTFT_BUCKET else mean_s
         return [({"le": _le(b)}, rps * (1.0 - math.exp(-b / mean))) for b in bounds]
@@ -136,11 +142,13 @@ def _pod_series(name: str, svc: Served, pod: str, rng: random.Random) -> list[tu
 def canned_answers(services: list[Served], queries: dict[str, str], slo_services: frozenset[str] = frozenset()
                    ) -> dict[str, list[list[bytes]]]:
     """For each answer name (``ok``, ``latency_bucket@300``, …), two JSON answers, each cut where
-    the evaluation time goes. An answer over an SLO's own window holds the pods of
-    ``slo_services`` only (its query selects them)."""
+    the evaluation time goes: a series per pod, or per workload (the pods' series added up, their
+    mean or their maximum, as the query asks Prometheus to). An answer over an SLO's own window
+    holds the pods of ``slo_services`` only (its query selects them)."""
     answers: dict[str, list[list[bytes]]] = {}
     for answer in queries.values():
         name, _at, window = answer.partition("@")
+        how = statistics.fmean if name in sq.MEAN else max if name in sq.MAXIMUM else math.fsum
         variants = []
         for variant in range(2):
             rng = random.Random(f"{answer}:{variant}")
@@ -148,11 +156,17 @@ def canned_answers(services: list[Served], queries: dict[str, str], slo_services
             for svc in services:
                 if window and svc.key not in slo_services:
                     continue
+                workloads: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
                 for pod in svc.pods:
                     for extra, value in _pod_series(name, svc, pod, rng):
-                        labels = dict(sorted({"family": svc.family, "namespace": svc.namespace, "pod": pod,
-                                              **extra}.items()))
-                        result.append({"metric": labels, "value": ["@time@", repr(value)]})
+                        if name in sq.BY_POD:
+                            workloads[(pod, tuple(extra.items()))] = [value]
+                        else:
+                            workloads.setdefault((workload_of(pod), tuple(extra.items())), []).append(value)
+                for (key, extra), values in workloads.items():
+                    labels = dict(sorted({"family": svc.family, "namespace": svc.namespace,
+                                          "pod" if name in sq.BY_POD else "workload": key, **dict(extra)}.items()))
+                    result.append({"metric": labels, "value": ["@time@", repr(how(values))]})
             body = {"status": "success", "data": {"resultType": "vector", "result": result}}
             variants.append(json.dumps(body, separators=(",", ":")).encode().split(TIME))
         answers[answer] = variants

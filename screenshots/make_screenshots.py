@@ -30,6 +30,7 @@ SHOTS: dict[str, tuple[str, ...]] = {
     "gpus": ("2",),
     "jobs": ("3",),
     "jobs-roles": ("3", "slash", *"research", "enter"),  # the demo's MPIJob and PyTorchJob
+    "queues": ("3", "Q", "down"),  # the demo's Kueue: research's quota, its gang and its run waiting for nodes
     "instances": ("4",),
     "budgets": ("5",),
     "gpu-detail": ("2", "down", "enter"),

@@ -38,6 +38,7 @@ class EcsWorld:
     currency: str = "CNY"
     counter: int = 0
     assumable: set[str] | None = None  # STS AssumeRole: the RAM roles the login may assume (None: any)
+    trusted: dict[str, set[str]] = field(default_factory=dict)  # a role's trust policy: the AccessKeyIds it names
     sessions: dict[str, str] = field(default_factory=dict)  # an issued STS key -> its role's ARN
     expiration: str = "2099-01-01T00:00:00Z"  # of the credentials AssumeRole hands out
     bills: list[dict[str, Any]] = field(default_factory=list)  # DescribeInstanceBill Items (DAILY)
@@ -98,7 +99,8 @@ def _answer(world: EcsWorld, action: str, p: dict[str, str]) -> tuple[int, dict[
                      "Arn": "acs:ram::1234567890123456:user/gpu-operator"}
     if action == "AssumeRole":  # STS, version 2015-04-01
         arn = p.get("RoleArn", "")
-        if world.assumable is not None and arn not in world.assumable:
+        if (world.assumable is not None and arn not in world.assumable) or (
+                arn in world.trusted and p.get("AccessKeyId") not in world.trusted[arn]):
             return 403, {"Code": "NoPermission", "RequestId": "r", "Message": "You are not authorized to do this "
                          "action. You should be authorized by RAM."}
         key = f"STS.NV{len(world.sessions):019d}"

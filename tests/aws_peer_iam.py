@@ -1,4 +1,5 @@
-"""moto enforcing IAM: its own server process started with ``INITIAL_NO_AUTH_ACTION_COUNT=0``.
+"""moto enforcing IAM: its own server process started with ``INITIAL_NO_AUTH_ACTION_COUNT=0``
+(and CloudWatch Logs' resources and ``${aws:username}`` evaluated, :mod:`tests.moto_iam_server`).
 
 With that setting moto checks every request's signature against the IAM users it holds, their
 identity policies, the roles' permissions and the trust relationship of ``AssumeRole``. It
@@ -117,8 +118,12 @@ def iam_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
     amis = folder / "amis.json"
     amis.write_text(json.dumps(_MOTO_AMIS))
     port = free_port()
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0", "MOTO_AMIS_PATH": str(amis)}
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0", "MOTO_AMIS_PATH": str(amis),
+           "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    # moto's server, with CloudWatch Logs resources and ${aws:username} evaluated (tests.moto_iam_server)
+    process = subprocess.Popen([sys.executable, "-m", "tests.moto_iam_server", "-H", "127.0.0.1", "-p", str(port)],
+                               env=env, cwd=root,
                                stdout=subprocess.DEVNULL, stderr=(folder / "moto.log").open("wb"))
     url = f"http://127.0.0.1:{port}"
     try:

@@ -16,7 +16,7 @@ os.environ.pop("NO_COLOR", None)
 
 # The fixtures that start a real protocol peer: a test that asks for one (itself or through
 # another fixture) is marked ``peer``, so ``-m "not peer"`` leaves them all out.
-PEER_FIXTURES = frozenset({"moto_server", "iam_moto", "kube_server", "rbac_kube", "tls_kube"})
+PEER_FIXTURES = frozenset({"moto_server", "iam_moto", "kube_server", "rbac_kube", "tls_kube", "azure"})
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

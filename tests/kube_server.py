@@ -52,6 +52,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import kube_crd_schema
+
 TEST_TOKEN = "gpuconsole-test-token"
 OTHER_TOKEN = "gpuconsole-other-token"
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -873,6 +875,12 @@ class KubeApiServer:
             raise _Answer(400, "the body of the request was in an unknown format")
         if obj.get("kind") != resource.kind:
             raise _Answer(400, f"the kind {obj.get('kind')!r} does not match {resource.kind!r}")
+        if resource.group_version in TRAINING_CRDS:
+            if obj.get("apiVersion") != resource.group_version:
+                raise _Answer(400, f"the API version in the data ({obj.get('apiVersion')}) does not match the "
+                                   f"expected API version ({resource.group_version})")
+            if (invalid := kube_crd_schema.problem(obj)) is not None:
+                raise _Answer(422, invalid, "Invalid")
         meta = obj.setdefault("metadata", {})
         if resource.namespaced:
             if meta.get("namespace") not in (None, namespace):

@@ -337,3 +337,24 @@ async def test_launching_through_the_wizard_for_every_role(tmp_path, role, scope
         await wait_until(lambda: any(r.action == "launch" and r.result != "started" for r in audit.records()[before:]))
         last = [r for r in audit.records() if r.action == "launch" and r.result != "started"][-1]
         assert (last.actor, last.role, last.target, last.result) == (NAMES[role], role.value, "p4de.24xlarge", "ok")
+
+
+async def test_the_audit_panes_verify_of_a_copy_it_cannot_read_is_not_called_tampering(tmp_path) -> None:
+    """``v`` with a CloudWatch copy that cannot be read (nothing listens at its pinned endpoint):
+    the note says the log cannot be verified, as ``audit verify`` does, never TAMPERED."""
+    from gpuconsole.core.access import audit_sink
+    from tests.aws_peer import free_port
+
+    async with console_app(tmp_path, Role.ADMIN) as (app, pilot, _secret):
+        audit = app.core.services.guard.audit
+        audit.append("ada", "admin", "stop", "i-1", (), "ok")
+        audit_sink.attach(audit, audit_sink.SinkSettings(log_group="/gpuconsole/audit", region="us-east-1",
+                                                         endpoint_url=f"http://127.0.0.1:{free_port()}"))
+        await pilot.press("6")
+        await pilot.pause()
+        pane = app.query_one("#audit-pane")
+        await pilot.press("v")
+        await wait_until(lambda: "verif" in pane.note, timeout=60)
+        assert pane.note.startswith("cannot be verified: cannot read the remote copy"), pane.note
+        assert "TAMPERED" not in pane.note
+    audit_sink.close_all()

@@ -5,6 +5,8 @@ against the local ECS and STS peer (tests/alibaba_peer.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -128,3 +130,78 @@ def test_a_wrong_role_table_stops_every_call_instead_of_using_the_login_keys(ecs
     captured = capsys.readouterr()
     assert "roles" in captured.out + captured.err
     assert _ecs_calls(ecs) == [] and "AssumeRole" not in ecs.actions()
+
+
+AUTOMATION = "acs:ram::1234567890123456:role/gpuconsole-automation"
+SERVICE_KEY = "LTAI5tServiceKeyId"  # the machine's own RAM identity, which alone the automation role trusts
+
+
+def _enforce_config(tmp_path: Path, url: str) -> Path:
+    config = _config(tmp_path, url, roles=f'admin = "{ADMIN}"\nautomation = "{AUTOMATION}"\n')
+    with config.open("a") as handle:
+        handle.write('\n[[budgets]]\nname = "fleet"\namount = 0.0001\nperiod = "custom"\nstarts = 2020-01-01\n'
+                     'scope = "tag:ManagedBy=gpuconsole"\nthresholds = ["100:notify+stop-all"]\nautomatic = true\n')
+    return config
+
+
+def _enforce(config: Path) -> list[str]:
+    return ["budget", "check", "--enforce", "--cloud", "alibaba", "--gpus", "off", "--jobs", "off",
+            "--wait", "10", "--config", str(config)]
+
+
+def test_the_table_takes_an_automation_role(tmp_path):
+    path = _config(tmp_path, "http://127.0.0.1:9", roles=f'automation = "{AUTOMATION}"\n')
+    roles, _seconds = load_alibaba_roles(path)
+    assert roles == {"automation": AUTOMATION}
+
+
+def test_budget_enforcement_acts_as_automation_which_a_logins_own_keys_cannot_assume(ecs, home, tmp_path,
+                                                                                    monkeypatch):
+    """``budget check --enforce`` assumes ``[alibaba.roles] automation`` (session
+    ``gpuconsole-automation``, no MFA): with a person's own keys RAM refuses it and nothing
+    stops; with the service's keys the tagged instance stops through that role alone."""
+    iid = ecs.world.add("ecs.gn7i-c8g1.2xlarge", tags={"ManagedBy": "gpuconsole"})
+    ecs.world.trusted = {AUTOMATION: {SERVICE_KEY}}
+    ecs.world.currency = "USD"  # the budget's own currency: no exchange rate needed
+    config = _enforce_config(tmp_path, ecs.url)
+    # Each run in a process of its own: the SDK keeps the first keys its default chain found per process.
+    done = subprocess.run([sys.executable, "-m", "gpuconsole", *_enforce(config)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr  # the login's own keys: the automation role trusts the service alone
+    assert "NoPermission" in done.stderr and ecs.world.instances[iid]["Status"] == "Running"
+    assert {p["RoleArn"] for a, p in ecs.world.calls if a == "AssumeRole"} == {AUTOMATION}
+    assert not [a for a, _ in ecs.world.calls if a == "StopInstance"]
+
+    ecs.world.calls.clear()
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", SERVICE_KEY)
+    done = subprocess.run([sys.executable, "-m", "gpuconsole", *_enforce(config)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert f"stopped {iid}" in done.stdout
+    assert ecs.world.instances[iid]["Status"] == "Stopped"
+    assumed = [p for a, p in ecs.world.calls if a == "AssumeRole"]
+    assert assumed and all(p["RoleArn"] == AUTOMATION and p["RoleSessionName"] == "gpuconsole-automation"
+                           and p["AccessKeyId"] == SERVICE_KEY for p in assumed)
+    [stop] = [p for a, p in ecs.world.calls if a == "StopInstance"]
+    assert ecs.world.sessions[stop["AccessKeyId"]] == AUTOMATION
+    [record] = [r for r in AuditLog(home / "audit.db").records() if r.action == "stop" and r.result != "started"]
+    assert record.result.startswith("ok") and "automatic:fleet" in record.params
+
+
+def test_an_automatic_action_in_a_logins_own_alibaba_session_is_denied_and_audited(tmp_path, home):
+    from gpuconsole.core.access.alibaba_roles import AlibabaRoleSessions
+    from gpuconsole.core.access.guard import default_guard
+    from gpuconsole.core.ops.actions import ActionDenied, ActionKind, ActionLog, ActionRequest, autopilot_confirmation
+    from gpuconsole.core.ops.actions import run_action
+
+    guard = default_guard()
+    guard.alibaba_roles = AlibabaRoleSessions({"admin": ADMIN, "automation": AUTOMATION}, 3600,
+                                              lambda: guard.principal.role, assume=None)
+    ran: list[str] = []
+    request = ActionRequest(ActionKind.STOP, "i-bp1000000000000000001", "cn-hangzhou", autopilot_confirmation("idle"),
+                            (("rule", "idle"),))
+    with pytest.raises(ActionDenied, match=r"automatic actions run as \[alibaba.roles\] automation"):
+        run_action(request, lambda: ran.append("stop") or "stopped", ActionLog(guard=guard))
+    assert ran == []
+    [record] = [r for r in AuditLog(home / "audit.db").records() if r.action == "stop"]
+    assert record.actor == "autopilot:idle" and f"not in {os_login()}'s own Alibaba Cloud session" in record.result

@@ -116,14 +116,15 @@ def test_the_site_config_names_the_relay_and_the_readers_read_its_chain(relay, t
 def test_the_relays_verify_holds_its_chain_against_its_own_copy(tmp_path, aws_peer) -> None:  # noqa: F811
     """The copy must be a prefix of the relay's chain: ``gpuconsole audit relay`` ships its chain to
     the site's CloudWatch copy, and root's own file cut short, its head file rewritten to match,
-    passes the local check but not the relay's verify."""
+    passes the local check but not the relay's verify. The site's ``account`` binds the logins'
+    own sinks to their IAM users; the relay still ships as the machine's own credentials."""
     from tests.test_audit_sink import GROUP, copy_table, tamper
 
     where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
     os.chmod(where, 0o755)
     site = where / "site"
     site.mkdir(mode=0o755)
-    (site / "config.toml").write_text(copy_table(aws_peer))
+    (site / "config.toml").write_text(copy_table(aws_peer, 'account = "123456789012"\n'))
     os.chmod(site / "config.toml", 0o644)
     socket_path, db = where / "audit.sock", tmp_path / "relay" / "chain.db"
     server = start_relay(socket_path, db, {**os.environ, "GPUCONSOLE_SITE_DIR": str(site)})

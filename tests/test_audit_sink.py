@@ -249,7 +249,8 @@ def test_with_the_server_stopped_records_queue_and_go_at_verify(anchored, aws_pe
     act(down, 2)
     assert len(audit_sink.anchor(down).queued()) == 2
     rc, _, err = verify_cli(capsys)
-    assert rc == 1 and "cannot read the remote copy" in err and err.count("\n") == 1
+    assert rc == 3 and "cannot be verified: cannot read the remote copy" in err and err.count("\n") == 1
+    assert "TAMPERED" not in err
     write_config(tmp_path, monkeypatch, copy_table(aws_peer))
     rc, out, _ = verify_cli(capsys)  # verify sends the queue first
     assert rc == 0 and "2 record(s), chain verified against the remote copy" in out
@@ -275,7 +276,7 @@ def test_without_credentials_nothing_is_called_and_records_queue(anchored, aws_p
     assert aws_peer.proxy.actions("logs") == []
     assert len(audit_sink.anchor(audit).queued()) == 1
     rc, _, err = verify_cli(capsys)
-    assert rc == 1 and "no AWS credentials" in err
+    assert rc == 3 and "cannot be verified" in err and "no AWS credentials" in err  # a copy not read proves nothing
 
 
 def test_a_record_that_can_be_neither_sent_nor_queued_fails_the_append(anchored, aws_peer) -> None:  # noqa: F811

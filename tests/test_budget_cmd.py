@@ -137,7 +137,10 @@ def test_check_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert small["percent"] == pytest.approx(100 * small["spent"] / small["amount"])
     pending = from_jsonable(tuple[PendingAction, ...], doc["pending_actions"])
     [spot] = [p for p in pending if p.budget == "small"]
-    assert spot.targets == () and "cannot stop one-time spot instance" in spot.detail
+    # The one spot instance a stop can take is the demo's Azure Spot VM (deallocated, kept); EC2's
+    # one-time spot instances cannot be stopped, and the detail says so.
+    assert [t.rsplit("/", 1)[-1] for t in spot.targets] == ["eus-batch-a100"]
+    assert "cannot stop one-time spot instance" in spot.detail
 
     code, out, _ = run(capsys, "budget", "check", "--demo", "--no-db", "--json", "--demo-faults", "cloud:error", "--wait", "2")
     doc = json.loads(out)

@@ -72,8 +72,11 @@ async def test_sprint_rings_for_new_crossings_only_and_its_stop_waits_for_a_yes(
                                      for p in app.snapshot.pending_actions), timeout=10)
         stop = next(p for p in app.snapshot.pending_actions if p.budget == "sprint" and p.action is BudgetAction.STOP_ALL)
         assert stop.targets and not stop.automatic
+        # All that bills and can be stopped: running on-demand instances, the Azure Spot VM, and the
+        # Azure VM stopped but not deallocated (still billed: the stop deallocates it).
         running_before = {i.instance_id for i in app.snapshot.instances
-                          if i.market is Market.ON_DEMAND and i.state is InstanceState.RUNNING}
+                          if (i.state is InstanceState.RUNNING and (i.market is Market.ON_DEMAND or i.stoppable_spot))
+                          or (i.state is InstanceState.STOPPED and i.bills_now)}
         assert set(stop.targets) == running_before
         await pilot.press("5")
         await pilot.pause()
@@ -86,8 +89,9 @@ async def test_sprint_rings_for_new_crossings_only_and_its_stop_waits_for_a_yes(
         await wait_until(lambda: isinstance(app.screen, ConfirmScreen))
         assert stop.targets[0] in str(app.screen.query_one("#confirm-details", Static).content)
         await pilot.press("y")
-        await wait_until(lambda: all(i.state is not InstanceState.RUNNING for i in app.snapshot.instances
-                                     if i.instance_id in running_before), timeout=10)
+        await wait_until(lambda: all(i.state is InstanceState.STOPPING or (i.state is InstanceState.STOPPED
+                                                                           and not i.bills_now)
+                                     for i in app.snapshot.instances if i.instance_id in running_before), timeout=10)
         assert app.core.services.actions.recent()[-1].ok
 
 

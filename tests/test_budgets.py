@@ -562,9 +562,13 @@ def test_the_demo_sprint_passes_50_and_80_percent_in_the_first_minutes() -> None
         [stop] = [p for p in console.snapshot.pending_actions if p.budget == "sprint"]
         assert stop.action is STOP_ALL and not stop.automatic and stop.targets
         assert "cannot stop one-time spot instances" in stop.detail
-        on_demand = {i.instance_id for i in console.snapshot.instances
-                     if i.market is Market.ON_DEMAND and i.state is InstanceState.RUNNING}
-        assert set(stop.targets) == on_demand
+        # Everything that bills and can be stopped: running on-demand instances, the Azure Spot VM
+        # (stopped and started like them), and the Azure VM stopped but not deallocated.
+        stoppable = {i.instance_id for i in console.snapshot.instances
+                     if (i.state is InstanceState.RUNNING and (i.market is Market.ON_DEMAND or i.stoppable_spot))
+                     or (i.state is InstanceState.STOPPED and i.bills_now)}
+        assert set(stop.targets) == stoppable
+        assert any(i.instance_id in stop.targets and i.state is InstanceState.STOPPED for i in console.snapshot.instances)
     finally:
         console.close()
 

@@ -49,6 +49,8 @@ slow = pytest.mark.slow
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{17}$")  # EC2's
 ALIBABA_ID = re.compile(r"^i-[0-9a-z]{20}$")  # ECS's
+AZURE_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[\w.()-]+/providers/Microsoft\.Compute/"
+                      r"virtualMachines/[\w.-]+$")  # a VM's ARM resource id
 THEMES = ("contrast", "dark", "light")
 SNAPSHOT_SCHEMA_ID = "gpuconsole.snapshot/1"
 
@@ -512,7 +514,7 @@ def check_demo_document(doc: dict[str, Any]) -> None:
     instances = doc["instances"]
     assert instances
     for i in instances:
-        form = INSTANCE_ID if i["cloud"] == "aws" else ALIBABA_ID
+        form = {"aws": INSTANCE_ID, "alibaba": ALIBABA_ID, "azure": AZURE_ID}[i["cloud"]]
         assert form.match(i["instance_id"]), i["instance_id"]
         assert i["market"] in ("spot", "on-demand"), i
         assert i["price_per_hour"] >= 0 and i["accrued_cost"] >= 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.style import Style
 
 from gpuconsole.backends.sim.world import SimWorld
-from gpuconsole.model import FleetSnapshot, JobState
+from gpuconsole.model import FleetSnapshot, JobState, WaitingFor
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.gpus import process_detail
 from gpuconsole.ui.panes.job_rows import job_cells, roles_text
@@ -23,7 +23,8 @@ def test_the_demo_runs_an_mpijob_and_a_pytorchjob_waits_for_gpus() -> None:
     assert (mpi.state, mpi.gpus, len(mpi.nodes)) == (JobState.RUNNING, 8, 2)
     assert roles_text(mpi) == "Launcher 1/1 · Worker 2/2 × 4 GPUs"
     assert mpi.pod is not None and mpi.pod.startswith("nccl-allreduce-launcher-")
-    assert torch.state is JobState.PENDING and torch.pending_reason.startswith("Worker: 0/8 nodes are available: ")
+    assert torch.state is JobState.PENDING and torch.waiting_for is WaitingFor.GANG
+    assert torch.pending_reason.startswith("0 of 3 pods fit; minMember 3; Worker: 0/8 nodes are available: ")
     assert roles_text(torch) == "Master 0/1 × 8 GPUs · Worker 0/2 × 8 GPUs"
     cells = job_cells(torch, world.now, PLAIN)
     assert [str(c) for c in cells[:3]] == ["created", "PyTorch", "llama-8b-ddp"]

@@ -5,8 +5,20 @@ from __future__ import annotations
 
 from gpuconsole.backends.kube.queue_compose import borrowable, gang_words, quota_words
 from gpuconsole.backends.kube.queue_records import PodGroupRecord
-from gpuconsole.core.fleet.queues import priced_queues
-from gpuconsole.model import Instance, InstanceState, Job, JobState, Market, Queue, QueueKind, WaitingFor
+from gpuconsole.core.fleet.queues import lent, priced_queues, team_budgets
+from gpuconsole.model import (
+    Budget,
+    BudgetPeriod,
+    BudgetStatus,
+    Instance,
+    InstanceState,
+    Job,
+    JobState,
+    Market,
+    Queue,
+    QueueKind,
+    WaitingFor,
+)
 from gpuconsole.ui.panes.job_rows import waiting_text
 
 
@@ -47,6 +59,35 @@ def test_what_a_queue_may_borrow_from_its_cohort() -> None:
     unknown = Queue("d", QueueKind.KUEUE, cohort="research")
     assert quota_words("a", 2, a, [a, unknown], None) == ("waiting in queue a, position 2: 20 of 16 GPUs used, "
                                                           "may borrow ? of 8 from cohort research")
+
+
+def test_what_a_queue_lends_to_its_cohort() -> None:
+    a = Queue("a", QueueKind.KUEUE, cohort="research", gpu_quota=16, gpu_used=23, gpu_borrowed=7)
+    b = Queue("b", QueueKind.KUEUE, cohort="research", gpu_quota=16, gpu_used=6, gpu_borrowed=0, gpu_lending_limit=4)
+    c = Queue("c", QueueKind.KUEUE, cohort="research", gpu_quota=8, gpu_used=0, gpu_borrowed=0)
+    cohort = [a, b, c]
+    # a borrows 7: b lends what its limit allows (4), c the rest; a borrower lends nothing
+    assert [lent(q, cohort) for q in cohort] == [0, 4, 3]
+    assert lent(Queue("x", QueueKind.KUEUE, gpu_quota=8, gpu_used=2), []) == 0  # no cohort
+    unknown = Queue("u", QueueKind.KUEUE, cohort="research", gpu_quota=8)  # its use is not known
+    assert lent(b, [a, b, unknown]) is None
+    assert lent(Queue("v", QueueKind.VOLCANO, gpu_quota=8, gpu_used=2), []) is None
+
+
+def _budget(name: str, scope: str) -> BudgetStatus:
+    return BudgetStatus(Budget(name=name, amount=1000.0, period=BudgetPeriod.MONTHLY, scope=scope), 100.0, 200.0, 1.0)
+
+
+def test_a_queue_answers_to_the_budgets_of_its_namespaces_and_of_a_tag_naming_it() -> None:
+    budgets = [_budget("fleet", "all"), _budget("nlp-money", "tag:Project=nlp"), _budget("ns", "namespace:team-nlp"),
+               _budget("other", "namespace:research"), _budget("vision", "tag:Project=vision")]
+    nlp = Queue("nlp", QueueKind.KUEUE, local_queues=("team-nlp/nlp", "team-nlp/spare"))
+    assert team_budgets(nlp, budgets, []) == ("ns", "nlp-money")  # the namespace's first; never "all"
+    volcano = Queue("gpu", QueueKind.VOLCANO)
+    held = [job("vc", 1, queue="gpu", cq=None)]  # namespace ml
+    assert team_budgets(volcano, [*budgets, _budget("ml", "namespace:ml")], held) == ("ml",)
+    (priced,) = priced_queues((nlp,), [], [], budgets)
+    assert priced.budgets == ("ns", "nlp-money")
 
 
 def test_a_gang_in_words_from_the_older_unschedulable_message() -> None:

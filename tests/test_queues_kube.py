@@ -370,10 +370,12 @@ async def test_the_queues_screen_shows_each_queues_figures_and_its_workloads_in_
         table = shown(screen.query_one("#queues-table", Static))
         assert "team-a" in table and "team-b" in table and "research" in table
         row = next(line for line in table.splitlines() if line.startswith("team-a"))
-        assert row.split()[3:10] == ["16", "16", "0", "8", "4", "3", "unknown"]  # no cloud: $/h unknown
+        # nominal, used, borrowed, lent, waiting, admitted, pending, $/h (no cloud: unknown), no budget
+        assert row.split()[3:12] == ["16", "16", "0", "0", "8", "4", "3", "unknown", "-"]
         workloads = shown(screen.query_one("#queues-workloads", Static)).splitlines()
-        assert workloads[1].startswith("#1 team-a/urgent  queued  4 GPU(s)  quota · waiting in queue team-a, position 1")
-        assert workloads[2].startswith("#2 team-a/sweep  queued")
+        assert workloads[1].startswith("unknown admitted · no team budget")
+        assert workloads[2].startswith("#1 team-a/urgent  queued  4 GPU(s)  quota · waiting in queue team-a, position 1")
+        assert workloads[3].startswith("#2 team-a/sweep  queued")
         await pilot.press("down")
         await pilot.pause()
         assert shown(screen.query_one("#queues-workloads", Static)).startswith("team-b: 0 job(s)")

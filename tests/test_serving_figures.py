@@ -19,6 +19,7 @@ from gpuconsole.model import (
     Market,
     PodSeries,
     Service,
+    ServiceKind,
     ServiceReplica,
     ServicesReading,
     ServingReading,
@@ -26,6 +27,7 @@ from gpuconsole.model import (
     Severity,
 )
 from gpuconsole.model.serving import SeriesName as S
+from gpuconsole.model.serving import workload_of
 
 BOUNDS = (0.05, 0.1, 0.2, 0.5, 1.0, math.inf)
 
@@ -209,3 +211,44 @@ def test_a_breach_is_sent_through_the_notify_path_like_any_other_alert(tmp_path)
         assert "p99 975 ms over 300 ms" in body["summary"]
     finally:
         receiver.stop()
+
+
+def test_a_pods_name_gives_its_deployments_or_statefulsets_name() -> None:
+    assert workload_of("vllm-llama3-7d9f8c6b5-x2kqp") == "vllm-llama3"
+    assert workload_of("llm-0001-7d9f8c6b5-00003") == "llm-0001"
+    assert workload_of("embed-0") == "embed" and workload_of("embed-12") == "embed"
+    assert workload_of("resnet-predictor-00001-deployment-5c8f9d7b6-qz7kd") == "resnet-predictor-00001-deployment"
+    assert workload_of("standalone") == "standalone", "any other pod: a workload of its own"
+
+
+def workload_reading(*answers: tuple[str, list[PodSeries]]) -> ServingReading:
+    """Answers whose series are workloads' sums (``pod`` holds the workload), as Prometheus adds them up."""
+    return ServingReading(tuple(ServingSeries(name, tuple(series), by="workload") for name, series in answers), 1000.0)
+
+
+def test_answers_per_workload_join_the_service_whose_pods_name_them_and_a_shared_workload_says_nothing() -> None:
+    # A Deployment in the middle of a rollout (two template hashes: one workload) and a
+    # StatefulSet, each with two replicas; per-pod answers for their replicas' own figures.
+    deployment = service("chat", "llm", ("llm-7d9f8c6b5-x2kqp", "node-a", 1.0), ("llm-5c8f9d7b6-qz7kd", "node-a", 1.0))
+    stateful = service("chat", "embed", ("embed-0", "node-b", 1.0), ("embed-1", "node-b", 1.0))
+    per_pod = [(S.OK, [PodSeries("chat", "llm-7d9f8c6b5-x2kqp", 6.0, "vllm"), PodSeries("chat", "llm-5c8f9d7b6-qz7kd", 4.0, "vllm"),
+                       PodSeries("chat", "embed-0", 50.0, "triton"), PodSeries("chat", "embed-1", 30.0, "triton")])]
+    answers = workload_reading(
+        (S.LATENCY_BUCKET, buckets("chat", "llm", "vllm", (0.0, 0.0, 4.0, 8.0, 10.0, 10.0))),
+        (S.LATENCY_SUM, [PodSeries("chat", "llm", 5.0, "vllm"), PodSeries("chat", "embed", 2.0, "triton")]),
+        (S.LATENCY_COUNT, [PodSeries("chat", "llm", 10.0, "vllm"), PodSeries("chat", "embed", 80.0, "triton")]),
+        (S.TOKENS, [PodSeries("chat", "llm", 1500.0, "vllm"), PodSeries("chat", "other", 99.0, "vllm")]))
+    serving = ServingReading((*answers.answers, *reading(*per_pod).answers), 1000.0)
+    got = compose(ServingBook(), serving, services=(deployment, stateful))
+    llm, embed = got["chat/llm"], got["chat/embed"]
+    assert llm.rps == 10.0 and [r.rps for r in llm.replicas] == [6.0, 4.0], "each replica its own requests"
+    assert llm.p99_ms == pytest.approx((0.5 + 0.5 * (9.9 - 8) / 2) * 1000) and llm.mean_ms == 500.0
+    assert llm.tokens_per_s == 1500.0 and dict(llm.sources)["p99_ms"] == "vllm"
+    assert embed.rps == 80.0 and embed.mean_ms == pytest.approx(25.0) and embed.tokens_per_s is None
+    # A StatefulSet named as the Deployment is (pods llm-0, llm-1): the workload "llm" holds
+    # both services' pods, and its figures are neither's.
+    twin = Service("chat", "llm", ServiceKind.STATEFULSET, replicas=(ServiceReplica("llm-0", "node-b", gpus=1.0),))
+    shared = compose(ServingBook(), serving, services=(deployment, twin, stateful))
+    assert shared["chat/embed"].mean_ms == pytest.approx(25.0)
+    for found in (s for key, s in shared.items() if key == "chat/llm"):
+        assert found.p99_ms is None and found.mean_ms is None and found.tokens_per_s is None

@@ -12,9 +12,12 @@ import time
 import pytest
 
 from gpuconsole.backends.prometheus import PrometheusServing, PrometheusSettings
+from gpuconsole.backends.prometheus import serving_queries as sq
+from gpuconsole.backends.served import history_query, pod_selector
 from gpuconsole.core.serving.config import ServingConfig
 from gpuconsole.core.serving.join import ServingBook
 from gpuconsole.model import FleetSnapshot, Service, ServiceReplica, ServicesReading
+from gpuconsole.model.serving import workload_of
 from tests.model_server import LoadLoop, ModelServer, scrape_config
 from tests.prometheus_peer import PrometheusProcess, find_prometheus
 
@@ -65,6 +68,9 @@ def test_the_console_reads_requests_and_p99_within_ten_percent_of_what_the_load_
     promql = ('histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket'
               f'{{namespace="chat"}}[{int(WINDOW_S)}s])))')
     truth = prometheus.query(promql, at=reading.taken_at)  # at the very moment the console's round asked
+    # The service view's p99 chart, over the service's own pods, ends on the same figure.
+    chart = source.history(history_query("p99_ms", WINDOW_S, pod_selector(LLM_POD[0], (LLM_POD[1],))),
+                           reading.taken_at - 30.0, reading.taken_at, 15.0)
     llm_loop, embed_loop = llm.stop(), embed.stop()
     source.close()
     book = ServingBook(ServingConfig(window_s=WINDOW_S))
@@ -78,6 +84,7 @@ def test_the_console_reads_requests_and_p99_within_ten_percent_of_what_the_load_
     assert within(vllm.p99_ms, llm_loop.quantile(0.99) * 1000), (vllm.p99_ms, llm_loop.quantile(0.99))
     assert within(vllm.p50_ms, llm_loop.quantile(0.5) * 1000), (vllm.p50_ms, llm_loop.quantile(0.5))
     assert vllm.p99_ms == pytest.approx(float(truth[0]["value"][1]) * 1000, rel=0.02), "as histogram_quantile says"
+    assert chart and chart[-1][1] == pytest.approx(vllm.p99_ms, rel=0.02), chart
     assert vllm.tokens_per_s == pytest.approx(vllm.rps * 64, rel=0.1) and vllm.ttft_ms is not None
     assert vllm.error_ratio is None and vllm.kv_cache is not None and dict(vllm.sources)["p99_ms"] == "vllm"
     # The embedding model (Triton's default counters): requests/s and mean latency; no quantiles.
@@ -86,3 +93,12 @@ def test_the_console_reads_requests_and_p99_within_ten_percent_of_what_the_load_
     assert triton.p99_ms is None and triton.p50_ms is None and triton.metrics_source == "triton"
     assert triton.error_ratio is not None and 0.0 < triton.error_ratio < 0.15
     assert triton.inferences_per_s == pytest.approx(4 * triton.rps * (1 - triton.error_ratio), rel=0.1)
+
+
+def test_prometheus_names_a_pods_workload_as_the_core_does(served) -> None:
+    _server, prometheus = served
+    for pod in ("vllm-llama3-7d9f8c6b5-x2kqp", "llm-2-7d9f8c6b5-x2kqp", "embed-0", "embed-12", "a-1-0", "standalone",
+                "resnet-predictor-00001-deployment-5c8f9d7b6-qz7kd", "llm-7d9f8c6b5-x2kqp-0", "q-0-bcdfg",
+                "z-12345678901-abcde", "x-12345-67890"):
+        answer = prometheus.query(sq.with_workload(f'label_replace(vector(1), "pod", "{pod}", "", "")'))
+        assert answer[0]["metric"]["workload"] == workload_of(pod), pod

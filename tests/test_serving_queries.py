@@ -12,6 +12,7 @@ from gpuconsole.backends.prometheus import serving_queries as sq
 from gpuconsole.core.serving.cost import GpuPrices
 from gpuconsole.model import FleetSnapshot, Instance, InstanceState, Market, Node
 from gpuconsole.model.serving import SeriesName as S
+from gpuconsole.model.serving import workload_of
 from tests.prometheus_peer import CannedPrometheus, series
 
 
@@ -30,11 +31,13 @@ def pods(services: int, replicas: int = 8) -> list[tuple[str, str]]:
 def sent_in_one_round(prometheus: CannedPrometheus, source: PrometheusServing, services: int):
     """The queries one poll sends while the stand-in knows ``services`` services, and the reading."""
     served = pods(services)
+    workloads = dict.fromkeys((ns, workload_of(pod)) for ns, pod in served)
     prometheus.answers = {
         "vllm:request_success_total": [series(2.5, family="vllm", namespace=ns, pod=pod) for ns, pod in served],
+        # grouped by workload, as the query asks: a service's 8 pods added up
         "vllm:e2e_request_latency_seconds_bucket": [
-            series(le_count, family="vllm", namespace=ns, pod=pod, le=le)
-            for ns, pod in served for le, le_count in (("0.5", 1.0), ("1.0", 2.0), ("+Inf", 2.5))],
+            series(le_count * 8, family="vllm", namespace=ns, workload=workload, le=le)
+            for ns, workload in workloads for le, le_count in (("0.5", 1.0), ("1.0", 2.0), ("+Inf", 2.5))],
     }
     with prometheus.lock:
         prometheus.requests.clear()
@@ -58,6 +61,8 @@ def test_a_round_sends_one_query_per_figure_whatever_the_number_of_services(prom
     assert len({a.name: a for a in few_reading.answers}[S.OK].series) == 3 * 8
     buckets = {a.name: a for a in many_reading.answers}[S.LATENCY_BUCKET]
     assert sorted({s.le for s in buckets.series}) == [0.5, 1.0, math.inf]
+    assert buckets.by == "workload" and len(buckets.series) == 300 * 3, "one histogram a service, not one a pod"
+    assert {s.pod for s in buckets.series} == {f"llm-{n:04d}" for n in range(300)}
 
 
 def test_a_query_two_answers_share_is_sent_once_and_an_slo_window_reads_its_services_pods_only(prometheus) -> None:
@@ -89,7 +94,7 @@ def test_an_answer_reads_infinities_and_leaves_out_what_says_nothing_of_a_pod() 
             b'{"metric":{"family":"vllm","namespace":"a","pod":"q","le":"1"},"value":[1.5,"NaN"]},'
             b'{"metric":{"family":"vllm","namespace":"a","pod":"q","le":"2"},"value":[1.5,"+Inf"]},'
             b'{"metric":{"family":"vllm","pod":"r","le":"1"},"value":[1.5,"1"]}]}}')
-    answer = sq.read_answer(S.LATENCY_BUCKET, body)
+    answer = sq.read_answer(S.LATENCY_BUCKET, body.replace(b'"pod"', b'"workload"'))  # its series are workloads
     assert [(s.pod, s.le, s.value) for s in answer.series] == [("p", math.inf, 3.0), ("p", 0.25, 1.0)]
     scalar = sq.read_answer(S.OK, body.replace(b',"le":"soon"', b""))
     assert [(s.pod, s.value, s.le) for s in scalar.series] == [("p", 3.0, None), ("p", 1.0, None), ("p", 1.0, None)]

@@ -181,3 +181,19 @@ def test_a_log_another_login_may_not_read_cannot_be_verified_rather_than_tampere
         assert done.returncode == 3, done.stderr
         assert "cannot be verified" in done.stderr and "TAMPERED" not in done.stderr
     assert log.verify().ok  # its owner verifies it
+
+
+def test_the_sites_tls_floor_binds_a_login_whose_own_config_lowers_it(site, home) -> None:
+    """The bastion set-up puts ``[tls]`` in the site config with the tables that bind every login:
+    nobody's own file saying ``min_version = "1.2"`` does not lower the site's TLS 1.3."""
+    (site / "config.toml").write_text('[tls]\nmin_version = "1.3"\n')
+    os.chmod(site / "config.toml", 0o644)
+    mine = home / "own.toml"
+    mine.write_text('[tls]\nmin_version = "1.2"\n')
+    os.chown(mine, NOBODY, NOBODY)
+    done = run_as_nobody(["--config", str(mine), "access", "whoami", "--json"], home, {"GPUCONSOLE_SITE_DIR": str(site)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tls"]["min_version"] == "TLSv1.3"
+    (site / "config.toml").unlink()  # without the site's table, the login's own file decides
+    done = run_as_nobody(["--config", str(mine), "access", "whoami", "--json"], home, {"GPUCONSOLE_SITE_DIR": str(site)})
+    assert json.loads(done.stdout)["tls"]["min_version"] == "TLSv1.2"

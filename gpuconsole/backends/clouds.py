@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.model import AlibabaLaunchOptions, CloudReading, Instance, LaunchSpec
-from gpuconsole.model.cloud import EC2_INSTANCE_ID, ECS_INSTANCE_ID
+from gpuconsole.backends.base import BackendError, Capability, NotSupported
+from gpuconsole.model import AlibabaLaunchOptions, AzureLaunchOptions, CloudReading, Instance, LaunchSpec
+from gpuconsole.model.cloud import AZURE_VM_ID, EC2_INSTANCE_ID, ECS_INSTANCE_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,25 @@ ALIBABA_CHECKS = IdChecks(
     kms_key_id=(re.compile(r"^(?:key-[0-9a-zA-Z-]{4,64}|[0-9a-f-]{36}|alias/[A-Za-z0-9/_-]{1,250})$"),
                 "use a KMS key id (key-…) or alias/NAME"),
     reserved_tag_prefixes=("aliyun", "acs:"),
+)
+
+# Azure's forms: locations such as eastus or westeurope; images as a Marketplace URN
+# (publisher:offer:sku:version) or an image / gallery resource id; subnets, network security
+# groups and disk encryption sets by resource id; tag names may not start with azure, microsoft
+# or windows (resource tags' reserved prefixes).
+_ARM = r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}/providers/"
+AZURE_CHECKS = IdChecks(
+    region=(re.compile(r"^[a-z][a-z0-9]{2,30}$"), "is not an Azure location like eastus"),
+    image_id=(re.compile(r"^(?:[\w.-]+:[\w.-]+:[\w.-]+:[\w.-]+|/subscriptions/\S+)$"),
+              "an image is a URN publisher:offer:sku:version or an image resource id"),
+    subnet_id=(re.compile(rf"^{_ARM}Microsoft\.Network/virtualNetworks/[\w.-]+/subnets/[\w.-]+$", re.I),
+               "a subnet is its resource id (/subscriptions/…/virtualNetworks/NET/subnets/NAME)"),
+    security_group=(re.compile(rf"^{_ARM}Microsoft\.Network/networkSecurityGroups/[\w.-]+$", re.I),
+                    "is not a network security group's resource id"),
+    kms_key_id=(re.compile(rf"^{_ARM}Microsoft\.Compute/diskEncryptionSets/[\w.-]+$", re.I),
+                "use a disk encryption set's resource id"),
+    image_word="an image (URN or resource id)",
+    reserved_tag_prefixes=("azure", "microsoft", "windows"),
 )
 
 
@@ -111,6 +130,22 @@ register_provider(Provider(
      ("root_volume_gib", "System GiB"), ("encrypted", "Encryption"), ("kms_key_id", "KMS key"),
      ("imdsv2_required", "Metadata"), ("security_group_ids", "Security groups (space picks)")), ALIBABA_CHECKS,
     AlibabaLaunchOptions))
+register_provider(Provider(
+    "azure", "Azure", AZURE_VM_ID, "Standard_",
+    "a deallocated VM bills no compute; one only powered off (stopped, still allocated) bills on; disks bill on",
+    (("count", "Count"), ("image_id", "Image"), ("key_name", "SSH key"), ("subnet_id", "Subnet"),
+     ("root_volume_gib", "OS disk GiB"), ("encrypted", "Encryption"), ("kms_key_id", "Disk encryption set"),
+     ("security_group_ids", "Network security group")), AZURE_CHECKS, AzureLaunchOptions))
+
+
+def published_types(cloud: str) -> dict[str, Any]:
+    """A cloud's GPU types as it publishes them, bundled (no credentials needed); ``{}`` for a
+    cloud whose types come from the shared catalog (its adapter package is imported, no SDK)."""
+    if cloud not in ("alibaba", "azure"):
+        return {}
+    import importlib
+
+    return dict(importlib.import_module(f"gpuconsole.backends.{cloud}").published_types())
 
 
 def launch_fields(instance_type: str) -> tuple[tuple[str, str], ...]:
@@ -250,6 +285,13 @@ class CloudSet:
 
     def reboot(self, region: str, instance_id: str) -> None:
         self._by_instance(instance_id).reboot(region, instance_id)
+
+    def power_off(self, region: str, instance_id: str) -> None:
+        """Power off only (Azure): the VM stays allocated and still bills; other clouds refuse."""
+        member = self._by_instance(instance_id)
+        if not hasattr(member, "power_off"):
+            raise NotSupported(f"{member.name} has no power-off apart from stop")
+        member.power_off(region, instance_id)
 
     def terminate(self, region: str, instance_id: str) -> None:
         self._by_instance(instance_id).terminate(region, instance_id)

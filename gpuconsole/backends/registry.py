@@ -1,8 +1,8 @@
 """Every source the console can poll, by kind and name: how it is set up, built and explained.
 
 :data:`SOURCES` holds one :class:`SourceEntry` per kind (gpus, jobs, cloud) and name (``sim``,
-``nvml``, ``prometheus``, ``kube``, ``aws``, ``off``, ``none``); the core chooses a name and asks
-here for the source. The few other adapter objects the core needs (STS and IAM calls, the
+``nvml``, ``prometheus``, ``kube``, ``aws``, ``alibaba``, ``azure``, ``off``, ``none``); the core
+chooses a name and asks here for the source. The few other adapter objects the core needs (STS and IAM calls, the
 CloudWatch audit copy, SNS publishing, a Lease, kubeconfig contexts, …) are built here too.
 Adapters are loaded through their faces, on first use only: importing this module imports no
 driver.
@@ -51,6 +51,7 @@ class SourceSettings(Protocol):
     watch_jobs: bool
     prometheus: PrometheusSettings | None
     alibaba: Any  # the [alibaba] table as AlibabaSettings, None when absent
+    azure: Any  # the [azure] table as AzureSettings, None when absent
     serving: Any  # where the services' serving figures come from (served.FiguresSettings), None: nowhere
 
 
@@ -100,6 +101,11 @@ def alibaba_configured(options: SourceSettings, env: Mapping[str, str] = os.envi
     """Whether Alibaba Cloud is set up: an ``[alibaba]`` table with regions (files only)."""
     settings = getattr(options, "alibaba", None)
     return bool(settings is not None and settings.regions)
+
+
+def azure_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether Azure is set up: an ``[azure]`` table with a subscription (files only)."""
+    return bool(getattr(getattr(options, "azure", None), "subscription_id", ""))
 
 
 def kube_configured(options: SourceSettings, env: Mapping[str, str] = os.environ) -> bool:
@@ -187,6 +193,17 @@ def _alibaba(options: SourceSettings, _clock: Clock, _world: World | None) -> An
     return AlibabaCloud(getattr(options, "alibaba", None) or AlibabaSettings())
 
 
+def _azure(options: SourceSettings, _clock: Clock, _world: World | None) -> Any:
+    from gpuconsole.backends.azure import AzureCloud, AzureSettings  # the SDKs are imported on first use
+    return AzureCloud(getattr(options, "azure", None) or AzureSettings())
+
+
+def azure_settings(**table: Any) -> Any:
+    """The ``[azure]`` table's settings (ValueError, one line, for a bad endpoint URL)."""
+    from gpuconsole.backends.azure import AzureSettings  # the SDKs are not imported by this
+    return AzureSettings(**table)
+
+
 def alibaba_settings(**table: Any) -> Any:
     """The ``[alibaba]`` table's settings (ValueError, one line, for a bad endpoint URL)."""
     from gpuconsole.backends.alibaba import AlibabaSettings, split_endpoint
@@ -195,16 +212,6 @@ def alibaba_settings(**table: Any) -> Any:
     if settings.endpoint:
         split_endpoint(settings.endpoint)
     return settings
-
-
-def published_types(cloud: str) -> dict[str, Any]:
-    """A cloud's GPU types as it publishes them, bundled (no credentials needed); ``{}`` for a
-    cloud whose types come from the shared catalog."""
-    if cloud == "alibaba":
-        from gpuconsole.backends.alibaba import published_types as alibaba_types
-
-        return alibaba_types()
-    return {}
 
 
 def cloud_set(names: tuple[str, ...], options: SourceSettings, clock: Clock, world: World | None) -> Any:
@@ -238,6 +245,7 @@ SOURCES: dict[SourceKind, dict[str, SourceEntry]] = {
         "sim": SourceEntry(CLOUD, "sim", _sim_face(2)),
         "aws": SourceEntry(CLOUD, "aws", _aws, set_up=aws_configured),
         "alibaba": SourceEntry(CLOUD, "alibaba", _alibaba, set_up=alibaba_configured),
+        "azure": SourceEntry(CLOUD, "azure", _azure, set_up=azure_configured),
         "off": _explained(CLOUD, "off", "cloud instances are turned off (--cloud off)", "start without --cloud off"),
         "none": _explained(CLOUD, "none", "no cloud account configured",
                            "configure AWS credentials (aws configure, or AWS_PROFILE) and a region (--region)"),
@@ -309,6 +317,7 @@ def simulated_world(options: SourceSettings, clock: Clock) -> World:
         interrupt_spot_after=DEMO_INTERRUPTION_S if options.demo else None,
         serving=options.demo,  # and an inference pool, with a burst a few minutes in
         alibaba=options.demo,  # and a second cloud: an Alibaba Cloud region, cn-hangzhou
+        azure=options.demo,  # and a third: an Azure region, eastus, one VM stopped but still billed
     )
 
 
@@ -396,10 +405,9 @@ def sns_publisher(region: str, profile: str | None = None, *,
 
 def managed_tag() -> tuple[str, str]:
     """The tag every launch puts on its instances and volumes: ``(key, value)``."""
-    from gpuconsole.backends.aws import MANAGED_TAG
+    from gpuconsole.backends.aws import MANAGED_TAG  # every cloud's launches carry the same one
 
-    key, value = MANAGED_TAG
-    return key, value
+    return (str(MANAGED_TAG[0]), str(MANAGED_TAG[1]))
 
 
 def launch_request_json(spec: LaunchSpec) -> str:

@@ -126,11 +126,12 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
         if verdict.ok:
             out.write(verdict.message + "\n")
             return 0
+        where = f"the relay's chain, through {relay}" if relay else str(guard.audit.path)
         if verdict.unreadable:
             print(f"gpuconsole: audit log cannot be verified: {verdict.message}; this says nothing about "
-                  "tampering (verify as its owner or a login that may read it)", file=sys.stderr)
+                  f"tampering ({verdict.hint}; {where})", file=sys.stderr)
             return CANNOT_VERIFY
-        print(f"gpuconsole: audit log TAMPERED: {verdict.message} ({guard.audit.path})", file=sys.stderr)
+        print(f"gpuconsole: audit log TAMPERED: {verdict.message} ({where})", file=sys.stderr)
         return 1
     why = guard.may_read_audit()
     if why is not None:

@@ -62,7 +62,8 @@ def run_relay(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _without_relay(settings: Any) -> Any:
-    """Root's own copies: the relay never sends its records to itself."""
+    """Root's own copies: the relay never sends its records to itself, and sends them as the
+    machine's service role, not as a login's IAM user (``account`` binds the logins' own sinks)."""
     import dataclasses
 
-    return dataclasses.replace(settings, relay=None)
+    return dataclasses.replace(settings, relay=None, account=None)

@@ -15,7 +15,7 @@ from gpuconsole.cli.access import BadInput, add_mfa_option, ask, ensure_mfa, fin
 from gpuconsole.cli.table import wrap
 from gpuconsole.model.cloud import INSTANCE_ID_FORM, is_instance_id
 
-VERBS = ("start", "stop", "reboot", "terminate")
+VERBS = ("start", "stop", "power-off", "reboot", "terminate")
 
 
 def _instance_id(text: str) -> str:
@@ -44,7 +44,8 @@ def add_instance_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     launch.add_argument("--yes", action="store_true", help="launch without asking")
     add_mfa_option(launch)
     for verb in VERBS:
-        p = verbs.add_parser(verb, parents=[common], help=f"{verb} an instance")
+        p = verbs.add_parser(verb, parents=[common], help=f"{verb} an instance" if verb != "power-off" else
+                             "power off an Azure VM without deallocating it: its compute STILL BILLS (stop deallocates)")
         p.add_argument("instance_id", type=_instance_id, metavar="ID")
         if verb == "terminate":
             p.add_argument("--confirm", default="", metavar="ID", help="the instance id again: a terminate cannot be undone")

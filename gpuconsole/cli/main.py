@@ -102,10 +102,11 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         serving = serving_figures(load_serving(args.config), prometheus) if not args.demo else None
     except ConfigError as exc:
         raise ArgumentError(str(exc)) from None
-    from gpuconsole.core.fleet.cloud_config import alibaba_settings
+    from gpuconsole.core.fleet.cloud_config import alibaba_settings, azure_settings
 
     try:
         alibaba = alibaba_settings(args.config)
+        azure = azure_settings(args.config)
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None
 
@@ -128,6 +129,7 @@ def make_console(args: argparse.Namespace, *, background_store: bool = False, ac
         watch_jobs=args.command in (None, "metrics"),  # other commands read once: a list, no watch threads
         prometheus=prometheus,
         alibaba=alibaba,
+        azure=azure,
         serving=serving,
     )
     options = ConsoleOptions(sources=sources, db_path=args.db, no_db=args.no_db, interval=args.interval, config_path=args.config, cost_explorer_calls=args.billing_calls,

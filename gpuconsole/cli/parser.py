@@ -243,7 +243,7 @@ def _common_options() -> _Parser:
     prom.add_argument("--prometheus-ca", default=argparse.SUPPRESS, metavar="FILE", help="CA bundle to verify Prometheus with (TLS is always verified)")
     prom.add_argument("--prometheus-gzip", dest="prometheus_compress", action="store_true", default=argparse.SUPPRESS, help="ask Prometheus for gzip answers: 3-4 times fewer bytes over a slow link, for some CPU")
     cloud = common.add_argument_group("cloud (AWS: the standard credential chain, as the aws CLI uses)")
-    cloud.add_argument("--cloud", type=_cloud, default=argparse.SUPPRESS, metavar="auto|aws|alibaba|off|LIST", help="cloud instances source, or several as a list (aws,alibaba); default auto: every cloud set up (AWS credentials or a region, an [alibaba] table with regions)")
+    cloud.add_argument("--cloud", type=_cloud, default=argparse.SUPPRESS, metavar="auto|aws|alibaba|azure|off|LIST", help="cloud instances source, or several as a list (aws,alibaba); default auto: every cloud set up (AWS credentials or a region, an [alibaba] table with regions, an [azure] table with a subscription)")
     cloud.add_argument("--region", dest="regions", action="append", type=_region, default=argparse.SUPPRESS, metavar="R", help="AWS region to watch and launch in; repeat for several (default: the profile's region)")
     cloud.add_argument("--profile", default=argparse.SUPPRESS, metavar="NAME", help="AWS profile from ~/.aws/config (default $AWS_PROFILE)")
     cloud.add_argument("--billing-calls", type=_non_negative_int, default=argparse.SUPPRESS, metavar="N", help="Cost Explorer requests a day at most, for the billed spend shown beside the estimate (each costs $0.01; default 4, 0 turns it off)")

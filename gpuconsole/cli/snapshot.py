@@ -65,11 +65,11 @@ def snapshot_document(snap: FleetSnapshot) -> dict[str, Any]:
 def queue_document(queue: Queue) -> dict[str, Any]:
     """A cluster-wide queue (a Kueue ClusterQueue or a Volcano Queue) in ``snapshot --json``."""
     return {"name": queue.name, "kind": queue.kind.value, "cohort": queue.cohort, "gpu_quota": queue.gpu_quota,
-            "gpu_used": queue.gpu_used, "gpu_borrowed": queue.gpu_borrowed,
+            "gpu_used": queue.gpu_used, "gpu_borrowed": queue.gpu_borrowed, "gpu_lent": queue.gpu_lent,
             "gpu_borrowing_limit": queue.gpu_borrowing_limit, "gpu_lending_limit": queue.gpu_lending_limit,
             "pending_workloads": queue.pending_workloads, "admitted_workloads": queue.admitted_workloads,
             "usd_per_hour": queue.usd_per_hour, "flavors": list(queue.flavors), "active": queue.active,
-            "local_queues": list(queue.local_queues)}
+            "local_queues": list(queue.local_queues), "budgets": list(queue.budgets)}
 
 
 def cost_section(snap: FleetSnapshot) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from gpuconsole.model.cloud import (
     Workload,
 )
 from gpuconsole.model.codec import from_jsonable, to_jsonable
-from gpuconsole.model.launch_options import AlibabaLaunchOptions, LaunchOptions
+from gpuconsole.model.launch_options import AlibabaLaunchOptions, AzureLaunchOptions, LaunchOptions
 from gpuconsole.model.fleet import (
     Gpu,
     GpuProcess,
@@ -94,7 +94,7 @@ from gpuconsole.model.snapshot import (
 from gpuconsole.model.value import Tags, Value, tag_of
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "AlibabaLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
+    "DEFAULT_THRESHOLDS", "AlibabaLaunchOptions", "AzureLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
     "JOB_KINDS", "Job", "JobRole", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",

@@ -16,11 +16,16 @@ from gpuconsole.model.value import Tags, Value, tag_of
 # Cloud ECS's ``i-`` and 20 lowercase letters and digits (``i-bp67acfmxazb4ph4abcd``).
 EC2_INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 ECS_INSTANCE_ID = re.compile(r"i-[0-9a-z]{20}")
-INSTANCE_ID = re.compile(f"{EC2_INSTANCE_ID.pattern}|{ECS_INSTANCE_ID.pattern}")
-INSTANCE_ID_FORM = "i- and 8 or 17 hex digits (EC2), or i- and 20 letters and digits (Alibaba Cloud)"
+# An Azure VM's ARM resource id (ARM compares ids without case):
+# ``/subscriptions/<GUID>/resourceGroups/<group>/providers/Microsoft.Compute/virtualMachines/<name>``.
+AZURE_VM_ID = re.compile(r"(?i:/subscriptions/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                         r"/resourceGroups/[-\w.()]{1,90}/providers/Microsoft\.Compute/virtualMachines/[A-Za-z0-9][\w.-]{0,63})")
+INSTANCE_ID = re.compile(f"{EC2_INSTANCE_ID.pattern}|{ECS_INSTANCE_ID.pattern}|{AZURE_VM_ID.pattern}")
+INSTANCE_ID_FORM = ("i- and 8 or 17 hex digits (EC2), i- and 20 letters and digits (Alibaba Cloud), or an Azure VM's "
+                    "resource id (/subscriptions/…/virtualMachines/NAME)")
 
 # The clouds gpuconsole speaks to, by the name the command line and JSON use.
-CLOUDS = ("aws", "alibaba")
+CLOUDS = ("aws", "alibaba", "azure")
 
 
 def is_instance_id(text: str) -> bool:
@@ -130,6 +135,8 @@ class Instance(Value):
     stopped_bills: bool = False  # a stopped instance whose compute still bills (ECS KeepCharging)
     spot_stoppable: bool = False  # a spot instance its cloud lets a user stop and start (ECS preemptible)
     image_id: str = ""  # the image it was launched from, where its cloud says ("": unknown)
+    # The most a spot instance may cost per hour (Azure's maxPrice); None: up to on-demand, or unknown.
+    spot_max_price: float | None = None
 
     def tag(self, key: str) -> str | None:
         return tag_of(self.tags, key)

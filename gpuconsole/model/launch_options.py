@@ -34,5 +34,17 @@ class AlibabaLaunchOptions(Value, tag="alibaba", forbid_unknown_fields=True):
     deletion_protection: Annotated[bool, msgspec.Meta(title="Delete guard")] = False
 
 
+class AzureLaunchOptions(Value, tag="azure", forbid_unknown_fields=True):
+    """virtualMachines createOrUpdate properties only Azure has (documented names in the comments)."""
+
+    # evictionPolicy of a Spot VM: Deallocate keeps its disks (they bill on), Delete removes it
+    eviction_policy: Annotated[Literal["Deallocate", "Delete"], msgspec.Meta(title="On eviction")] = "Deallocate"
+    # storageProfile.osDisk.managedDisk.storageAccountType
+    os_disk_type: Annotated[Literal["Premium_LRS", "StandardSSD_LRS", "Standard_LRS"],
+                            msgspec.Meta(title="OS disk")] = "Premium_LRS"
+    # securityProfile.encryptionAtHost: the temporary disk and disk caches encrypted too
+    encryption_at_host: Annotated[bool, msgspec.Meta(title="Host encryption")] = False
+
+
 # Every provider's options, as a launch may carry them (a tagged union: each names its cloud).
-LaunchOptions = AlibabaLaunchOptions
+LaunchOptions = AlibabaLaunchOptions | AzureLaunchOptions

@@ -46,6 +46,8 @@ class Queue(Value):
     active: bool = True  # Kueue: the Active condition; Volcano: state Open
     local_queues: tuple[str, ...] = ()  # "namespace/name" of the LocalQueues that point at it
     usd_per_hour: float | None = None  # what its admitted (running) jobs' GPUs cost; None: not known
+    gpu_lent: int | None = None  # of its quota, what the rest of its cohort borrows now; None: not known
+    budgets: tuple[str, ...] = ()  # the team's budgets: those whose scope is its namespace or names it
 
     def holds(self, job_queue: str | None, job_cluster_queue: str | None) -> bool:
         """Whether a job of LocalQueue / Volcano queue ``job_queue`` (and ClusterQueue
@@ -53,6 +55,16 @@ class Queue(Value):
         if self.kind is QueueKind.KUEUE:
             return job_cluster_queue == self.name
         return job_cluster_queue is None and job_queue == self.name
+
+    @property
+    def gpu_lendable(self) -> int | None:
+        """GPUs of its own quota it leaves unused and may lend to its cohort (within its lending
+        limit); None when a figure is not known."""
+        if self.gpu_quota is None or self.gpu_used is None:
+            return None
+        own_use = self.gpu_used - (self.gpu_borrowed or 0)
+        lendable = self.gpu_quota if self.gpu_lending_limit is None else min(self.gpu_quota, self.gpu_lending_limit)
+        return max(0, min(lendable, self.gpu_quota - own_use))
 
     @property
     def gpu_free(self) -> int | None:

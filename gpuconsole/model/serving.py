@@ -10,12 +10,14 @@ service without metrics no latency, a node without a price no $/h.
 
 The readings the sources return are here too: :class:`ServicesReading` (the cluster's services
 and replicas, figures empty) and :class:`ServingReading` (one Prometheus answer per figure, per
-pod, for every service at once); the core joins them.
+pod or per workload, for every service at once); the core joins them.
 """
 
 from __future__ import annotations
 
 import enum
+import re
+from functools import lru_cache
 
 from gpuconsole.model.value import Value
 
@@ -187,7 +189,8 @@ class Service(Value):
 
 
 class PodSeries(Value):
-    """One figure's answer for one pod: ``le`` is the bucket's bound for a histogram's series."""
+    """One figure's answer for one pod (or one workload, see :attr:`ServingSeries.by`): ``le``
+    is the bucket's bound for a histogram's series."""
 
     namespace: str
     pod: str
@@ -201,6 +204,26 @@ class ServingSeries(Value):
 
     name: str  # requests, errors, latency_bucket, … (see the Prometheus adapter's queries)
     series: tuple[PodSeries, ...] = ()
+    # "pod", or "workload": each series is the sum over the pods of one workload (its ``pod`` is
+    # the workload's name, :func:`workload_of`), added up by the server that answered
+    by: str = "pod"
+
+
+# How a pod's name gives its workload: a Deployment's pod is ``NAME-<template hash>-<5 characters>``
+# (an InferenceService's predictor is such a Deployment), a StatefulSet's ``NAME-<ordinal>``; any
+# other pod is a workload of its own. One whole-name regular expression, read alike by Python
+# and by Prometheus (RE2): the shortest name that the rest of the pod's name follows as a
+# Deployment's suffix, else as an ordinal, else the whole name.
+WORKLOAD_RULE = "(.+?)(?:-[a-z0-9]{1,10}-[a-z0-9]{5}|-[0-9]+)?"
+_RULE = re.compile(WORKLOAD_RULE)
+
+
+@lru_cache(maxsize=65536)
+def workload_of(pod: str) -> str:
+    """The workload ``pod``'s name gives (:data:`WORKLOAD_RULE`): what the answers grouped
+    by workload name their series by."""
+    found = _RULE.fullmatch(pod)
+    return found.group(1) if found else pod
 
 
 class ServingReading(Value):

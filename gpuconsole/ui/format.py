@@ -53,8 +53,9 @@ def short_node(name: str | None) -> str:
 
 
 def short_model(name: str) -> str:
-    """``NVIDIA A100-SXM4-80GB`` → ``A100-80GB``; ``Tesla T4`` → ``T4``: the words that differ."""
-    words = name.replace("NVIDIA ", "").replace("Tesla ", "")
+    """``NVIDIA A100-SXM4-80GB`` → ``A100-80GB``; ``Tesla T4`` → ``T4``: the words that differ
+    (``NVIDIA A100 80GB PCIe``, an Azure NC A100 v4's board, → ``A100-80GB`` too)."""
+    words = name.replace("NVIDIA ", "").replace("Tesla ", "").removesuffix(" PCIe")
     parts = words.split("-")
     if len(parts) >= 3 and parts[1].startswith(("SXM", "PCIE")):
         return f"{parts[0]}-{parts[-1]}"

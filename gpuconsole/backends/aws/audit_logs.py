@@ -87,11 +87,23 @@ class CloudWatchAuditStore:
         Raises:
             BackendError: it cannot be asked.
         """
+        return self._identity()["Account"]
+
+    def caller(self) -> str:
+        """The ARN of the identity these credentials are (STS GetCallerIdentity at the pinned endpoint).
+
+        Raises:
+            BackendError: it cannot be asked.
+        """
+        return self._identity()["Arn"]
+
+    def _identity(self) -> dict[str, str]:
         self._logs()
         try:
             client = new_session(self._profile).client("sts", region_name=self.region, config=self._config,
                                                        endpoint_url=self._sts_endpoint)
-            return str(client.get_caller_identity()["Account"])
+            answer = client.get_caller_identity()
+            return {"Account": str(answer["Account"]), "Arn": str(answer["Arn"])}
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc) from exc
 

@@ -42,6 +42,7 @@ COLLECTIONS = {
     "PyTorchJob": "/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs",
     "TrainJob": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
     "JobSet": "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets",
+    "PodGroup": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups",  # a gang, owned by its Job
 }
 WORKLOADS = ("Job", "CronJob", "MPIJob", "PyTorchJob", "TrainJob", "JobSet")
 RUN_POLICY = frozenset({"MPIJob", "PyTorchJob"})  # the Kubeflow kinds suspend through spec.runPolicy
@@ -230,7 +231,7 @@ class KubeJobControl:
             namespace = str(meta.get("namespace") or "default")
             name = str(meta.get("name") or "")
             owner = owners.get((namespace, name))
-            if kind == "Service" and owner is not None and not meta.get("ownerReferences"):
+            if kind in ("Service", "PodGroup") and owner is not None and not meta.get("ownerReferences"):
                 meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": owner[0], "name": name, "uid": owner[1]}]
             where = f"{'checking' if dry_run else 'creating'} {kind} {namespace}/{name}"
             try:

@@ -62,11 +62,10 @@ def borrowable(queue: Queue, queues: Sequence[Queue]) -> int | None:
     for other in queues:
         if other.kind is not queue.kind or other.cohort != queue.cohort or other.name == queue.name:
             continue
-        if other.gpu_quota is None or other.gpu_used is None:
+        lendable = other.gpu_lendable
+        if lendable is None:
             return None
-        own_use = other.gpu_used - (other.gpu_borrowed or 0)
-        lendable = other.gpu_quota if other.gpu_lending_limit is None else min(other.gpu_quota, other.gpu_lending_limit)
-        unused += max(0, min(lendable, other.gpu_quota - own_use))
+        unused += lendable
     if queue.gpu_borrowing_limit is None:
         return unused
     return max(0, min(unused, queue.gpu_borrowing_limit - (queue.gpu_borrowed or 0)))

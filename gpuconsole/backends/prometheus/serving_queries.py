@@ -1,22 +1,29 @@
 """The PromQL of inference servers' figures, one query per figure for every service, and its answers.
 
 No I/O. Each answer named in :class:`~gpuconsole.model.serving.SeriesName` is one query: the
-terms of every family that reports it (vLLM, NVIDIA Triton, Hugging Face TGI), each summed by
-the ``namespace`` and ``pod`` labels (and ``le`` for a histogram's buckets) and labelled with its
-family, joined by ``or``. So a refresh sends the same dozen queries for one service or for five
-hundred, and the core adds up each service's pods. Rates are over the window (``[services]
-window``); histogram buckets are read as rates (``rate(…_bucket[window])``) and the core takes
-``histogram_quantile`` of each service's summed buckets.
+terms of every family that reports it (vLLM, NVIDIA Triton, Hugging Face TGI), each labelled
+with its family and joined by ``or``. So a refresh sends the same dozen queries for one service
+or for five hundred. A replica's own figures (requests, errors, running, waiting) are summed by
+the ``namespace`` and ``pod`` labels; every other figure by ``namespace`` and the ``workload``
+the pod's name gives (its Deployment's or StatefulSet's name, by the rules of
+:func:`~gpuconsole.model.serving.workload_of`), and ``le`` for a histogram's buckets: Prometheus
+adds up a service's replicas, so a refresh reads one histogram per service rather than one per
+pod. Rates are over the window (``[services] window``); histogram buckets are read as rates
+(``rate(…_bucket[window])``) and the core takes ``histogram_quantile`` of each service's
+buckets (summed again where its pods make several workloads).
 """
 
 from __future__ import annotations
 
 import math
 from sys import intern
+from typing import Generic, TypeVar
+
 import msgspec
 
 from gpuconsole.backends.prometheus.mapping import _braces
 from gpuconsole.model import PodSeries, ServingSeries
+from gpuconsole.model.serving import WORKLOAD_RULE
 from gpuconsole.model.serving import SeriesName as S
 
 VLLM, TRITON, TGI = "vllm", "triton", "tgi"
@@ -54,6 +61,9 @@ TERMS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 # The answers whose series keep one more label than the pod: a bucket's bound, a summary's quantile.
 EXTRA_LABEL = {S.LATENCY_BUCKET: "le", S.TTFT_BUCKET: "le", S.LATENCY_QUANTILE: "quantile"}
+# The answers read per pod: a replica's own figures (requests/s, running, waiting); the others
+# come per workload, a few series for a service's pods rather than a histogram for each of them.
+BY_POD = frozenset({S.OK, S.ERRORS, S.RUNNING, S.WAITING})
 # The answers an SLO is judged on, read again over each SLO's own window.
 SLO_ANSWERS = (S.OK, S.ERRORS, S.LATENCY_BUCKET, S.LATENCY_QUANTILE, S.TTFT_BUCKET)
 MEAN = {S.KV_CACHE}  # averaged over a pod's series (one per model) rather than summed
@@ -67,23 +77,27 @@ def window_text(seconds: float) -> str:
 
 
 def figure_query(name: str, window_s: float, selector: str = "") -> str:
-    """The one query of answer ``name`` (without a window suffix) for every service of every family."""
-    by = "namespace, pod" + (f", {EXTRA_LABEL[name]}" if name in EXTRA_LABEL else "")
+    """The one query of answer ``name`` (without a window suffix) for every service of every family:
+    per pod for :data:`BY_POD`, else per workload (the sum over its pods, Prometheus adding up)."""
     how = "avg" if name in MEAN else "max" if name in MAXIMUM else "sum"
+    extra = f", {EXTRA_LABEL[name]}" if name in EXTRA_LABEL else ""
     w, s = window_text(window_s), _braces(selector)
-    terms = [f'label_replace({how} by ({by}) ({expr.format(w=w, s=s)}), "family", "{family}", "", "")'
-             for family, expr in TERMS[name]]
-    if EXTRA_LABEL.get(name) == "le":
-        # The buckets of a pod that served nothing in the window say nothing: left out (all of
-        # them, so that the bounds of a pod's buckets stay whole where it did serve).
-        terms = [f"({term} and on (namespace, pod) ({_total(expr, w, s)} > 0))" for term, (_f, expr) in
-                 zip(terms, TERMS[name], strict=True)]
+    terms = []
+    for family, expr in TERMS[name]:
+        expr = expr.format(w=w, s=s)
+        if name in BY_POD:
+            grouped = f"{how} by (namespace, pod{extra}) ({expr})"
+        else:  # a mean is of the pods' means, as a mean over the pods' series would be
+            per_pod = f"avg by (namespace, pod{extra}) ({expr})" if how == "avg" else expr
+            grouped = f"{how} by (namespace, workload{extra}) ({with_workload(per_pod)})"
+        terms.append(f'label_replace({grouped}, "family", "{family}", "", "")')
     return " or ".join(terms)
 
 
-def _total(bucket_expr: str, w: str, s: str) -> str:
-    """The per-pod count of requests in the window, from a histogram's bucket expression."""
-    return "sum by (namespace, pod) (" + bucket_expr.replace("_bucket{s}", "_count{s}").format(w=w, s=s) + ")"
+def with_workload(expr: str) -> str:
+    """``expr`` with a ``workload`` label: what :data:`~gpuconsole.model.serving.WORKLOAD_RULE`
+    makes of the pod's name (one ``label_replace``: Prometheus matches it once a series)."""
+    return f'label_replace({expr}, "workload", "$1", "pod", "{WORKLOAD_RULE}")'
 
 
 def pods_selector(services: Iterable[str], selector: str = "") -> str:
@@ -124,6 +138,12 @@ class _Labels(msgspec.Struct, gc=False):
     quantile: str | None = None
 
 
+class _WorkloadLabels(_Labels, gc=False):
+    """The labels of a workload's series: its ``workload`` label read where a pod's is."""
+
+    pod: str = msgspec.field(default="", name="workload")
+
+
 class _Pair(msgspec.Struct, array_like=True, gc=False):
     """``[time, value]``: a Struct, not a tuple, so that the collector does not track it."""
 
@@ -131,22 +151,27 @@ class _Pair(msgspec.Struct, array_like=True, gc=False):
     value: float
 
 
-class _Sample(msgspec.Struct, gc=False):
-    metric: _Labels
+L = TypeVar("L", bound=_Labels)
+
+
+class _Sample(msgspec.Struct, Generic[L], gc=False):
+    metric: L
     value: _Pair
 
 
-class _Data(msgspec.Struct, gc=False):
+class _Data(msgspec.Struct, Generic[L], gc=False):
     resultType: str  # noqa: N815 - the API's name
-    result: list[_Sample]
+    result: list[_Sample[L]]
 
 
-class _Answer(msgspec.Struct, gc=False):
+class _Answer(msgspec.Struct, Generic[L], gc=False):
     status: str
-    data: _Data
+    data: _Data[L]
 
 
-_DECODER = msgspec.json.Decoder(_Answer, strict=False)  # strict=False: "1.5" reads as 1.5
+# strict=False: "1.5" reads as 1.5
+_DECODERS = {by: msgspec.json.Decoder(_Answer[labels], strict=False)  # type: ignore[valid-type]
+             for by, labels in (("pod", _Labels), ("workload", _WorkloadLabels))}
 
 
 class ServingAnswerError(ValueError):
@@ -154,29 +179,33 @@ class ServingAnswerError(ValueError):
 
 
 def read_answer(name: str, body: bytes, family: str = "") -> ServingSeries:
-    """One answer as the pods' series (a series without ``namespace`` and ``pod`` labels, or whose
-    value is not a finite number, says nothing of a pod and is left out).
+    """One answer as the pods' series, or the workloads' (a series without ``namespace`` and
+    ``pod`` (``workload``) labels, or whose value is not a finite number, says nothing of a pod
+    and is left out).
 
     Args:
-        family: the family of every series (a ``[[services.metrics]]`` query), else each series'
-            own ``family`` label.
+        family: the family of every series (a ``[[services.metrics]]`` query, read per pod),
+            else each series' own ``family`` label.
     """
+    base = name.split("@", 1)[0]
+    by = "pod" if family or base in BY_POD or base not in TERMS else "workload"
+    decoder = _DECODERS[by]
     try:
         try:
-            answer = _DECODER.decode(body)
+            answer = decoder.decode(body)
         except msgspec.ValidationError:  # a value of +Inf, which msgspec reads only as "Inf"
-            answer = _DECODER.decode(body.replace(b'"+Inf"', b'"Inf"'))
+            answer = decoder.decode(body.replace(b'"+Inf"', b'"Inf"'))
     except msgspec.DecodeError as exc:
         raise ServingAnswerError(f"an answer that is not an instant vector: {exc}") from None
     if answer.data.resultType != "vector":
         raise ServingAnswerError(f"expected a vector, got {answer.data.resultType!r}")
-    return ServingSeries(name, _series(answer.data.result, family, name.split("@", 1)[0] in EXTRA_LABEL))
+    return ServingSeries(name, _series(answer.data.result, family, base in EXTRA_LABEL), by=by)
 
 
 def _series(samples: list[_Sample], family: str, bounded: bool) -> tuple[PodSeries, ...]:
-    """The pods' series, in one comprehension (this runs for every bucket of every pod); with
-    ``bounded``, each with its bucket's bound or its quantile. Names are interned: a pod's
-    dozens of series share one string, hashed once when the core groups them by pod."""
+    """The pods' (workloads') series, in one comprehension; with ``bounded``, each with its
+    bucket's bound or its quantile. Names are interned: a workload's dozens of buckets share
+    one string, hashed once when the core groups them."""
     one = PodSeries
     # ``v - v == 0`` holds for a finite v only (NaN and ±Inf give NaN).
     if not bounded:

@@ -56,6 +56,7 @@ def make_sim(
     interrupt_spot_after: float | None = None,
     serving: bool = False,
     alibaba: bool = False,
+    azure: bool = False,
 ) -> tuple[SimGpuSource, SimJobBackend, SimCloudBackend]:
     """Build a simulated world and the three backend faces that share it.
 
@@ -72,10 +73,11 @@ def make_sim(
         serving: add the inference pool on nodes of its own (the demo's); its services are read
             through ``SimServicesBackend(gpus.sim)``.
         alibaba: add the demo's Alibaba Cloud region (cn-hangzhou) beside the EC2 fleet.
+        azure: add the demo's Azure region (eastus), one of its VMs stopped but not deallocated.
     """
     now = clock if clock is not None else time.time
     world = SimWorld(seed=seed, nodes=nodes, start=math.floor(now()) if start is None else start, jobs=jobs,
-                     serving=serving, alibaba=alibaba)
+                     serving=serving, alibaba=alibaba, azure=azure)
     begin = world._now
     if interrupt_spot_after is not None:
         interrupt_spot(world, begin + interrupt_spot_after, 1)

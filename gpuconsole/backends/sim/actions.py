@@ -36,7 +36,8 @@ def instance_model(inst: SimInstance, now: float) -> Instance:
     return Instance(inst.instance_id, inst.itype.name, inst.region, inst.az, inst.market, inst.state,
                     inst.launch_time, inst.price, inst.itype.gpu_count, inst.model.name,
                     round(inst.accrued(now), 4), inst.name, inst.node_name, inst.tags, inst.billing, inst.reason,
-                    spot_type=kind, spot_interruption=behaviour, cloud=inst.cloud, currency=inst.itype.currency)
+                    spot_type=kind, spot_interruption=behaviour, cloud=inst.cloud, currency=inst.itype.currency,
+                    stopped_bills=inst.stopped_bills, spot_stoppable=inst.persistent and inst.cloud == "azure")
 
 
 class Actions(JobArchive):
@@ -130,7 +131,8 @@ class Actions(JobArchive):
 
     def stop_instance(self, instance_id: str) -> Instance:
         """Stop an on-demand instance, or a spot one of a persistent request (EC2 refuses to
-        stop one-time spot instances).
+        stop one-time spot instances); a stopped instance its cloud still bills (an Azure VM shut
+        down from inside) is stopped again, so it is deallocated and its compute stops billing.
 
         Raises:
             KeyError: no such instance.
@@ -140,9 +142,9 @@ class Actions(JobArchive):
         if inst.market is Market.SPOT and not inst.persistent:
             raise ValueError(f"UnsupportedOperation: You can't stop the Spot Instance '{instance_id}' "
                              "because it is associated with a one-time Spot Instance request.")
-        if inst.state in (InstanceState.STOPPING, InstanceState.STOPPED):
+        if inst.state in (InstanceState.STOPPING, InstanceState.STOPPED) and not inst.bills_stopped:
             return instance_model(inst, self._now)
-        if inst.state is not InstanceState.RUNNING:
+        if inst.state is not InstanceState.RUNNING and not inst.bills_stopped:
             raise ValueError(f"IncorrectInstanceState: The instance '{instance_id}' is not in a "
                              "state from which it can be stopped.")
         self._stop(inst, self._now)

@@ -49,6 +49,7 @@ A10G = GpuModel("NVIDIA A10G", "NVIDIA-A10G", 23028, 300.0, 0.2, (210, 1710), (4
 T4 = GpuModel("Tesla T4", "Tesla-T4", 15360, 70.0, 0.22, (300, 1590), (405, 5001), GEN3)
 L4 = GpuModel("NVIDIA L4", "NVIDIA-L4", 23034, 72.0, 0.22, (210, 2040), (405, 6251), GEN4)
 A10 = GpuModel("NVIDIA A10", "NVIDIA-A10", 23028, 150.0, 0.2, (210, 1695), (405, 6251), GEN4)
+A100_PCIE = GpuModel("NVIDIA A100 80GB PCIe", "NVIDIA-A100-80GB-PCIe", 81920, 300.0, 0.16, (210, 1410), (1512, 1512), GEN4)
 
 # GPU memory is per GPU, as EC2's DescribeInstanceTypes reports it (GpuInfo.Gpus[].MemoryInfo).
 INSTANCE_TYPES: tuple[InstanceType, ...] = (
@@ -74,10 +75,25 @@ ALIBABA_TYPES: tuple[InstanceType, ...] = (
                  cloud="alibaba"),
 )
 
-INSTANCE_TYPE_BY_NAME: dict[str, InstanceType] = {t.name: t for t in (*INSTANCE_TYPES, *ALIBABA_TYPES)}
+# The Azure sizes of the demo's eastus region: NC A100 v4 (A100 80GB PCIe, a 960 GiB NVMe disk per
+# GPU) and NC T4 v3, with vCPUs, memory and network as Azure's size pages list them. Prices: the
+# pay-as-you-go Linux price per hour in East US, in US dollars, as Azure's Linux virtual machines
+# price list publishes it (azure.microsoft.com/pricing/details/virtual-machines/linux/), the figures
+# the Retail Prices API returns for the Linux Consumption meter of each armSkuName in eastus.
+AZURE_TYPES: tuple[InstanceType, ...] = (
+    InstanceType("Standard_NC24ads_A100_v4", A100_PCIE.name, 1, 80, 24, 220, 3.673, "20 Gbps", 960, cloud="azure"),
+    InstanceType("Standard_NC48ads_A100_v4", A100_PCIE.name, 2, 80, 48, 440, 7.346, "40 Gbps", 1920, cloud="azure"),
+    InstanceType("Standard_NC96ads_A100_v4", A100_PCIE.name, 4, 80, 96, 880, 14.692, "80 Gbps", 3840, cloud="azure"),
+    InstanceType("Standard_NC4as_T4_v3", T4.name, 1, 16, 4, 28, 0.526, "8 Gbps", 0, cloud="azure"),
+    InstanceType("Standard_NC8as_T4_v3", T4.name, 1, 16, 8, 56, 0.752, "8 Gbps", 0, cloud="azure"),
+    InstanceType("Standard_NC16as_T4_v3", T4.name, 1, 16, 16, 110, 1.204, "8 Gbps", 0, cloud="azure"),
+    InstanceType("Standard_NC64as_T4_v3", T4.name, 4, 16, 64, 440, 4.352, "32 Gbps", 0, cloud="azure"),
+)
+
+INSTANCE_TYPE_BY_NAME: dict[str, InstanceType] = {t.name: t for t in (*INSTANCE_TYPES, *ALIBABA_TYPES, *AZURE_TYPES)}
 
 GPU_MODEL_BY_NAME: dict[str, GpuModel] = {
-    m.name: m for m in (A100_80GB, A100_40GB, H100_80GB, A10G, T4, L4, A10)
+    m.name: m for m in (A100_80GB, A100_40GB, H100_80GB, A10G, T4, L4, A10, A100_PCIE)
 }
 
 REGIONS: dict[str, tuple[str, ...]] = {
@@ -155,7 +171,8 @@ MIG_TOTAL_COMPUTE = 7
 
 
 def region_of(availability_zone: str) -> str:
-    """``us-east-1b`` → ``us-east-1``; Alibaba Cloud's ``cn-hangzhou-h`` → ``cn-hangzhou``."""
+    """``us-east-1b`` → ``us-east-1``; Alibaba Cloud's ``cn-hangzhou-h`` → ``cn-hangzhou``; Azure's
+    zone 2 of eastus, written ``eastus-2``, → ``eastus``."""
     return availability_zone[:-2] if availability_zone[-2:-1] == "-" else availability_zone[:-1]
 
 

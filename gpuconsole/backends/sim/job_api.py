@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuconsole.backends.kube.describe import EventLine, describe_text
+from gpuconsole.backends.kube.queue_records import QUEUE_LABEL
 from gpuconsole.backends.sim import catalog, training_log
 from gpuconsole.backends.sim.actions import Actions
 from gpuconsole.backends.sim.ids import IdFactory
@@ -46,6 +47,7 @@ class _Workload:
         self.name = str(meta.get("name") or "")
         self.namespace = str(meta.get("namespace") or "default")
         self.owner = str((meta.get("labels") or {}).get("owner") or "")
+        self.queue = (meta.get("labels") or {}).get(QUEUE_LABEL) or None  # its Kueue LocalQueue
         self.schedule = str(spec.get("schedule") or "") if kind == "CronJob" else ""
         self.policy = str(spec.get("concurrencyPolicy") or "Allow") if kind == "CronJob" else "Allow"
         job_spec = ((spec.get("jobTemplate") or {}).get("spec") or {}) if kind == "CronJob" else spec
@@ -196,6 +198,7 @@ class JobApi(Actions):
         job = self._new_sim_job(w.name, w.namespace, w.gpus * w.workers, w.mig_profile, w.product, w.image,
                                 w.owner, w.workers, RUN_MINUTES)
         job.manifest = manifest
+        job.queue = w.queue
         if w.suspend:
             job.state = JobState.SUSPENDED
         self._add_job(job)
@@ -248,7 +251,10 @@ class JobApi(Actions):
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
             return  # a finished Job ignores spec.suspend, as the controller does
         self._revive(job)
-        if suspended and job.state is not JobState.SUSPENDED:
+        if suspended and self._kueue is not None and self._kueue.release(job):
+            job.run += 1
+            job.view = None  # Kueue held it suspended; now its owner does, out of its queue
+        elif suspended and job.state is not JobState.SUSPENDED:
             if job.state is JobState.RUNNING:
                 self._scheduler.release(job)
             self._pending.pop(job.uid, None)

@@ -21,6 +21,7 @@ from cronsim import CronSim
 from gpuconsole.backends.sim import catalog
 from gpuconsole.backends.sim.fleet import attach_gpus, new_instance
 from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.kueue import SimKueue
 from gpuconsole.backends.sim.processes import job_process
 from gpuconsole.backends.sim.scheduler import Scheduler
 from gpuconsole.backends.sim.state import SimCronJob, SimGpu, SimInstance, SimJob
@@ -81,10 +82,11 @@ class Lifecycle:
     _scheduler: Scheduler
     _spot_prices: dict[tuple[str, str], float]
     _products: tuple[str, ...]
-    _alibaba: Any  # the world's Alibaba Cloud region (alibaba_region.AlibabaRegion), or None
+    _clouds: list[Any]  # the world's regions on other clouds (cloud_region.CloudRegion)
     _cum_weights: list[float]
     _arrival_rate: float
     _pending_target: int
+    _kueue: SimKueue | None = None  # the demo's Kueue (sim.kueue): what holds Jobs that name a LocalQueue
 
     def _at(self, ts: float, kind: str, obj: Any, token: int = 0) -> None:
         heapq.heappush(self._events, (ts, next(self._seq), kind, obj, token))
@@ -135,8 +137,9 @@ class Lifecycle:
 
     def _join(self, inst: SimInstance, ts: float) -> None:
         """A running instance's node registers with the cluster and its GPUs appear."""
-        if self._alibaba is not None and self._alibaba.owns(inst):
-            self._alibaba.join(inst, ts)
+        region = self._cloud_of(inst)
+        if region is not None:
+            region.join(inst, ts)
             self._gpu_by_uuid.update((g.uuid, g) for g in inst.gpus)
             return
         attach_gpus(self._ids, self._rng, inst, born=ts)
@@ -155,13 +158,21 @@ class Lifecycle:
         self._scheduler.cordon(inst)
         for job in [j for j in self._jobs.values() if j.node is inst and j.state is JobState.RUNNING]:
             self._evict(job, ts)
-        if self._alibaba is not None and self._alibaba.owns(inst):
-            self._alibaba.leave(inst)
+        region = self._cloud_of(inst)
+        if region is not None:
+            region.leave(inst)
         elif inst.gpus:
             gone = {id(g) for g in inst.gpus}
             self._gpus = [g for g in self._gpus if id(g) not in gone]
             for g in inst.gpus:
                 self._gpu_by_uuid.pop(g.uuid, None)
+
+    def _cloud_of(self, inst: SimInstance) -> Any:
+        """The region of another cloud that holds ``inst``, or None for the EC2 fleet's own."""
+        for region in self._clouds:
+            if region.owns(inst):
+                return region
+        return None
 
     def _shut_down(self, inst: SimInstance, ts: float) -> None:
         inst.set_state(InstanceState.SHUTTING_DOWN, ts)
@@ -169,7 +180,9 @@ class Lifecycle:
         self._at(ts + self._rng.randint(30, 90), "terminated", inst)
 
     def _stop(self, inst: SimInstance, ts: float) -> None:
+        """Stop so that compute stops billing (deallocate, on Azure), a stopped VM still billed too."""
         inst.set_state(InstanceState.STOPPING, ts)
+        inst.stopped_bills = False
         self._leave(inst, ts)
         self._at(ts + self._rng.randint(20, 60), "stopped", inst)
 
@@ -201,21 +214,23 @@ class Lifecycle:
         job = SimJob(self._ids.uuid4(), f"{t.base}-{self._ids.suffix()}", t.namespace, now, gpus,
                      t.mig_profile, product, round(minutes * 60.0), t.image, owner, self._ids.uuid4())
         job.give_up_at = now + rng.uniform(3600.0, 5 * 3600.0)
+        job.queue = self._kueue.local_queue(t.namespace) if self._kueue is not None else None
         return job
 
     def _cron_job(self, cj: SimCronJob, ts: float) -> SimJob:
         """The Job a CronJob creates for its run scheduled at ``ts``."""
         minutes = self._rng.uniform(*cj.minutes)
         product = cj.product if cj.product in self._products else None
-        return SimJob(self._ids.uuid4(), f"{cj.name}-{int(ts // 60)}", cj.namespace, ts, cj.gpus,
-                      cj.mig_profile, product, round(minutes * 60.0), cj.image, cj.owner,
-                      self._ids.uuid4(), cronjob=cj.name)
+        job = SimJob(self._ids.uuid4(), f"{cj.name}-{int(ts // 60)}", cj.namespace, ts, cj.gpus,
+                     cj.mig_profile, product, round(minutes * 60.0), cj.image, cj.owner,
+                     self._ids.uuid4(), cronjob=cj.name)
+        job.queue = self._kueue.local_queue(cj.namespace) if self._kueue is not None else None
+        return job
 
     def _add_job(self, job: SimJob) -> None:
         self._jobs[job.uid] = job
         if job.state is JobState.PENDING:
-            self._pending[job.uid] = job
-            self._scheduler.submitted(job)
+            self._enqueue(job)
 
     def _make_pending(self, job: SimJob) -> None:
         job.state = JobState.PENDING
@@ -223,8 +238,26 @@ class Lifecycle:
         job.started = None
         job.finished = None
         job.view = None
+        self._enqueue(job)
+
+    def _enqueue(self, job: SimJob) -> None:
+        """A Job that wants to run goes to the scheduler, or to Kueue when it names a LocalQueue
+        that has not admitted it (suspended until it does)."""
+        if self._kueue is not None and self._kueue.hold(job):
+            return
         self._pending[job.uid] = job
         self._scheduler.submitted(job)
+
+    def _admit_queued(self, now: float) -> None:
+        """Kueue's pass: what its queues admit goes to the scheduler; what waited too long is deleted."""
+        if self._kueue is None:
+            return
+        admitted, gave_up = self._kueue.admit(now)
+        for job in admitted:
+            self._make_pending(job)
+        for job in gave_up:
+            self._jobs.pop(job.uid, None)
+            job.run = -1
 
     def _start(self, job: SimJob, ts: float, progress: float = 0.0) -> None:
         """The pod of a job just bound to a node starts; ``progress`` backdates it."""

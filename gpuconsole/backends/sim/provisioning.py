@@ -265,6 +265,7 @@ class Provisioning(Actions):
             raise ValueError(f"IncorrectInstanceState: The instance '{instance_id}' is not in a state from "
                              "which it can be started.")
         inst.set_state(InstanceState.PENDING, self._now)
+        inst.stopped_bills = False  # started: a later stop ends its billing (deallocates)
         self._at(self._now + self._rng.randint(40, 90), "running", inst)
         return instance_model(inst, self._now)
 

@@ -147,6 +147,24 @@ class Scheduler:
             return bool(self._mig_free.get(job.mig_profile))
         return self._find_node(job) is not None
 
+    def fit_together(self, jobs: list[SimJob]) -> int:
+        """How many of ``jobs`` (whole-GPU pods) would be placed at once on what is free now,
+        each on the fullest node that still fits it (nothing is bound)."""
+        taken: dict[SimInstance, int] = {}
+        fit = 0
+        for job in jobs:
+            best: SimInstance | None = None
+            for buckets in self._groups(job):
+                for nodes in buckets:
+                    for inst in nodes:
+                        left = inst.free - taken.get(inst, 0)
+                        if left >= job.gpus and (best is None or left < best.free - taken.get(best, 0)):
+                            best = inst
+            if best is not None and job.mig_profile is None:
+                taken[best] = taken.get(best, 0) + job.gpus
+                fit += 1
+        return fit
+
     def place(self, job: SimJob) -> bool:
         """Bind the job to a node if one fits; otherwise set its pending reason."""
         profile = job.mig_profile

@@ -13,6 +13,7 @@ import random
 from gpuconsole.backends.sim.catalog import H100_80GB
 from gpuconsole.backends.sim.distributed import SimGang, member
 from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.kueue import SimKueue
 from gpuconsole.backends.sim.lifecycle import (
     FINISHED_TTL_S,
     Lifecycle,
@@ -77,6 +78,7 @@ class Seeding(Lifecycle):
             self._start(job, now)
         if demo:
             self._seed_mpijob(now)
+            self._seed_kueue(now)
 
     def _gang(self, kind: str, name: str, created: float, image: str, owner: str,
               roles: list[tuple[str, int, int, str | None]]) -> SimGang:
@@ -121,6 +123,27 @@ class Seeding(Lifecycle):
         """A PyTorchJob whose master and workers wait for 8 H100s each (one node has eight)."""
         self._gang("PyTorchJob", "llama-8b-ddp", now - 1800, NEMO, "dmitri",
                    [("Master", 1, 8, H100_80GB.label), ("Worker", 2, 8, H100_80GB.label)])
+
+    def _seed_kueue(self, now: float) -> None:
+        """Kueue in front of the research and nlp teams (:mod:`.kueue`): what runs, and the
+        distributed runs, were admitted when they came; the Jobs still waiting are held, and
+        Kueue admits them oldest first while the quota lasts (the rest wait on quota)."""
+        kueue = self._kueue = SimKueue()
+        for gang in self._gangs:
+            queue = kueue.local_queue(gang.namespace)
+            if queue is not None:
+                kueue.admit_now(gang, queue, sum(m.gpus for m in gang.members()))
+        for job in sorted(self._jobs.values(), key=lambda j: (j.created, j.name)):
+            job.queue = kueue.local_queue(job.namespace) if job.gang is None else None
+            if job.queue is None:
+                continue
+            if job.state is JobState.RUNNING:
+                kueue.admit_now(job, job.queue, max(job.gpus, 1) if job.mig_profile else job.gpus)
+            elif job.state is JobState.PENDING:
+                del self._pending[job.uid]
+                kueue.hold(job)
+            job.view = None
+        self._admit_queued(now)
 
     def _seed_pending(self, job: SimJob, created: float) -> None:
         job.created = min(created, self._now - self._rng.randint(60, 2400))

@@ -114,7 +114,7 @@ class SimInstance:
                  "launch_time", "name", "tags", "node_name", "state", "transitions",
                  "billed_closed", "cost_closed", "state_since", "mark", "billing", "gpus", "whole",
                  "slices", "free", "ready", "listed", "replace", "interrupt_at", "gone_at", "mig_gpu",
-                 "mig_capacity", "managed", "persistent", "reason", "cloud")
+                 "mig_capacity", "managed", "persistent", "reason", "cloud", "stopped_bills")
 
     def __init__(self, instance_id: str, itype: InstanceType, model: GpuModel, az: str,
                  market: Market, price: float, launch_time: float, name: str, tags: Tags,
@@ -152,6 +152,19 @@ class SimInstance:
         self.persistent = False  # spot of a persistent request that stops when interrupted (else one-time)
         self.reason = ""  # EC2's state reason, e.g. a spot interruption
         self.cloud = itype.cloud  # the provider's name, as Instance.cloud says it
+        # Stopped but still billed (an Azure VM shut down from inside: allocated until deallocated).
+        # Changed only while the state is not STOPPED, so a billed interval is never left open.
+        self.stopped_bills = False
+
+    @property
+    def bills_stopped(self) -> bool:
+        """Stopped, and its compute still billed (allocated: stopping it again deallocates it)."""
+        return self.stopped_bills and self.state is InstanceState.STOPPED
+
+    @property
+    def bills(self) -> bool:
+        """Whether its compute is billed in its state (Instance.bills_now)."""
+        return self.state.billed or self.bills_stopped
 
     def set_state(self, state: InstanceState, ts: float) -> None:
         """Record a transition, closing the billed interval of the state being left."""
@@ -159,7 +172,7 @@ class SimInstance:
         self.state = state
         self.state_since = ts
         self.transitions.append((ts, state))
-        if state.billed:
+        if self.bills:
             self.billing = (*self.billing, BillingSpan(ts, None, self.price))
 
     def set_price(self, price: float, ts: float) -> None:
@@ -168,12 +181,12 @@ class SimInstance:
         self.cost_closed += self.price * self.billed_closed / 3600.0
         self.billed_closed = 0.0
         self.price = price
-        if self.state.billed:
+        if self.bills:
             self.billing = (*self.billing, BillingSpan(ts, None, price))
 
     def _close(self, ts: float) -> None:
         """Count the billed time since the last change and close the open billing span."""
-        if self.state.billed:
+        if self.bills:
             self.billed_closed += max(0.0, ts - self.mark)
             last = self.billing[-1]
             self.billing = (*self.billing[:-1], BillingSpan(last.start, max(last.start, ts), last.price_per_hour))
@@ -181,7 +194,7 @@ class SimInstance:
 
     def billed_seconds(self, now: float) -> float:
         """Seconds billed at the current price."""
-        open_part = max(0.0, now - self.mark) if self.state.billed else 0.0
+        open_part = max(0.0, now - self.mark) if self.bills else 0.0
         return self.billed_closed + open_part
 
     def accrued(self, now: float) -> float:
@@ -198,7 +211,8 @@ class SimJob:
     __slots__ = ("uid", "name", "namespace", "state", "created", "gpus", "mig_profile",
                  "product", "node", "devices", "slice", "started", "finished", "end_at", "duration",
                  "fails", "stalled", "util_base", "mem_frac", "pending_reason", "cronjob",
-                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view", "workers", "manifest", "gang")
+                 "image", "owner", "pod_uid", "pid", "give_up_at", "run", "view", "workers", "manifest", "gang",
+                 "queue")
 
     def __init__(self, uid: str, name: str, namespace: str, created: float, gpus: int,
                  mig_profile: str | None, product: str | None, duration: float, image: str,
@@ -234,6 +248,7 @@ class SimJob:
         self.workers = 1  # pods of an Indexed Job; the sim places them together, holding ``gpus`` in all
         self.manifest: dict[str, Any] | None = None  # what was submitted, for a describe
         self.gang: Any = None  # the distributed job it is a replica of (listed instead of it)
+        self.queue: str | None = None  # the Kueue LocalQueue it names (kueue.x-k8s.io/queue-name)
 
     def pod_names(self) -> list[str]:
         """Its pods' names, ``<job>-<suffix>`` (``<job>-<index>-<suffix>`` for an Indexed Job);

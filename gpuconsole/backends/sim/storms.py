@@ -29,15 +29,15 @@ def launched_by_hand(inst: Any) -> None:
 
 
 def interrupt_spot(world: Any, at: float, count: int | None = None) -> list[str]:
-    """Interrupt ``count`` running spot instances (all with None) at sim time ``at``, those
+    """Interrupt ``count`` running EC2 spot instances (all with None) at sim time ``at``, those
     running the most jobs first (an interruption that evicts work is the one worth showing);
-    the ids chosen."""
+    the ids chosen. The other clouds' regions keep theirs: the demo's interruption is EC2's."""
     jobs: dict[int, int] = {}
     for job in world._jobs.values():
         if job.state is JobState.RUNNING and job.node is not None:
             jobs[id(job.node)] = jobs.get(id(job.node), 0) + 1
     spot = sorted((i for i in world._instances.values()
-                   if i.market is Market.SPOT and i.state is InstanceState.RUNNING),
+                   if i.market is Market.SPOT and i.state is InstanceState.RUNNING and i.cloud == "aws"),
                   key=lambda i: (-jobs.get(id(i), 0), i.launch_time, i.instance_id))
     chosen = spot if count is None else spot[:count]
     for inst in chosen:

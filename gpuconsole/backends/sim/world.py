@@ -17,6 +17,7 @@ import time
 from gpuconsole.backends.sim import catalog, telemetry
 from gpuconsole.backends.sim.actions import instance_model
 from gpuconsole.backends.sim.alibaba_region import AlibabaRegion
+from gpuconsole.backends.sim.azure_region import AzureRegion
 from gpuconsole.backends.sim.fleet import (
     DEFAULT_FLEET,
     InstancePlan,
@@ -68,10 +69,12 @@ class SimWorld(Provisioning, JobApi, Seeding):
             the world is the same with it or without.
         alibaba: add an Alibaba Cloud account's cn-hangzhou region (:mod:`.alibaba_region`);
             the rest of the world is the same with it or without.
+        azure: add an Azure subscription's eastus region (:mod:`.azure_region`), likewise apart.
     """
 
     def __init__(self, seed: int = 7, nodes: int | None = None, start: float | None = None,
-                 jobs: int | None = None, serving: bool = False, alibaba: bool = False) -> None:
+                 jobs: int | None = None, serving: bool = False, alibaba: bool = False,
+                 azure: bool = False) -> None:
         if nodes is not None and nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         if jobs is not None and jobs < 0:
@@ -82,7 +85,7 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._ids = IdFactory(self._rng)
         self._now = float(math.floor(time.time() if start is None else start))
         self._instances = {}
-        self._alibaba: AlibabaRegion | None = None
+        self._clouds: list[AlibabaRegion | AzureRegion] = []
         self._gpus = []
         self._gpu_by_uuid = {}
         self._jobs = {}
@@ -126,9 +129,12 @@ class SimWorld(Provisioning, JobApi, Seeding):
             self._serving.step(self._now)
         telemetry.warm_up(self._gpus, self._noise.random)
         if alibaba:
-            self._alibaba = AlibabaRegion(seed, self._now)
-            self._instances.update((i.instance_id, i) for i in self._alibaba.instances)
-            self._gpu_by_uuid.update((g.uuid, g) for g in self._alibaba.gpus)
+            self._clouds.append(AlibabaRegion(seed, self._now))
+        if azure:
+            self._clouds.append(AzureRegion(seed, self._now))
+        for region in self._clouds:
+            self._instances.update((i.instance_id, i) for i in region.instances)
+            self._gpu_by_uuid.update((g.uuid, g) for g in region.gpus)
         self._init_provisioning()
 
     # ----------------------------------------------------------------- time
@@ -171,14 +177,15 @@ class SimWorld(Provisioning, JobApi, Seeding):
         self._arrivals(now)
         if now % 60 == 0:
             self._purge(now)
+        self._admit_queued(now)
         for job in self._scheduler.schedule(self._pending):
             self._start(job, now)
         if self._serving is not None:
             self._serving.step(now)
             self._serving_totals.add(self._serving, now)
         telemetry.step_gpus(self._gpus, self._noise.random)
-        if self._alibaba is not None:
-            self._alibaba.step()
+        for region in self._clouds:
+            region.step()
         if now % HISTORY_EVERY_S == 0:
             self._record_history(now)
 
@@ -189,7 +196,9 @@ class SimWorld(Provisioning, JobApi, Seeding):
         return GpuReading(tuple([view(g) for g in self._all_gpus()]), self._now)
 
     def _all_gpus(self) -> list[SimGpu]:
-        return self._gpus if self._alibaba is None else self._gpus + self._alibaba.gpus
+        if not self._clouds:
+            return self._gpus
+        return self._gpus + [g for region in self._clouds for g in region.gpus]
 
     def jobs_reading(self) -> JobsReading:
         active: dict[str, int] = {}
@@ -210,8 +219,11 @@ class SimWorld(Provisioning, JobApi, Seeding):
         if self._serving is not None:
             nodes += self._serving.nodes()
         jobs = tuple([j.to_model() for j in self._jobs.values() if j.gang is None])
-        jobs += tuple(sorted((g.to_model() for g in self._gangs), key=lambda j: j.created)) + self._archive_view
-        return JobsReading(jobs, cronjobs, nodes, self._now)
+        jobs += tuple(sorted((g.to_model() for g in self._gangs), key=lambda j: j.created))
+        if self._kueue is None:
+            return JobsReading(jobs + self._archive_view, cronjobs, nodes, self._now)
+        queued = self._kueue.compose(jobs, self._now, self._gangs, self._scheduler)
+        return JobsReading(queued.jobs + self._archive_view, cronjobs, nodes, self._now, queues=queued.queues)
 
     def services_reading(self) -> ServicesReading:
         """The inference pool's services and their pods' serving figures (none without a pool)."""

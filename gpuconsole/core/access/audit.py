@@ -76,6 +76,7 @@ class Verdict:
     message: str
     bad_seq: int | None = None
     unreadable: bool = False
+    hint: str = "verify as its owner or a login that may read it"  # what to do when ``unreadable``
 
 
 def unreadable(path: Path) -> Verdict | None:

@@ -120,7 +120,7 @@ class AuditRelay:
                     return {"ok": True, "records": [r.as_dict() for r in self.log.records()]}
                 verdict = self.verify()
                 return {"ok": verdict.ok, "records": verdict.records, "message": verdict.message,
-                        "bad_seq": verdict.bad_seq}
+                        "bad_seq": verdict.bad_seq, "unreadable": verdict.unreadable, "hint": verdict.hint}
             if op == "ping":
                 return {"ok": True}
         except AuditError as exc:
@@ -255,7 +255,7 @@ def relay_verdict(socket_path: Path) -> Verdict:
     if "error" in answer:
         raise AuditError(str(answer["error"]))
     return Verdict(bool(answer.get("ok")), int(answer.get("records", 0)), str(answer.get("message", "")),
-                   answer.get("bad_seq"))
+                   answer.get("bad_seq"), bool(answer.get("unreadable")), str(answer.get("hint", "")))
 
 
 def _record_fields(row: dict[str, Any]) -> dict[str, Any]:

@@ -32,16 +32,28 @@ def verify_anchored(audit: AuditLog) -> Verdict:
     if sink is None:
         return audit.verify()
     sink.flush()
+    if (why := _not_the_writer(sink)) is not None:  # another identity's copy proves nothing either way
+        return Verdict(False, 0, why, unreadable=True, hint="verify with the login's own IAM user's keys")
     try:
         remote = by_seq(sink.remote())
         local = audit.records() if audit.path.exists() else []
-    except AuditError as exc:
-        return Verdict(False, 0, str(exc))
+    except AuditError as exc:  # a copy (or log) that cannot be read: its own answer, not tampering
+        return Verdict(False, 0, str(exc), unreadable=True, hint="verify again once it can be read")
     if isinstance(remote, Verdict):
         return remote
     queued = {r.record.seq for r in map(decode, sink.queued()) if r is not None}
     verdict = compare(local, remote, queued, sink.name, max_lag_s=sink.max_lag_s, now=time.time())
     return dataclasses.replace(verdict, message=f"{verdict.message}; {_account(sink)}")
+
+
+def _not_the_writer(sink: CloudWatchSink) -> str | None:
+    """With ``[audit] account``: why the copy these keys read is not this login's (None: it is)."""
+    if sink.writer is None:
+        return None
+    try:
+        return sink.writer.problem()
+    except BackendError as exc:
+        return f"who the copy is read as is unknown, so it vouches for nothing: {exc}"
 
 
 def _account(sink: CloudWatchSink) -> str:

@@ -1,14 +1,13 @@
 """The audit sink: a copy of every audit record where the login that wrote it cannot rewrite it.
 
-Each login keeps its own hash chain locally (:mod:`gpuconsole.core.access.audit`, a file only it
-can read). Whoever owns that file can still delete it or recompute the chain, so every record is
-also sent, as it is appended, to an append-only store held by someone else, configured in the
-``[audit]`` table of the configuration file::
+Each login's own chain (:mod:`.audit`) can be deleted or recomputed by that login, so every record
+is also sent, as it is appended, to an append-only store, set in the ``[audit]`` table::
 
     [audit]
     cloudwatch_log_group = "/gpuconsole/audit"   # CloudWatch Logs: one stream per host and login
     region = "eu-west-1"                          # the group's region (required with the group)
     # profile = "audit"                           # an AWS profile of ~/.aws/config for the sink
+    # account = "123456789012"                    # write only as the login's own IAM user there
     # stream = "bastion-1"                        # the streams' first part (default: this host's name)
     syslog = true                                 # also the system log (/dev/log, journald's too)
     # syslog_socket = "/dev/log"                  # where the system log listens
@@ -21,8 +20,8 @@ the store took them; when the store cannot be reached they stay there and go wit
 record, the next ``audit verify``, or at exit. A record that can be neither sent nor queued
 makes the append fail, so an action is never silently unaudited.
 
-The CloudWatch copy is also the shared log: auditors read every login's records there, and
-``audit verify`` holds a login's local chain against it (:mod:`gpuconsole.core.access.audit_remote`).
+The CloudWatch copy is also the shared log auditors read; ``audit verify`` holds a login's chain
+against it (:mod:`.audit_remote`). Without a relay it is written as :mod:`.audit_writer` says.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ import msgspec
 from gpuconsole.backends.base import BackendError
 from gpuconsole.backends.tls import is_loopback
 from gpuconsole.core.access.audit import FIELDS, AuditError, AuditLog
+from gpuconsole.core.access.audit_writer import WriterCheck
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.config_decode import TableError, decode_table, fields_of
 from gpuconsole.core.paths import PRIVATE_FILE, private_dir
@@ -68,6 +68,7 @@ class AuditTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     region: _Text | None = None
     profile: _Text | None = None
     endpoint_url: _Text | None = None  # the copy's endpoint, pinned (default: AWS's own for the region)
+    account: Annotated[str, msgspec.Meta(pattern=r"^\d{12}$", description="a 12-digit AWS account id")] | None = None
     stream: _Text = ""
     syslog: bool = False
     syslog_socket: _Text = DEFAULT_SYSLOG_SOCKET
@@ -93,6 +94,7 @@ class SinkSettings:
     relay: str | None = None
     max_lag_s: float = DEFAULT_MAX_LAG_MIN * 60
     endpoint_url: str | None = None
+    account: str | None = None  # the copy is written only as the login's own IAM user there (.audit_writer)
 
     @property
     def any(self) -> bool:
@@ -129,7 +131,7 @@ def settings_from_config(explicit: Path | str | None = None, env: Mapping[str, s
     if given.endpoint_url is not None and (problem := _endpoint_problem(given.endpoint_url)):
         raise ConfigError(f"{path}: [audit] key endpoint_url: {problem}")
     return SinkSettings(given.cloudwatch_log_group, given.region, given.profile, given.stream, given.syslog,
-                        given.syslog_socket, given.relay, given.max_lag * 60, given.endpoint_url)
+                        given.syslog_socket, given.relay, given.max_lag * 60, given.endpoint_url, given.account)
 
 
 def _endpoint_problem(url: str) -> str | None:
@@ -219,8 +221,7 @@ class QueuedSink:
         queue_path: the queue file (created 0600).
         send: hands messages to the destination in order; raises :class:`BackendError` or
             ``OSError`` when it did not take them all.
-        host: the host named in every message.
-        login: the login named in every message (the owner of the local chain).
+        host, login: named in every message (the login owns the local chain).
     """
 
     def __init__(self, name: str, queue_path: Path, send: Callable[[Sequence[str]], None], *, host: str,
@@ -351,10 +352,22 @@ class CloudWatchSink(QueuedSink):
 
     max_lag_s = DEFAULT_MAX_LAG_MIN * 60  # how long a record may wait in the queue before verify fails
 
-    def __init__(self, store: Any, stream: str, queue_path: Path, *, host: str, login: str) -> None:
-        super().__init__(store.where, queue_path, lambda lines: store.put(stream, lines), host=host, login=login)
+    def __init__(self, store: Any, stream: str, queue_path: Path, *, host: str, login: str,
+                 account: str | None = None) -> None:
+        super().__init__(store.where, queue_path, self._put, host=host, login=login)
         self.store = store
         self.stream = stream
+        self.writer = WriterCheck(store, account, login) if account else None
+
+    def _put(self, lines: Sequence[str]) -> None:
+        if self.writer is not None:
+            self.writer.require()  # never sent as anyone but the login's own IAM user
+        self.store.put(self.stream, lines)
+
+    def check_writable(self) -> None:
+        super().check_writable()
+        if self.writer is not None and (why := self.writer.refusal()):
+            raise AuditError(why)
 
     def remote(self, everyone: bool = False) -> list[RemoteRecord]:
         """The copy: every record this login sent from this host, in any stream of its own (not
@@ -390,7 +403,8 @@ def attach(audit: AuditLog, settings: SinkSettings, *, host: str | None = None, 
         store = cloudwatch_audit_store(settings.log_group, settings.region, profile=settings.profile,
                                        endpoint_url=settings.endpoint_url)
         queue = audit.path.with_name(audit.path.name + ".cloudwatch-queue")
-        sink = CloudWatchSink(store, stream_name(settings.stream or host, login), queue, host=host, login=login)
+        sink = CloudWatchSink(store, stream_name(settings.stream or host, login), queue, host=host, login=login,
+                              account=settings.account)
         sink.max_lag_s = settings.max_lag_s
         audit.sinks.append(sink)
     if settings.syslog:

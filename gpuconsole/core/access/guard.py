@@ -148,8 +148,9 @@ class Guard:
             if not self.mfa.fresh(self.user, self.users.mfa_window_s()):
                 raise ActionError(f"{request.kind.value} needs a current MFA code (--mfa-code in a command; "
                                   f"a code stays valid {self.users.mfa_window_s():.0f} s)")
-        if automatic and self.aws_roles is not None and (why := self.aws_roles.automatic_refusal(request.kind)):
-            raise ActionError(why)
+        for roles in (self.aws_roles, self.alibaba_roles) if automatic else ():
+            if roles is not None and (why := roles.automatic_refusal(request.kind)):
+                raise ActionError(why)
         if self.aws_checks_mfa(request.kind) and not automatic and self.aws_roles.needs_code():
             raise ActionError(f"{request.kind.value} needs a current MFA code for the AWS admin role "
                               "(--mfa-code in a command; AWS checks it)")

@@ -108,8 +108,9 @@ def roles(account: str = ACCOUNT_PLACEHOLDER) -> tuple[IamRole, ...]:
 
 
 AUDIT_GROUP = "/gpuconsole/audit"
-AUDIT_WRITER = ("without a relay, attach to each IAM user: it writes only its own audit streams "
-                "(<host>/<user name>; name each login as its IAM user)")
+AUDIT_WRITER = ("without a relay, attach to each IAM user (and nothing else with logs:): it writes only its own "
+                "audit streams (<host>/<user name>; name each login as its IAM user, and set [audit] account so "
+                "the console sends only as that user)")
 AUDIT_COPY = ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:FilterLogEvents"]
 
 

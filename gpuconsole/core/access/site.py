@@ -87,6 +87,22 @@ class SiteSettings:
         return path
 
 
+    def check_audit_copy(self) -> None:
+        """Refuse a site copy that each login would write with keys of its own choosing.
+
+        Raises:
+            SiteSettingsRefused: the site's ``[audit]`` names a CloudWatch copy but neither a
+                relay (root's keys send it) nor an account (each login's own IAM user sends it,
+                :mod:`.audit_writer`), in one line naming the key.
+        """
+        table = self.tables.get("audit", {})
+        if table.get("cloudwatch_log_group") and not table.get("relay") and not table.get("account"):
+            raise SiteSettingsRefused(
+                f"[audit] cloudwatch_log_group in {self.config} names neither relay nor account: each login would "
+                "send the copy with whatever keys its own files hold (another account's, or keys that may delete "
+                "it); name the relay ([audit] relay) or the account whose IAM users write it ([audit] account)")
+
+
 @dataclass(frozen=True, slots=True)
 class AccessFiles:
     """The files a guard works on."""
@@ -163,6 +179,7 @@ def resolve(explicit_config: Path | str | None = None, env: Mapping[str, str] = 
     access_rule = site.config if "access" in site.tables else None
     mfa = choose(paths.MFA_ENV, paths.default_mfa_path(), paths.default_mfa_path() if access_rule else None, access_rule)
     audit_rule = site.config if "audit" in site.tables else None
+    site.check_audit_copy()
     own_audit = paths.state_dir() / "audit.db"
     audit = choose(paths.AUDIT_ENV, own_audit, (site.audit_db(euid) or own_audit) if audit_rule else None, audit_rule)
     refused.extend(_config_overrides(site, explicit_config, env, euid))

@@ -136,6 +136,25 @@ def alibaba_section(ctx: WhoamiContext) -> dict[str, Any] | None:
     return section
 
 
+def azure_section(ctx: WhoamiContext) -> dict[str, Any] | None:
+    """Azure's principal (from its access token) and its role assignments at the subscription:
+    Azure RBAC decides each call with the login's own credential."""
+    found = [c for c in cloud_identities(ctx) if c.name == "azure"]
+    if not found:
+        return None
+    cloud = found[0]
+    section: dict[str, Any] = {"configured": True, "subscription": getattr(cloud, "subscription", ""),
+                               "acts_as": "the login's own credential (Azure RBAC decides)", "missing": []}
+    try:
+        section.update(cloud.caller_identity())
+        section["role_assignments"] = [f"{a['role']} at {a['scope']}" for a in cloud.role_assignments()]
+    except BackendError as exc:
+        section["caller_error"] = one_line(exc)
+    if section.get("role_assignments") == []:
+        section["missing"].append("the principal has no role assignment at the subscription: every call is refused")
+    return section
+
+
 def mfa_section(ctx: WhoamiContext) -> dict[str, Any]:
     guard = ctx.guard
     enrolled = bool(guard.mfa.enrolled(guard.user))
@@ -245,6 +264,7 @@ SECTIONS: list[tuple[str, Section]] = [
     ("gpuconsole", login_section),
     ("aws", aws_section),
     ("alibaba", alibaba_section),
+    ("azure", azure_section),
     ("mfa", mfa_section),
     ("kubernetes", kubernetes_section),
     ("tls", tls_section),

@@ -121,7 +121,7 @@ def _compose(readings: Readings, services: Services, now: float) -> FleetSnapsho
     served, slo_alerts = services.serving.compose(readings.services, snapshot, services.budget_ops.book.config.rates, now)
     snapshot = msgspec.structs.replace(snapshot, budgets=budget_states, pending_actions=pending, cronjob_costs=cron_lines,
                                        autopilot=autopilot.statuses(now), autopilot_leader=autopilot.holder,
-                                       services=served, queues=priced_queues(queues, jobs, instances))
+                                       services=served, queues=priced_queues(queues, jobs, instances, budget_states))
     cron_alerts = tuple(Alert(Severity.WARNING, "budget", w, now) for w in cron_warnings)
     return derive_alerts(snapshot, [*readings.alerts, *autopilot.alerts(now), *slo_alerts], budget_alerts + cron_alerts)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 GPU_SOURCES = ("auto", "nvml", "sim", "prometheus", "off")
-CLOUD_SOURCES = ("auto", "aws", "alibaba", "off")
-CLOUDS = ("aws", "alibaba")  # the clouds ``--cloud`` may list together (``aws,alibaba``)
+CLOUD_SOURCES = ("auto", "aws", "alibaba", "azure", "off")
+CLOUDS = ("aws", "alibaba", "azure")  # the clouds ``--cloud`` may list together (``aws,alibaba``)
 JOB_SOURCES = ("auto", "kube", "off")
 
 REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")

@@ -45,6 +45,7 @@ class SourceOptions:
     watch_jobs: bool = True  # a watch-fed cache (the console); False: each poll lists (snapshot)
     prometheus: PrometheusSettings | None = None  # --prometheus URL … or the config file's [prometheus]
     alibaba: Any = None  # the config file's [alibaba] table (AlibabaSettings), None when absent
+    azure: Any = None  # the config file's [azure] table (AzureSettings), None when absent
     services: str = "auto"  # inference services: auto, kube, sim or off
     serving: Any = None  # where their serving figures come from (backends.served.FiguresSettings)
 

@@ -8,7 +8,8 @@ min_version = "1.2"   # default "1.3"; "1.2" for an old proxy in front of Promet
 It applies to the connections gpuconsole opens itself (Prometheus, the Kubernetes API, budget
 webhooks; :mod:`gpuconsole.backends.tls`), for the whole process. AWS calls keep botocore's own
 floor (TLS 1.2). A value that is not a version gpuconsole knows is one line naming the key, and the
-floor stays at TLS 1.3: a typo never weakens it.
+floor stays at TLS 1.3: a typo never weakens it. On a shared machine the site config's ``[tls]``
+(``/etc/gpuconsole/config.toml``) binds every login: a login's own file cannot lower it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Literal
 import msgspec
 
 from gpuconsole.backends import tls
+from gpuconsole.core.access.site import site_table
 from gpuconsole.core.config import ConfigError, parse_toml, read_config_text
 from gpuconsole.core.config_decode import TableError, decode_table
 
@@ -32,15 +34,20 @@ class TlsTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def read_min_version(explicit: Path | str | None = None, env: Mapping[str, str] = os.environ) -> str:
-    """``[tls] min_version`` of the configuration file (``"1.3"`` when unset or no file).
+    """``[tls] min_version``: the site config's when it has a ``[tls]`` table, else the
+    configuration file's (``"1.3"`` when unset or no file).
 
     Raises:
         ConfigError: the file cannot be read, or the value is not ``"1.2"`` or ``"1.3"`` (one line).
     """
-    path, text = read_config_text(explicit, env)
-    if text is None:
-        return tls.DEFAULT_MINIMUM
-    table = parse_toml(text, path).get("tls", {})
+    declared = site_table("tls")
+    if declared is not None:
+        path, table = declared
+    else:
+        path, text = read_config_text(explicit, env)
+        if text is None:
+            return tls.DEFAULT_MINIMUM
+        table = parse_toml(text, path).get("tls", {})
     try:
         value = decode_table(table, TlsTable).min_version
     except TableError as exc:

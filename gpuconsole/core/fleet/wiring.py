@@ -116,7 +116,7 @@ def build_services(options: ConsoleOptions, wires: Wires, *, store: Store | None
             actions.guard = guard
     cloud_source = wires.source(SourceKind.CLOUD)
     aws_roles = attach_aws_roles(cloud_source, guard, options.config_path, automation=options.automation)
-    guard.alibaba_roles = attach_alibaba_roles(cloud_source, guard, options.config_path)
+    guard.alibaba_roles = attach_alibaba_roles(cloud_source, guard, options.config_path, automation=options.automation)
     cloud = CloudOps(cloud_source, wires.store, clock, actions)
     cloud.on_history = wires.publish  # CloudTrail's runs or the volumes arrived: show them
     explorer = cost_explorer(cloud_source, store, options)

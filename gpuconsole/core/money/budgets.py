@@ -214,7 +214,9 @@ def plan_action(
     only those spot ones. One-time spot instances cannot be stopped (EC2 refuses), so a stop
     leaves them running at full price: ``terminate-spot`` ends them, and only it. A spot
     instance whose request kind is unknown (the lookup failed) is never a target. What is left
-    running is named in the detail, so a user sees what still burns money.
+    running is named in the detail, so a user sees what still burns money. ``stop-all`` also
+    takes a stopped instance whose compute still bills (``bills_now``: an Azure VM powered off
+    but still allocated), and stopping it ends its billing (Azure deallocates it).
     """
     if action is BudgetAction.NOTIFY:
         return None
@@ -226,7 +228,11 @@ def plan_action(
         detail = f"suspend {len(jobs_in)} CronJob{'s' if len(jobs_in) != 1 else ''}: {listed}"
         return _pending(budget, threshold, action, tuple(c.uid for c in jobs_in), detail)
     running = [i for i in in_scope(instances, budget.scope, jobs) if i.state is InstanceState.RUNNING]
-    targets = [i for i in running if _takes(action, i)]
+    # A stopped instance whose compute still bills (an Azure VM powered off but still allocated,
+    # an ECS one stopped in standard mode) is stopped again, the way that ends its bill.
+    billing_stopped = [i for i in in_scope(instances, budget.scope, jobs)
+                       if i.state is InstanceState.STOPPED and i.bills_now and action is BudgetAction.STOP_ALL]
+    targets = [i for i in running if _takes(action, i)] + billing_stopped
     verb = "terminate" if action is BudgetAction.TERMINATE_SPOT else "stop"
     parts: list[str] = []
     if targets:

@@ -89,7 +89,7 @@ def _compute_spend(instance: Instance, start: float, now: float) -> float:
         return spent_by(instance.billing, start, now)
     overlap = max(0.0, now - max(start, instance.launch_time))
     at_price = instance.price_per_hour * overlap / 3600.0
-    if instance.state.billed:
+    if instance.bills_now:
         return min(at_price, instance.accrued_cost) if instance.accrued_cost else at_price
     if instance.launch_time >= start:
         return min(instance.accrued_cost, at_price) if at_price else instance.accrued_cost
@@ -101,8 +101,9 @@ def spend(instances: Iterable[Instance], start: float, now: float) -> float:
 
 
 def burn_per_hour(instances: Iterable[Instance]) -> float:
-    """Dollars per hour the billed instances cost right now."""
-    return sum(i.price_per_hour for i in instances if i.state.billed)
+    """Dollars per hour the billed instances cost right now (a stopped one its cloud still bills,
+    an Azure VM stopped but not deallocated, counts)."""
+    return sum(i.price_per_hour for i in instances if i.bills_now)
 
 
 def gpu_price_per_hour(instances: Iterable[Instance]) -> dict[str, float]:
@@ -212,7 +213,7 @@ def per_tag(instances: Iterable[Instance], key: str, start: float, now: float) -
 
 
 def _rate(inst: Instance) -> float:
-    return inst.price_per_hour if inst.state.billed else 0.0
+    return inst.price_per_hour if inst.bills_now else 0.0
 
 
 def _node_gpu_prices(instances: Iterable[Instance]) -> dict[str, float]:

@@ -34,6 +34,7 @@ class ActionKind(str, enum.Enum):
     LAUNCH = "launch"
     START = "start"
     STOP = "stop"
+    POWER_OFF = "power-off"  # an Azure VM powered off but kept allocated: its compute still bills
     REBOOT = "reboot"
     TERMINATE = "terminate"
     SUSPEND_CRONJOB = "suspend-cronjob"
@@ -64,7 +65,7 @@ class ActionKind(str, enum.Enum):
 
     @property
     def destructive(self) -> bool:
-        return self in (ActionKind.STOP, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB,
+        return self in (ActionKind.STOP, ActionKind.POWER_OFF, ActionKind.REBOOT, ActionKind.TERMINATE, ActionKind.SUSPEND_CRONJOB,
                         ActionKind.DELETE_JOB, ActionKind.SUSPEND_JOB, ActionKind.KILL_PROCESS)
 
 

@@ -193,10 +193,12 @@ class CloudOps:
 
     # ------------------------------------------------------------------ instance actions
     def perform(self, request: ActionRequest) -> ActionResult:
-        """Start, stop, reboot or terminate an instance (confirmation checked first)."""
+        """Start, stop, power off (Azure: still billing), reboot or terminate an instance
+        (confirmation checked first)."""
         verbs = {
             ActionKind.START: "start",
             ActionKind.STOP: "stop",
+            ActionKind.POWER_OFF: "power_off",
             ActionKind.REBOOT: "reboot",
             ActionKind.TERMINATE: "terminate",
         }
@@ -205,8 +207,12 @@ class CloudOps:
             raise ActionError(f"{request.kind.value} is not an instance action")
 
         def do() -> str:
-            getattr(self._provisioner(), verb)(request.region, request.target)
-            return f"{request.kind.value} requested for {request.target}"
+            act = getattr(self._provisioner(), verb, None)
+            if act is None:
+                raise BackendError(f"{request.kind.value} is not offered by this cloud (Azure only)")
+            act(request.region, request.target)
+            still = " (it still bills its compute until deallocated: stop deallocates)" if verb == "power_off" else ""
+            return f"{request.kind.value} requested for {request.target}{still}"
 
         return run_action(request, do, self.log, self.clock)
 

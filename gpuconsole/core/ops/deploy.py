@@ -22,6 +22,9 @@ from gpuconsole.core.config import ConfigError
 CONFIG_DIR = "/etc/gpuconsole"
 SECRETS_DIR = "/etc/gpuconsole-secrets"
 STATE_DIR = "/var/lib/gpuconsole"
+# Every file a service keeps beyond its own (its audit log and queues, the alerts' database) goes
+# to the state volume too: a unit's home is read-only (ProtectHome) and so is a pod's root.
+STATE_HOME = ("XDG_STATE_HOME", f"{STATE_DIR}/state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +99,7 @@ def kubernetes_manifest(service: Unattended, namespace: str, image: str, config_
     container = {
         "name": service.command, "image": image,
         "args": [service.command, "run", "--json", "--namespace", namespace, "--config", f"{CONFIG_DIR}/config.toml"],
-        "env": [{"name": k, "value": v} for k, v in service.environment],
+        "env": [{"name": k, "value": v} for k, v in (*service.environment, STATE_HOME)],
         "volumeMounts": mounts,
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
     }
@@ -132,7 +135,7 @@ def systemd_unit(service: Unattended, executable: str, config: str, user: str) -
     """A unit for a bastion: the state in ``/var/lib/gpuconsole``, restarted on failure, a clean
     stop on SIGTERM."""
     mode = f"StateDirectoryMode={service.state_mode}\n" if service.state_mode else ""
-    env = "".join(f"Environment={k}={v}\n" for k, v in service.environment)
+    env = "".join(f"Environment={k}={v}\n" for k, v in (*service.environment, STATE_HOME))
     return f"""[Unit]
 Description=gpuconsole {service.command} ({service.about})
 After=network-online.target

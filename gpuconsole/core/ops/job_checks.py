@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping
 
 from gpuconsole.core.money.budgets import namespace_problem
+from gpuconsole.core.ops.queue_manifest import parse_choice, queue_problem
 from gpuconsole.core.ops.job_request import (
     CONCURRENCY_POLICIES,
     CRONJOB_NAME_MAX,
@@ -115,6 +116,7 @@ def validate(req: JobRequest) -> dict[str, str]:
         check("namespace", problem)
     if req.queue and not _QUEUE.match(req.queue):
         check("queue", "not a LocalQueue name: lower-case letters, digits, '-' and '.', like team-a")
+    check("queue", queue_problem(req))
     if not req.image.strip():
         check("image", "required")
     elif not _IMAGE.match(req.image.strip()) or len(req.image) > 255:
@@ -255,6 +257,7 @@ def from_form(values: Mapping[str, str]) -> tuple[JobRequest, dict[str, str]]:
         env = parse_env(values.get("env", ""))
     except ValueError as exc:
         problems["env"] = str(exc)
+    queue, volcano_queue = parse_choice(values.get("queue", ""))
     req = JobRequest(
         name=text("name"),
         namespace=text("namespace"),
@@ -273,5 +276,7 @@ def from_form(values: Mapping[str, str]) -> tuple[JobRequest, dict[str, str]]:
         schedule=" ".join(values.get("schedule", "").split()),
         concurrency_policy=text("concurrency_policy", "Forbid") or "Forbid",
         owner=text("owner"),
+        queue=queue,
+        volcano_queue=volcano_queue,
     )
     return req, problems

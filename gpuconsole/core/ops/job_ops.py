@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from gpuconsole.backends.base import BackendError, JobControl, OffersJobControl, QueueControl
 from gpuconsole.core.ops import manifests as jobspec
+from gpuconsole.core.ops import training_manifest as training
 from gpuconsole.core.ops.actions import (
     ActionError,
     ActionKind,
@@ -33,6 +34,7 @@ from gpuconsole.core.ops.actions import (
     run_action,
 )
 from gpuconsole.core.ops.manifests import JobRequest
+from gpuconsole.core.ops.training_manifest import TrainingRequest
 
 T = TypeVar("T")
 
@@ -75,25 +77,25 @@ class JobOps:
 
     # ------------------------------------------------------------------ requests (pure)
     @staticmethod
-    def validate(req: JobRequest) -> dict[str, str]:
-        return jobspec.validate(req)
+    def validate(req: JobRequest | TrainingRequest) -> dict[str, str]:
+        return training.validate(req) if isinstance(req, TrainingRequest) else jobspec.validate(req)
 
     @staticmethod
-    def manifests(req: JobRequest) -> list[dict[str, Any]]:
-        return jobspec.manifests(req)
+    def manifests(req: JobRequest | TrainingRequest) -> list[dict[str, Any]]:
+        return training.manifests(req) if isinstance(req, TrainingRequest) else jobspec.manifests(req)
 
-    @staticmethod
-    def preview(req: JobRequest) -> str:
+    def preview(self, req: JobRequest | TrainingRequest) -> str:
         """The YAML the cluster will receive."""
-        return jobspec.to_yaml(jobspec.manifests(req))
+        return jobspec.to_yaml(self.manifests(req))
 
     def next_runs(self, schedule: str, count: int = 3) -> list[float]:
         """The next run times of a schedule from now. Raises ValueError for a bad schedule."""
         return jobspec.next_runs(schedule, self.clock(), count)
 
     # ------------------------------------------------------------------ submitting
-    def submit(self, req: JobRequest, *, dry_run: bool = False) -> ActionResult:
-        """Create the Job or CronJob (and a distributed job's Service) that ``req`` describes.
+    def submit(self, req: JobRequest | TrainingRequest, *, dry_run: bool = False) -> ActionResult:
+        """Create the Job or CronJob (and a distributed job's Service), or the MPIJob or
+        PyTorchJob, that ``req`` describes.
 
         With ``dry_run`` the cluster checks every object and stores nothing. It still goes
         through the guard and the audit: it sends the login's manifests to the cluster, which
@@ -102,11 +104,11 @@ class JobOps:
         Raises:
             ActionError: ``req`` is invalid (``"field: message"``), or the cluster refused it.
         """
-        problems = jobspec.validate(req)
+        problems = self.validate(req)
         if problems:
             field, message = next(iter(problems.items()))
             raise ActionError(f"{field}: {message}")
-        objects = jobspec.manifests(req)
+        objects = self.manifests(req)
         params = (("kind", req.kind), ("image", req.image), ("gpus", str(req.gpus)),
                   ("mig", req.mig_profile), ("workers", str(req.workers)), ("schedule", req.schedule))
         if dry_run:

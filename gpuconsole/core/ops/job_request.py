@@ -77,6 +77,8 @@ class JobRequest:
         labels: more ``(label, value)`` pairs on every object and pod (an experiment's run).
         queue: a Kueue LocalQueue of the namespace (the Job's ``kueue.x-k8s.io/queue-name``
             label, never its pods', which Kueue would take as plain pods of its own); empty: none.
+        volcano_queue: a Volcano queue: the pods are Volcano's to schedule there, a multi-pod
+            Job's as one PodGroup (:mod:`.queue_manifest`); empty: none.
     """
 
     name: str
@@ -99,6 +101,7 @@ class JobRequest:
     node_selector: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     queue: str = ""
+    volcano_queue: str = ""
 
     @property
     def kind(self) -> str:

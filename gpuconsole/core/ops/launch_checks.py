@@ -16,7 +16,7 @@ from gpuconsole.model import LaunchOptions, LaunchSpec, Market
 
 __all__ = ["OptionField", "build_options", "launch_fields", "option_fields", "validate"]
 
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9.-]+$")
+_INSTANCE_TYPE = re.compile(r"^(?:[a-z][a-z0-9-]*\.[a-z0-9.-]+|(?:Standard|Basic)_[A-Za-z0-9_]+)$")  # EC2, ECS; Azure sizes
 MAX_COUNT = 100
 MIN_ROOT_GIB = 8
 MAX_ROOT_GIB = 16384

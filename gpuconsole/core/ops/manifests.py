@@ -38,6 +38,7 @@ from gpuconsole.core.ops.job_request import (
     cron_expression,
     next_runs,
 )
+from gpuconsole.core.ops.queue_manifest import with_volcano
 
 __all__ = [
     "COMPLETION_INDEX", "CONCURRENCY_POLICIES", "CONTAINER", "CRONJOB_NAME_MAX", "CRON_MACROS", "DEFAULT_IMAGE",
@@ -181,7 +182,7 @@ def manifests(req: JobRequest) -> list[dict[str, Any]]:
                 "ports": [{"name": "torchrun", "port": MASTER_PORT, "targetPort": MASTER_PORT}],
             },
         })
-    return out
+    return with_volcano(out, req)
 
 
 def to_yaml(objects: list[dict[str, Any]]) -> str:

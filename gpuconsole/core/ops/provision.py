@@ -343,7 +343,7 @@ class _LaunchRun:
             if zone in tried:
                 continue
             if vpc:
-                in_zone = [s for s in self.subnets() if s.vpc_id == vpc and s.availability_zone == zone]
+                in_zone = [s for s in self.subnets() if s.vpc_id == vpc and s.availability_zone in (zone, "")]  # "": regional (Azure)
                 if not in_zone:
                     continue
                 subnet = max(in_zone, key=lambda s: (s.default_for_az, s.available_ips))

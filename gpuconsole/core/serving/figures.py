@@ -1,7 +1,10 @@
 """Each service's serving figures from its pods' answers: sums, means and histogram quantiles.
 
 A :class:`~gpuconsole.model.ServingReading` holds one answer per figure for every pod of every
-service; :func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
+service, or for every workload (the pods a Deployment or StatefulSet names, added up by the
+server: the service's workloads are those its replicas' names give, and a workload two services
+claim says nothing of either; a pod gone within the window still counts in its workload's);
+:func:`with_figures` adds up each service's replicas (rates and queue lengths), divides
 what is a mean (latency sum over count), and takes the quantiles of the service's summed bucket
 rates exactly as Prometheus's ``histogram_quantile`` does. A figure no pod answered stays None;
 each figure says which family it came from.
@@ -13,13 +16,13 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import groupby
+from itertools import accumulate, groupby
 from operator import attrgetter
 
 import msgspec
 
 from gpuconsole.model import PodSeries, Service, ServingReading
-from gpuconsole.model.serving import ADDITIVE, FIGURES
+from gpuconsole.model.serving import ADDITIVE, FIGURES, workload_of
 from gpuconsole.model.serving import SeriesName as S
 
 PodKey = tuple[str, str]  # (namespace, pod)
@@ -29,42 +32,73 @@ QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
 TTFT_QUANTILE = 0.99  # ttft_ms is the 99th percentile of the time to the first token
 
 
-class PodIndex:
-    """A reading's answers by name and pod, built once per reading."""
+ServiceId = tuple[str, str, str]  # (kind, namespace, name): a Deployment and a StatefulSet may share a name
 
-    def __init__(self, reading: ServingReading | None) -> None:
-        self.by_name: dict[str, dict[PodKey, list[PodSeries]]] = {}
+
+def service_id(service: Service) -> ServiceId:
+    return (service.kind.value, service.namespace, service.name)
+
+
+class PodIndex:
+    """A reading's answers, each service's series apart, built once per reading: every series
+    goes once to the service whose pod (or workload) it is.
+
+    Args:
+        services: every service of the reading. A workload two of them claim (their pods' names
+            give the same one) adds up pods of both: it says nothing of either, and the answers
+            per workload say nothing of a service that has such a workload.
+    """
+
+    def __init__(self, reading: ServingReading | None, services: Iterable[Service] = ()) -> None:
+        self.per_workload: set[str] = set()  # the answers whose series are workloads' sums
         self.custom = False  # any [[services.metrics]] answer
+        self.mixed: set[ServiceId] = set()  # the services with a workload another one claims too
+        self._of: dict[ServiceId, dict[str, list[PodSeries]]] = {}
         if reading is None:
             return
+        pods: dict[PodKey, dict[str, list[PodSeries]]] = {}
+        workloads: dict[PodKey, ServiceId] = {}
+        for service in services:
+            mine = self._of.setdefault(service_id(service), {})
+            keys = pods_of(service)
+            pods.update(dict.fromkeys(keys, mine))
+            for key in workloads_of(keys):
+                if workloads.setdefault(key, service_id(service)) != service_id(service):
+                    self.mixed.update((workloads[key], service_id(service)))
+        by_workload = {key: self._of[owner] for key, owner in workloads.items()}
+        names: set[str] = set()
         for answer in reading.answers:
+            name = answer.name
+            names.add(name)
+            if answer.by == "workload":
+                self.per_workload.add(name)
+            owners = by_workload if answer.by == "workload" else pods
             series = answer.series
-            if series and series[0].le is None:
-                # One series a pod, mostly: the index made in one step, without a loop in Python.
-                single = dict(zip(map(_POD, series), map(list, zip(series))))
-                if len(single) == len(series) and answer.name not in self.by_name:
-                    self.by_name[answer.name] = single
-                    continue
-            pods = self.by_name.setdefault(answer.name, {})
-            # Prometheus gives a pod's series (its buckets) one after the other: taken a run at
-            # a time, not a series at a time (a pod's series apart from each other still join).
-            for pod, run in groupby(series, _POD):
-                found = pods.get(pod)
-                if found is None:
-                    pods[pod] = list(run)
-                else:
-                    found.extend(run)
-        self.custom = not FIGURES_SET.isdisjoint(self.by_name)
+            if series and series[0].le is None:  # one series a pod or workload, mostly
+                for key, one in zip(map(_POD, series), series):
+                    mine = owners.get(key)
+                    if mine is not None:
+                        found = mine.get(name)
+                        if found is None:
+                            mine[name] = [one]
+                        else:
+                            found.append(one)
+                continue
+            # Every series to its service's list, one dict look-up each (a workload's buckets,
+            # one after the other, go as a run).
+            for key, run in groupby(series, _POD):
+                mine = owners.get(key)
+                if mine is not None:
+                    found = mine.get(name)
+                    if found is None:
+                        mine[name] = list(run)
+                    else:
+                        found.extend(run)
+        self.custom = not FIGURES_SET.isdisjoint(names)
 
-    def of(self, name: str, pods: Sequence[PodKey]) -> list[PodSeries]:
-        """Every series of answer ``name`` for ``pods``."""
-        found = self.by_name.get(name)
-        if not found:
-            return []
-        out: list[PodSeries] = []
-        for pod in pods:
-            out.extend(found.get(pod, ()))
-        return out
+    def of(self, service: Service) -> dict[str, list[PodSeries]]:
+        """Every answer's series for ``service``, by answer name."""
+        return self._of.get(service_id(service), {})
 
 
 def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float | None:
@@ -85,21 +119,23 @@ def histogram_quantiles(qs: Sequence[float], buckets: Iterable[tuple[float, floa
 
 def series_quantiles(qs: Sequence[float], series: Iterable[PodSeries]) -> list[float | None]:
     """:func:`histogram_quantiles` of bucket series (their ``le`` and value)."""
-    merged: dict[float, float] = defaultdict(float)
+    series = list(series)
+    merged: dict[float | None, float] = {s.le: s.value for s in series}
+    if len(merged) == len(series) and None not in merged:  # one histogram (a workload's): no bound twice
+        return _quantiles(qs, merged)  # type: ignore[arg-type]
+    merged = defaultdict(float)
     for s in series:
         if s.le is not None:
             merged[s.le] += s.value
-    return _quantiles(qs, merged)
+    return _quantiles(qs, merged)  # type: ignore[arg-type]
 
 
 def _quantiles(qs: Sequence[float], merged: Mapping[float, float]) -> list[float | None]:
     ordered = sorted(merged.items())
     if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
         return [None] * len(qs)
-    counts, top = [], 0.0
-    for _bound, count in ordered:  # a count lower than the one below it is the scrape's skew
-        top = max(top, count)
-        counts.append(top)
+    # A count lower than the one below it is the scrape's skew: each count at least the one below.
+    counts = list(accumulate((count for _bound, count in ordered), max, initial=0.0))[1:]
     total = counts[-1]
     if total <= 0:
         return [None] * len(qs)
@@ -122,11 +158,14 @@ def _rank_bound(rank: float, ordered: list[tuple[float, float]], counts: list[fl
 
 
 def _sum(series: list[PodSeries]) -> float | None:
+    if len(series) == 1:  # a workload's sum, mostly
+        return series[0].value
     return math.fsum(s.value for s in series) if series else None
 
 
 def _families(series: list[PodSeries]) -> str:
-    return "+".join(sorted({s.family for s in series}))
+    found = {s.family for s in series}
+    return found.pop() if len(found) == 1 else "+".join(sorted(found))
 
 
 def _ratio(top: float | None, bottom: float | None, scale: float = 1.0) -> float | None:
@@ -135,36 +174,36 @@ def _ratio(top: float | None, bottom: float | None, scale: float = 1.0) -> float
     return top / bottom * scale
 
 
-def figures_of(index: PodIndex, pods: Sequence[PodKey], suffix: str = "") -> tuple[dict[str, float | None], dict[str, str]]:
-    """The figures of the service whose pods are ``pods``, and each known figure's family.
+def figures_of(index: PodIndex, service: Service, suffix: str = "") -> tuple[dict[str, float | None], dict[str, str]]:
+    """The figures of ``service`` from its pods' answers, and each known figure's family.
 
     Args:
         suffix: the answers of another window (``@300``), for an SLO measured over its own.
     """
-    by_name = index.by_name
+    mine = index.of(service)
+    skip = index.per_workload if service_id(service) in index.mixed else ()
 
     def of(name: str) -> list[PodSeries]:
-        found = by_name.get(name + suffix)
-        out: list[PodSeries] = []
-        if found:
-            for pod in pods:
-                if pod in found:
-                    out.extend(found[pod])
-        return out
+        name += suffix
+        return [] if name in skip else mine.get(name, [])
 
     figures: dict[str, float | None] = dict.fromkeys(FIGURES)
     families: dict[str, str] = {}
 
-    named: dict[tuple[int, ...], str] = {}  # the families of the series lists used, worked out once each
+    named: dict[int, str] = {}  # the families of each series list used, worked out once each
 
     def put(figure: str, value: float | None, *used: list[PodSeries]) -> None:
         if value is None:
             return
         figures[figure] = value
-        key = tuple(map(id, used))
-        if key not in named:
-            named[key] = _families([s for group in used for s in group])
-        families[figure] = named[key]
+        found = []
+        for group in used:
+            if group:
+                key = id(group)
+                if key not in named:
+                    named[key] = group[0].family if len(group) == 1 else _families(group)
+                found.append(named[key])
+        families[figure] = found[0] if len(found) == 1 else "+".join(sorted({p for f in found for p in f.split("+")}))
 
     ok, errors = of(S.OK), of(S.ERRORS)
     ok_rate, error_rate = _sum(ok), _sum(errors)
@@ -205,21 +244,32 @@ def pods_of(service: Service) -> list[PodKey]:
     return [(service.namespace, r.pod) for r in service.replicas]
 
 
+def workloads_of(pods: Iterable[PodKey]) -> list[PodKey]:
+    """``(namespace, workload)`` of the workloads ``pods`` belong to, each once."""
+    return list(dict.fromkeys((namespace, workload_of(pod)) for namespace, pod in pods))
+
+
 def with_figures(services: Iterable[Service], index: PodIndex) -> list[Service]:
     """``services`` with the figures the answers of ``index`` give for their pods (and each
     replica with its own requests/s, running and waiting)."""
     out = []
     for service in services:
-        figures, families = figures_of(index, pods_of(service))
+        figures, families = figures_of(index, service)
         out.append(_with(service, figures, families, index))
     return out
 
 
-def _replica_figure(index: PodIndex, name: str, pod: PodKey) -> float | None:
-    series = index.by_name.get(name, {}).get(pod)
+def _per_pod(series: list[PodSeries] | None) -> dict[str, float]:
+    """A per-pod answer's value for each pod (the sum of its series where it has several)."""
     if not series:
-        return None
-    return series[0].value if len(series) == 1 else math.fsum(s.value for s in series)
+        return {}
+    one = {s.pod: s.value for s in series}
+    if len(one) == len(series):  # one series a pod, mostly
+        return one
+    values: dict[str, list[float]] = defaultdict(list)
+    for s in series:
+        values[s.pod].append(s.value)
+    return {pod: v[0] if len(v) == 1 else math.fsum(v) for pod, v in values.items()}
 
 
 def _with(service: Service, figures: Mapping[str, float | None], families: Mapping[str, str],
@@ -227,13 +277,15 @@ def _with(service: Service, figures: Mapping[str, float | None], families: Mappi
     known = {k: v for k, v in figures.items() if v is not None}
     if not known:
         return service
+    mine = index.of(service)
+    ok, errors, running, waiting = (_per_pod(mine.get(name)) for name in (S.OK, S.ERRORS, S.RUNNING, S.WAITING))
     replicas = []
     for replica in service.replicas:
-        pod = (service.namespace, replica.pod)
-        ok, errors = _replica_figure(index, S.OK, pod), _replica_figure(index, S.ERRORS, pod)
+        pod = replica.pod
+        served = ok.get(pod)
         replicas.append(msgspec.structs.replace(
-            replica, rps=ok + (errors or 0.0) if ok is not None else None,
-            running=_replica_figure(index, S.RUNNING, pod), waiting=_replica_figure(index, S.WAITING, pod)))
+            replica, rps=served + errors.get(pod, 0.0) if served is not None else None,
+            running=running.get(pod), waiting=waiting.get(pod)))
     sources = tuple((f, families[f]) for f in FIGURES if f in known)
     shown = ",".join(sorted({part for _f, fam in sources for part in fam.split("+")}))
     return msgspec.structs.replace(service, **known, replicas=tuple(replicas), sources=sources, metrics_source=shown)

@@ -15,7 +15,7 @@ import msgspec
 
 from gpuconsole.core.serving.config import ServingConfig
 from gpuconsole.core.serving.cost import GpuPrices, costed, gpu_use
-from gpuconsole.core.serving.figures import PodIndex, figures_of, pods_of, with_figures
+from gpuconsole.core.serving.figures import PodIndex, figures_of, with_figures
 from gpuconsole.core.serving.slo import SloTracker, breach_alert
 from gpuconsole.model import Alert, FleetSnapshot, Service, ServicesReading
 
@@ -44,7 +44,7 @@ class ServingBook:
         GPUs, nodes and priced instances, and the alerts of their SLOs."""
         if not isinstance(reading, ServicesReading):
             return (), ()
-        index = PodIndex(reading.serving)
+        index = PodIndex(reading.serving, reading.services)
         prices, use = GpuPrices(snapshot, rates), gpu_use(snapshot.gpus)
         services = [costed(s, prices, use) for s in with_figures(reading.services, index)]
         judged, alerts = [], []
@@ -65,7 +65,7 @@ def _slo_figures(service: Service, index: PodIndex, window_s: float, serving_win
     """The figures an SLO is judged on: over its own window where they were read, else the
     service's (over the serving window)."""
     if window_s != serving_window_s:
-        figures, _families = figures_of(index, pods_of(service), window_suffix(window_s))
+        figures, _families = figures_of(index, service, window_suffix(window_s))
         if any(v is not None for v in figures.values()):
             return figures
     return {name: service.figure(name) for name in ("p99_ms", "ttft_ms", "error_ratio")}

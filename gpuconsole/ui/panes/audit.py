@@ -24,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Input
 
-from gpuconsole.core.access.audit import AuditFilter, AuditRecord
+from gpuconsole.core.access.audit import AuditError, AuditFilter, AuditRecord, Verdict
 from gpuconsole.model import FleetSnapshot
 from gpuconsole.ui.format import money
 from gpuconsole.ui.palette import Palette
@@ -264,8 +264,24 @@ class AuditPane(Pane):
     @work(thread=True, group="audit-verify", exit_on_error=False, description="verify the audit log")
     def action_verify(self) -> None:
         from gpuconsole.core.access.audit_remote import verify_anchored
+        from gpuconsole.core.access.audit_sink import relay_socket
 
-        verdict = verify_anchored(self.core.services.guard.audit)
-        note = "chain verified" if verdict.ok else f"TAMPERED: {verdict.message}"
+        audit = self.core.services.guard.audit
+        relay = relay_socket(audit)
+        if relay is not None:  # the site's chain is the relay's, as audit verify reads it
+            from gpuconsole.core.access.audit_relay import relay_verdict
+
+            try:
+                verdict = relay_verdict(relay)
+            except AuditError as exc:
+                verdict = Verdict(False, 0, str(exc), unreadable=True)
+        else:
+            verdict = verify_anchored(audit)
+        if verdict.ok:
+            note = "chain verified"
+        elif verdict.unreadable:  # proves nothing either way: never called tampering
+            note = f"cannot be verified: {verdict.message}"
+        else:
+            note = f"TAMPERED: {verdict.message}"
         self.app.call_from_thread(self._loaded, self.records, note)
         self.app.call_from_thread(self.app.notify, verdict.message, severity="information" if verdict.ok else "error")

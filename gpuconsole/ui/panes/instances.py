@@ -81,6 +81,7 @@ ALLOWED_FROM: dict[ActionKind, tuple[InstanceState, ...]] = {
     ActionKind.START: (InstanceState.STOPPED,),
     ActionKind.STOP: (InstanceState.RUNNING, InstanceState.PENDING),
     ActionKind.REBOOT: (InstanceState.RUNNING,),
+    ActionKind.POWER_OFF: (InstanceState.RUNNING,),
     ActionKind.TERMINATE: (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING, InstanceState.STOPPED),
 }
 
@@ -88,6 +89,8 @@ ALLOWED_FROM: dict[ActionKind, tuple[InstanceState, ...]] = {
 def refusal(kind: ActionKind, inst: Instance) -> str | None:
     """Why EC2 would refuse ``kind`` on ``inst`` in its state (said here, not after a round trip),
     or None."""
+    if kind is ActionKind.STOP and inst.state is InstanceState.STOPPED and inst.bills_now:
+        return None  # stopped but still billing (an Azure VM powered off, still allocated): stop ends the bill
     if inst.state not in ALLOWED_FROM[kind]:
         return f"cannot {kind.value} {inst.instance_id}: it is {inst.state.value}"
     if kind is ActionKind.STOP and inst.market is Market.SPOT and not inst.stoppable_spot:
@@ -103,6 +106,7 @@ class InstancesPane(Pane):
     | s | stop the selected instance (asks y/n) |
     | S | start it |
     | b | reboot it (asks y/n) |
+    | o | power an Azure VM off without deallocating it: it still bills (asks y/n; s deallocates) |
     | x | terminate it (asks you to type its id) |
     | space | tag the row: s and x then act on every tagged instance, in one confirmation |
     | n | launch a new instance (the launch wizard) |
@@ -114,6 +118,7 @@ class InstancesPane(Pane):
         Binding("s", "instance('stop')", "Stop"),
         Binding("S", "instance('start')", "Start"),
         Binding("b", "instance('reboot')", "Reboot", show=False),
+        Binding("o", "instance('power-off')", "Power off (bills on)", show=False),
         Binding("x", "instance('terminate')", "Terminate"),
         Binding("n", "new_instance", "New instance"),
     ]
@@ -205,6 +210,8 @@ class InstancesPane(Pane):
             details = (f"{inst.instance_id}  {inst.name}\n{inst.instance_type} · {inst.market.value} · "
                        f"{inst.state.value} · {inst.availability_zone} · ${inst.price_per_hour:.2f}/h · "
                        f"{money(inst.accrued_cost)} {_ACCRUED_OVER.get(inst.history, 'since launch')}")
+            if kind is ActionKind.POWER_OFF:
+                details += "\npowered off it STILL BILLS its compute until deallocated (s stops and deallocates)"
             confirm = Confirm(f"{verb.capitalize()} instance", confirmation_prompt(kind, inst.instance_id), details,
                               typed=inst.instance_id if kind in TYPED_CONFIRMATION else None,
                               cancelled=f"{verb} cancelled")

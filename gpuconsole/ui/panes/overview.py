@@ -88,13 +88,19 @@ def jobs_card(snap: FleetSnapshot, palette: Palette) -> Text:
 
 def instances_card(snap: FleetSnapshot, palette: Palette) -> Text:
     billed = [i for i in snap.instances if i.bills_now]  # a stopped one its cloud still bills counts
-    spot = sum(1 for i in billed if i.market is Market.SPOT)
+    up = [i for i in billed if i.state.billed]  # pending, running or stopping: as the Instances pane counts
+    spot = sum(1 for i in up if i.market is Market.SPOT)
     gpus = sum(i.gpus for i in billed)
+    stopped_billed = len(billed) - len(up)  # an Azure VM powered off but still allocated
+    off = len(snap.instances) - len(billed)
+    last = _line(f"{off} stopped or ended")
+    if stopped_billed:
+        last = _line((f"{stopped_billed} stopped, still billed", palette.bad), f" · {off} off" if off else "")
     lines = [
-        _line((f"{len(billed) - spot}", palette.ok), " on-demand · ", (f"{spot}", palette.accent), " spot"),
+        _line((f"{len(up) - spot}", palette.ok), " on-demand · ", (f"{spot}", palette.accent), " spot"),
         _line(f"{gpus} GPUs billed"),
         _line("burning ", (f"{money(snap.burn_per_hour)}/h", palette.strong)),
-        _line(f"{len(snap.instances) - len(billed)} stopped or ended"),
+        last,
     ]
     return _lines(lines)
 

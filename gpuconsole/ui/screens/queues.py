@@ -2,10 +2,11 @@
 selected one, its workloads in order.
 
 Per queue: GPUs nominal (Kueue's quota; Volcano's capability), used, borrowed from the cohort,
-waiting (the GPUs of its jobs not started yet), workloads admitted and pending, and the $/h of
-its running jobs' GPUs ("unknown" without prices). Below, the selected queue's jobs: running
-first, then the waiting ones in the order they wait (Kueue's place first), each with why it
-waits. It follows the console's snapshot every second.
+lent to it, waiting (the GPUs of its jobs not started yet), workloads admitted and pending, the
+$/h of its running jobs' GPUs ("unknown" without prices) and, beside it, the team's budget and
+how much of it is spent. Below, the selected queue: its rate against its budget, then its jobs,
+running first, then those admitted that wait for nodes, then those it holds in Kueue's order,
+each with why it waits. It follows the console's snapshot every second.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gpuconsole.model import FleetSnapshot, Job, JobState, Queue
+from gpuconsole.core.money.budget_words import describe_period
+from gpuconsole.model import BudgetStatus, FleetSnapshot, Job, JobState, Queue
 from gpuconsole.ui.format import inert, money
 from gpuconsole.ui.widgets.footer import KeyFooter
 
@@ -30,15 +32,45 @@ def _figure(value: int | None) -> str:
     return "unknown" if value is None else str(value)
 
 
+ORDER = {JobState.RUNNING: 0, JobState.PENDING: 1, JobState.QUEUED: 2}
+
+
 def jobs_of(queue: Queue, jobs: tuple[Job, ...]) -> list[Job]:
-    """The queue's jobs as it holds them: running first, then waiting in order."""
-    mine = [j for j in jobs if queue.holds(j.queue, j.cluster_queue) and j.state in
-            (JobState.RUNNING, JobState.PENDING, JobState.QUEUED)]
-    return sorted(mine, key=lambda j: (j.state is not JobState.RUNNING, j.queue_position or 1 << 30, j.created, j.name))
+    """The queue's jobs as it holds them: running first, then those admitted that wait for nodes,
+    then those it still holds, in their order."""
+    mine = [j for j in jobs if queue.holds(j.queue, j.cluster_queue) and j.state in ORDER]
+    return sorted(mine, key=lambda j: (ORDER[j.state], j.queue_position or 1 << 30, j.created, j.name))
 
 
 COLUMNS = (("QUEUE", False), ("KIND", False), ("COHORT", False), ("NOMINAL", True), ("USED", True),
-           ("BORROWED", True), ("WAITING", True), ("ADMITTED", True), ("PENDING", True), ("$/H", True))
+           ("BORROWED", True), ("LENT", True), ("WAITING", True), ("ADMITTED", True), ("PENDING", True),
+           ("$/H", True), ("BUDGET", False))
+
+
+def budget_of(queue: Queue, snapshot: FleetSnapshot) -> BudgetStatus | None:
+    """The first of the team's budgets the snapshot holds (core matched them to the queue)."""
+    by_name = {status.budget.name: status for status in snapshot.budgets}
+    return next((by_name[name] for name in queue.budgets if name in by_name), None)
+
+
+def budget_cell(queue: Queue, snapshot: FleetSnapshot) -> str:
+    """``research-daily 37%``: the team's budget and the share of it spent (``-``: none matches)."""
+    status = budget_of(queue, snapshot)
+    if status is None:
+        return "-"
+    more = f" +{len(queue.budgets) - 1}" if len(queue.budgets) > 1 else ""
+    return f"{inert(status.budget.name)} {status.percent:.0f}%{more}"
+
+
+def rate_line(queue: Queue, snapshot: FleetSnapshot) -> str:
+    """``$52.10/h admitted · budget research-daily: $740.00 of $2,000.00 daily (37%), $61.20/h``."""
+    rate = "unknown" if queue.usd_per_hour is None else f"{money(queue.usd_per_hour)}/h"
+    status = budget_of(queue, snapshot)
+    if status is None:
+        return f"{rate} admitted · no team budget (namespace:NS, or a tag naming the queue)"
+    budget = status.budget
+    return (f"{rate} admitted · budget {inert(budget.name)}: {money(status.spent)} of {money(budget.amount)} "
+            f"{describe_period(budget)} ({status.percent:.0f}%), the team burns {money(status.burn_per_hour)}/h")
 
 
 def queue_table(snapshot: FleetSnapshot, selected: int) -> Text:
@@ -47,9 +79,10 @@ def queue_table(snapshot: FleetSnapshot, selected: int) -> Text:
     for queue in snapshot.queues:
         waiting = sum(j.gpus for j in jobs_of(queue, snapshot.jobs) if j.waiting)
         rows.append([inert(queue.name), queue.kind.value, inert(queue.cohort or "-"), _figure(queue.gpu_quota),
-                     _figure(queue.gpu_used), _figure(queue.gpu_borrowed), str(waiting),
+                     _figure(queue.gpu_used), _figure(queue.gpu_borrowed), _figure(queue.gpu_lent), str(waiting),
                      _figure(queue.admitted_workloads), _figure(queue.pending_workloads),
-                     "unknown" if queue.usd_per_hour is None else money(queue.usd_per_hour)])
+                     "unknown" if queue.usd_per_hour is None else money(queue.usd_per_hour),
+                     budget_cell(queue, snapshot)])
     widths = [max(len(row[k]) for row in rows) for k in range(len(COLUMNS))]
     out = Text()
     for n, row in enumerate(rows):
@@ -59,9 +92,10 @@ def queue_table(snapshot: FleetSnapshot, selected: int) -> Text:
     return out
 
 
-def workloads_text(queue: Queue, jobs: tuple[Job, ...]) -> Text:
-    listed = jobs_of(queue, jobs)
+def workloads_text(queue: Queue, snapshot: FleetSnapshot) -> Text:
+    listed = jobs_of(queue, snapshot.jobs)
     out = Text(f"{inert(queue.name)}: {len(listed)} job(s) running or waiting\n", style="bold")
+    out.append(rate_line(queue, snapshot) + "\n")
     for job in listed:
         place = f"#{job.queue_position} " if job.queue_position else ""
         out.append(f"{place}{inert(job.namespace)}/{inert(job.name)}  {job.state.value}  {job.gpu_request} GPU(s)")
@@ -111,7 +145,7 @@ class QueuesScreen(ModalScreen[None]):
             return
         self.selected = min(self.selected, len(snapshot.queues) - 1)
         self.query_one("#queues-table", Static).update(queue_table(snapshot, self.selected))
-        self.query_one("#queues-workloads", Static).update(workloads_text(snapshot.queues[self.selected], snapshot.jobs))
+        self.query_one("#queues-workloads", Static).update(workloads_text(snapshot.queues[self.selected], snapshot))
 
     def action_move(self, step: int) -> None:
         self.selected = max(0, self.selected + step)

@@ -202,7 +202,7 @@ class DetailsStep(Step):
         """The subnets of the chosen zone (all of them when no zone was chosen), and the
         security groups of their VPC."""
         zone = self.wizard.choice.availability_zone
-        here = [s for s in self.subnets if not zone or s.availability_zone == zone]
+        here = [s for s in self.subnets if not zone or s.availability_zone in (zone, "")]  # "": spans the region (Azure)
         select: Select[str] = self.query_one("#subnet", Select)
         current = select.value
         options = [("the zone's default", DEFAULT_SUBNET)]
@@ -217,7 +217,7 @@ class DetailsStep(Step):
         subnet = next((s for s in self.subnets if s.subnet_id == chosen), None)
         if subnet is None:  # the zone's default subnet is in the default VPC
             zone = self.wizard.choice.availability_zone
-            subnet = next((s for s in self.subnets if s.default_for_az and (not zone or s.availability_zone == zone)), None)
+            subnet = next((s for s in self.subnets if s.default_for_az and (not zone or s.availability_zone in (zone, ""))), None)
         groups = [g for g in self.groups if subnet is None or g.vpc_id == subnet.vpc_id] or list(self.groups)
         ids = tuple(g.group_id for g in groups)
         if ids == self._group_options:

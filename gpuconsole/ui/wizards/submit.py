@@ -36,6 +36,8 @@ from gpuconsole.ui.widgets.focus import focus_now
 from gpuconsole.ui.wizards.base import WizardScreen
 from gpuconsole.ui.wizards.details import os_user
 from gpuconsole.ui.wizards.fields import Field
+from gpuconsole.ui.wizards.kind_choice import KindChoice, submitted
+from gpuconsole.ui.wizards.queue_field import queue_fields
 
 if TYPE_CHECKING:
     from gpuconsole.ui.protocols import ConsoleApp
@@ -80,7 +82,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
     HEADING = " New GPU job  "
     STEPS = STEPS
     CONFIRM_STEP, CONFIRM, CONFIRM_WORDS = REVIEW, "submit", "creating the job"
-    PREFIX, FRAME_ID, STEP_ID = "submit", "submit-wizard", "submit-step-"
+    PREFIX, FRAME_ID, STEP_ID, DRAFT = "submit", "submit-wizard", "submit-step-", DRAFT
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("escape", "back", "Back"),
@@ -115,6 +117,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
         # Only the first fields at first: the screen is up and Name takes the keys typed after N
         # at once; the rest of the form is mounted after the first frame (build_rest).
         with VerticalScroll(id="submit-step-0", classes="step"):
+            yield KindChoice(getattr(self, "training_kind", "Job"))  # another kind: its own form
             yield self._pair(
                 Field("Name", _input(placeholder="e.g. bert-finetune", widget_id="job-name"), "name"),
                 Field("Namespace", _input(self.namespace, widget_id="job-namespace"), "namespace"))
@@ -130,6 +133,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
             Field("Image", _input(DEFAULT_IMAGE, widget_id="job-image"), "image"),
             Field("Command", _input(placeholder='python train.py  or  ["python", "train.py"]', widget_id="job-command"),
                   "command"),
+            *queue_fields(getattr(self.app, "snapshot", None), self.namespace),
             pair(Field("Workers", _input("1", "pods (>1: distributed)", "job-workers"), "workers"),
                  Field("GPUs/pod", _input("1", widget_id="job-gpus"), "gpus")),
             pair(Field("MIG profile", _input(placeholder="whole GPUs, or 1g.10gb…", widget_id="job-mig"),
@@ -187,7 +191,7 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
                 self.built = True
                 # what was typed before the rest of the form was up stays; the draft fills the rest
                 self._defaults = {**drafts.values(self), "job-name": "", "job-namespace": self.namespace}
-                if drafts.restore(self, DRAFT, unless_changed_from=self._defaults):
+                if drafts.restore(self, self.DRAFT, unless_changed_from=self._defaults):
                     for widget in self.query(Input):
                         widget.select_on_focus = widget.value == self._defaults.get(widget.id or "")
                     self.say("Your draft is back · ctrl+n: next step · esc keeps it for later")
@@ -407,14 +411,14 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
     def action_cancel(self) -> None:
         """esc: close; what was typed is kept as a draft for the next time the wizard opens."""
         if self.built:
-            drafts.keep(self, DRAFT, self._defaults)
+            drafts.keep(self, self.DRAFT, self._defaults)
         super().action_cancel()
 
     def _created(self, result: ActionResult | None, error: str) -> None:
         self.submitting = False
         self.result = result
         if result is not None:
-            drafts.forget(self, DRAFT)
+            drafts.forget(self, self.DRAFT)
             self.dismiss(result)
             return
         if not self.is_attached:
@@ -436,10 +440,4 @@ def open_submit_wizard(app: ConsoleApp, namespace: str | None = None) -> None:
         app.notify("No cluster that can run jobs is connected: run with --demo, or point KUBECONFIG at a cluster.",
                    severity="warning", timeout=5)
         return
-
-    def done(result: ActionResult | None) -> None:
-        if result is not None:
-            app.notify(result.message)
-            app.core.refresh()
-
-    app.push_screen(SubmitWizard(jobs, namespace or "default", os_user()), done)
+    app.push_screen(SubmitWizard(jobs, namespace or "default", os_user()), lambda result: submitted(app, result))

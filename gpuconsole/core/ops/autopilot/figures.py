@@ -131,14 +131,17 @@ class GpuIndex:
 
     def idle_candidates(self, scope: Scope, threshold: float, spot: bool) -> list[Instance]:
         """Running instances in ``scope`` whose GPUs are all known, below ``threshold`` and hold
-        no process or pod (spot ones only with ``spot``)."""
+        no process or pod, and stopped ones their cloud still bills (an Azure VM stopped but not
+        deallocated: nothing runs on it, and stopping it deallocates it); spot ones only with
+        ``spot``."""
         key = (scope, threshold, spot)
         found = self._idle.get(key)
         if found is None:
             found = self._idle[key] = [
                 i for i in self.snapshot.instances
-                if i.state is InstanceState.RUNNING and (spot or i.market is not Market.SPOT)
-                and scope.has_instance(i) and not self.busy(i, threshold)]
+                if (spot or i.market is not Market.SPOT) and scope.has_instance(i)
+                and ((i.state is InstanceState.RUNNING and not self.busy(i, threshold))
+                     or (i.state is InstanceState.STOPPED and i.bills_now))]
         return found
 
     def pool(self, scope: Scope) -> list[Instance]:

@@ -21,7 +21,7 @@ import msgspec
 from msgspec import Meta
 
 from gpuconsole.backends import registry
-from gpuconsole.backends.clouds import provider_for_type
+from gpuconsole.backends.clouds import provider_for_type, published_types
 from gpuconsole.core.config_decode import TableError, decode_table
 from gpuconsole.core.money.budgets import namespace_problem
 from gpuconsole.core.money.catalog import bundled_catalog
@@ -269,7 +269,7 @@ def _metric(table: MetricTable) -> Metric:
 
 def known_anywhere(name: str) -> bool:
     """Whether an instance type is in the bundled catalog or a cloud's published list."""
-    return bundled_catalog().get(name) is not None or any(name in registry.published_types(c) for c in registry.cloud_names())
+    return bundled_catalog().get(name) is not None or any(name in published_types(c) for c in registry.cloud_names())
 
 
 def _arms(arms: list[Arm], known: Callable[[str], bool]) -> tuple[Arm, ...]:

@@ -1,0 +1,112 @@
+"""The seeded demo's Kueue: a cohort of two ClusterQueues with GPU quotas, and the three ways a job waits."""
+
+from __future__ import annotations
+
+from gpuconsole.backends.sim.world import SimWorld
+from gpuconsole.model import Job, JobState, QueueKind, WaitingFor
+from tests.helpers import START
+
+QUOTA_WORDS = "48 of 40 GPUs used, may borrow 0 of 8 from cohort gpu-pool"
+
+
+def _by_name(world: SimWorld) -> dict[str, Job]:
+    return {j.name.rsplit("-", 1)[0] if j.kind == "Job" else j.name: j for j in world.jobs_reading().jobs
+            if j.state in (JobState.PENDING, JobState.QUEUED)}
+
+
+def test_the_demo_has_a_cohort_of_two_cluster_queues_with_gpu_quotas() -> None:
+    world = SimWorld(seed=7, start=START)
+    world.step(60)
+    queues = {q.name: q for q in world.jobs_reading().queues}
+    assert set(queues) == {"nlp", "research"}
+    research, nlp = queues["research"], queues["nlp"]
+    assert {q.kind for q in queues.values()} == {QueueKind.KUEUE} and {q.cohort for q in queues.values()} == {"gpu-pool"}
+    assert research.local_queues == ("research/research",) and nlp.local_queues == ("team-nlp/nlp",)
+    # research: the MPIJob (8), the PyTorchJob (24) and the 70B run (16) admitted, 8 borrowed from nlp
+    assert (research.gpu_quota, research.gpu_used, research.gpu_borrowed, research.admitted_workloads) == (40, 48, 8, 3)
+    assert (nlp.gpu_quota, nlp.gpu_lending_limit, nlp.gpu_borrowed) == (16, 8, 0)
+
+
+def test_the_demo_shows_a_job_on_quota_a_gang_that_does_not_fit_and_one_waiting_for_capacity() -> None:
+    world = SimWorld(seed=7, start=START)
+    world.step(300)
+    waiting = _by_name(world)
+    quota = next(j for j in world.jobs_reading().jobs if j.queue_position == 1)
+    assert quota.name.startswith("moe-ablation-")
+    assert (quota.state, quota.waiting_for, quota.queue, quota.cluster_queue) == (
+        JobState.QUEUED, WaitingFor.QUOTA, "research", "research")
+    assert quota.pending_reason == f"waiting in queue research, position 1: {QUOTA_WORDS}"
+    gang = waiting["llama-8b-ddp"]
+    assert (gang.kind, gang.state, gang.waiting_for) == ("PyTorchJob", JobState.PENDING, WaitingFor.GANG)
+    assert gang.pending_reason.startswith("0 of 3 pods fit; minMember 3; Worker: 0/8 nodes are available: ")
+    capacity = waiting["llama-70b-pretrain"]
+    assert (capacity.state, capacity.waiting_for, capacity.cluster_queue) == (
+        JobState.PENDING, WaitingFor.CAPACITY, "research")
+    assert capacity.pending_reason == "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    # a job of a namespace without a LocalQueue is the scheduler's alone
+    assert all(j.queue is None for j in world.jobs_reading().jobs if j.namespace == "team-vision")
+
+
+def test_kueue_admits_the_next_jobs_in_order_when_quota_is_given_back() -> None:
+    world = SimWorld(seed=7, start=START)
+    world.step(60)
+    held = sorted((j for j in world.jobs_reading().jobs if j.state is JobState.QUEUED), key=lambda j: j.queue_position)
+    assert [j.queue_position for j in held] == list(range(1, len(held) + 1))
+    world.delete_object("Job", "research", _by_name(world)["llama-70b-pretrain"].name)  # gives back 16 GPUs
+    world.step(1)
+    after = {j.uid: j for j in world.jobs_reading().jobs}
+    first = after[held[0].uid]
+    assert first.state in (JobState.PENDING, JobState.RUNNING) and first.waiting_for is not WaitingFor.QUOTA
+    research = next(q for q in world.jobs_reading().queues if q.name == "research")
+    assert research.gpu_used == 48 - 16 + sum(j.gpus for j in held if after[j.uid].state is not JobState.QUEUED)
+
+
+def test_a_job_submitted_to_a_local_queue_waits_for_its_quota_and_one_without_runs_as_before() -> None:
+    world = SimWorld(seed=7, start=START)
+    manifest = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "probe", "namespace": "research", "labels": {"kueue.x-k8s.io/queue-name": "research"}},
+                "spec": {"template": {"spec": {"containers": [
+                    {"name": "train", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
+    world.apply_manifests([manifest])
+    world.step(1)
+    probe = next(j for j in world.jobs_reading().jobs if j.name == "probe")
+    assert (probe.state, probe.waiting_for, probe.queue) == (JobState.QUEUED, WaitingFor.QUOTA, "research")
+
+
+def test_the_seeded_demo_queues_are_the_same_every_time() -> None:
+    a, b = SimWorld(seed=7, start=START), SimWorld(seed=7, start=START)
+    a.step(120)
+    b.step(120)
+    assert a.jobs_reading() == b.jobs_reading()
+
+
+async def test_the_demo_queues_screen_shows_what_each_queue_uses_lends_costs_and_its_team_budget() -> None:
+    from textual.widgets import Static
+
+    from gpuconsole.ui.screens.queues import QueuesScreen
+    from tests.driving import column, running, shown
+
+    async with running() as (app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        reasons = " ".join(column(app, "job-table", "reason"))
+        assert "quota · waiting in queue research, position 1: " + QUOTA_WORDS in reasons
+        assert "gang · 0 of 3 pods fit; minMember 3" in reasons
+        assert "0/8 nodes are available: 8 Insufficient nvidia.com/gpu." in reasons  # capacity: the scheduler's words
+        await pilot.press("Q")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, QueuesScreen)
+        rows = {line.split()[0]: line.split() for line in shown(screen.query_one("#queues-table", Static)).splitlines()}
+        assert rows["QUEUE"][3:] == ["NOMINAL", "USED", "BORROWED", "LENT", "WAITING", "ADMITTED", "PENDING", "$/H", "BUDGET"]
+        assert rows["research"][3:7] == ["40", "48", "8", "0"] and rows["nlp"][3:7] == ["16", "6", "0", "8"]
+        assert rows["research"][-2] == "research-daily" and rows["nlp"][-2] == "team-nlp"  # tag:Project=<queue>
+        assert rows["research"][-3].startswith("$") and rows["research"][-1].endswith("%")
+        await pilot.press("down")
+        await pilot.pause()
+        drill = shown(screen.query_one("#queues-workloads", Static)).splitlines()
+        assert drill[0].startswith("research: ")
+        assert "admitted · budget research-daily: $" in drill[1] and " daily (" in drill[1]
+        assert drill[2].split()[1] == "running"  # running first, then the waiting ones in Kueue's order
+        held = [line for line in drill if " queued " in line]
+        assert held and held[0].startswith("#1 research/moe-ablation-")
