@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 
 import pytest
 
@@ -68,3 +69,28 @@ async def test_a_typed_key_is_when_the_keyboard_was_last_used() -> None:
         await pilot.press("2")
         assert app.typeahead.last_key_at > before
         assert pacing._last_key() == app.typeahead.last_key_at and pacing._ready()  # noqa: SLF001
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(collector._heap_trimmer() is None or not os.path.exists("/proc/self/statm"),  # noqa: SLF001
+                    reason="glibc's malloc_trim and /proc (Linux)")
+def test_a_paced_full_collection_gives_the_freed_heap_back_to_the_system(restored) -> None:
+    """Space freed in the middle of the C heap (a big reading's tables, gone) stays resident
+    until the heap is trimmed; the paced full collection trims it."""
+    clock = Clock()
+    pacing = CollectorPacing(lambda: 0.0, lambda: True, clock)
+    pacing.tick()  # taken over
+    blocks = [bytearray(64 * 1024) for _ in range(1200)]  # 75 MiB under the mmap threshold: the heap
+    for block in blocks:
+        block[::4096] = b"x" * len(block[::4096])  # touched: resident
+    pin = bytearray(64 * 1024)  # above them, so the heap's top cannot shrink by itself
+    del blocks
+    held = _resident_mib()
+    clock.now += collector.LONGEST_GAP_S
+    assert pacing.tick()
+    assert _resident_mib() < held - 40
+    del pin

@@ -5,7 +5,7 @@ An index never changes a list or dict it has handed out: every change makes new 
 rebinds. So :meth:`RowIndex.successor` can bring a copy up to a new reading in a worker thread
 while the UI thread keeps reading (and filtering) the index it has.
 
-Its long sequences are tuples of strings and of order-key tuples, never lists: the cyclic
+Its long sequences are tuples of strings, never lists: the cyclic
 garbage collector stops tracking such a tuple after its first look, where a list of 100,000
 keys is walked again by every full collection (hundreds of ms at a big cluster's scale).
 """
@@ -37,9 +37,10 @@ class RowIndex:
         self._items: tuple[Any, ...] | None = None
         self.by_key: dict[str, Any] = {}
         self._ordered: tuple[str, ...] = ()  # the keys in table order
-        self._order_keys: tuple[Any, ...] = ()  # order(item) of each key of ``_ordered``
-        self._words: dict[str, tuple[Any, str]] = {}
-        # the last filter asked for, of which words, and the keys it found with their words
+        # the filter words of each key of ``_ordered``, in that order: one lower-case string a
+        # row (no order key or {key: words} kept beside them: at 100,000 rows those held 25 MB)
+        self._ordered_texts: tuple[str, ...] = ()
+        # the last filter asked for, of which order, and the keys it found with their words
         self._last: tuple[str, object, tuple[str, ...], tuple[str, ...]] = ("", None, (), ())
         self._texts: tuple[object, bool, tuple[str, ...]] = (None, False, ())  # the shown keys' words, for which order
         self._descending = False
@@ -79,7 +80,7 @@ class RowIndex:
         self._order, self._descending = order, descending
         self._last = ("", None, (), ())
         if self.by_key:
-            self._sort(self.by_key)
+            self._sort(self.by_key, self.by_key)
 
     def widest(self, width_of: Callable[[Any], int]) -> int:
         """The largest ``width_of(item)`` (a name column's width): counted over every item once,
@@ -116,46 +117,53 @@ class RowIndex:
             measured = self._widest[0]  # the reading the widest name was last measured over
             self._fresh = [by_key[k] for k in changed] if measured is not None and measured is last_items else None
         else:
-            self._sort(by_key)
+            self._sort(by_key, previous)
             self._fresh = None
         self.by_key = by_key
 
-    def _words_for(self, item: Any) -> tuple[Any, str]:
-        return item, " ".join(str(w) for w in self._words_of(item) if w is not None).lower()
+    def _words_for(self, item: Any) -> str:
+        return " ".join(str(w) for w in self._words_of(item) if w is not None).lower()
 
-    def _sort(self, by_key: dict[str, Any]) -> None:
+    def _sort(self, by_key: dict[str, Any], previous: dict[str, Any]) -> None:
+        """Sort every item; a row's words are kept while ``previous`` holds the same object."""
         order = self._order
-        orders = {k: order(item) for k, item in by_key.items()}
-        self._ordered = tuple(sorted(by_key, key=orders.__getitem__))
-        self._order_keys = tuple([orders[k] for k in self._ordered])
-        old, words = self._words, {}
-        for k, item in by_key.items():
-            cached = old.get(k)
-            words[k] = cached if cached is not None and cached[0] is item else self._words_for(item)
-        self._words = words
+        ordered = sorted(by_key, key=lambda k: order(by_key[k]))
+        old = dict(zip(self._ordered, self._ordered_texts, strict=True)) if previous else {}
+        words_for = self._words_for
+        texts = []
+        for k in ordered:
+            item = by_key[k]
+            cached = old.get(k) if previous.get(k) is item else None
+            texts.append(cached if cached is not None else words_for(item))
+        self._ordered, self._ordered_texts = tuple(ordered), tuple(texts)
 
     def _merge(self, by_key: dict[str, Any], previous: dict[str, Any], changed: list[str], removed: int) -> None:
         """Most rows are the very objects of the last reading (a big cluster's finished jobs):
         they keep their places; the rows that went or changed are taken out and the new or
-        changed ones placed, instead of sorting every row again."""
-        order = self._order
-        ordered, orders, words = list(self._ordered), list(self._order_keys), dict(self._words)
+        changed ones placed, instead of sorting every row again. A place is found by bisecting
+        on the order of the items themselves (a few calls of ``order`` a row that moved)."""
         gone = [k for k in previous if k not in by_key] if removed else []
-        for k in (*gone, *(k for k in changed if k in previous)):
-            at = bisect.bisect_left(orders, order(previous[k]))
-            while ordered[at] != k:  # past rows of an equal order key
+        moved = [k for k in changed if k in previous]
+        if not gone and not changed:
+            return  # the same objects in a new tuple: the order and the words stand
+        order = self._order
+        ordered, texts = list(self._ordered), list(self._ordered_texts)
+        old_order = lambda k: order(previous[k])  # noqa: E731 - every key placed so far is in previous
+        for k in (*gone, *moved):
+            at = bisect.bisect_left(ordered, old_order(k), key=old_order)
+            while at < len(ordered) and ordered[at] != k:  # past rows of an equal order key
                 at += 1
+            if at == len(ordered):  # an order that reads the clock (a running job's duration) moved on
+                at = ordered.index(k)
             del ordered[at]
-            del orders[at]
-            del words[k]
+            del texts[at]
+        new_order = lambda k: order(by_key[k])  # noqa: E731 - the rows that stayed are the same objects
         for k in changed:
             item = by_key[k]
-            item_order = order(item)
-            at = bisect.bisect_right(orders, item_order)
+            at = bisect.bisect_right(ordered, order(item), key=new_order)
             ordered.insert(at, k)
-            orders.insert(at, item_order)
-            words[k] = self._words_for(item)
-        self._ordered, self._order_keys, self._words = tuple(ordered), tuple(orders), words
+            texts.insert(at, self._words_for(item))
+        self._ordered, self._ordered_texts = tuple(ordered), tuple(texts)
 
     def keys(self, filter_text: str = "") -> list[str]:
         """The keys in table order whose words hold every term of ``filter_text``.
@@ -169,14 +177,14 @@ class RowIndex:
         if not filter_text:
             return list(shown)
         text = filter_text.lower()
-        words = self._words
-        last_text, last_words, last_keys, last_texts = self._last
-        if last_words is words and text == last_text:
+        made_for = self._ordered  # the reading and order the last answer was found in
+        last_text, last_made_for, last_keys, last_texts = self._last
+        if last_made_for is made_for and text == last_text:
             return list(last_keys)
-        if last_words is words and last_text and text.startswith(last_text):
+        if last_made_for is made_for and last_text and text.startswith(last_text):
             keys, texts = last_keys, last_texts
         else:
-            keys, texts = shown, self._shown_texts(shown)
+            keys, texts = shown, self._shown_texts()
         terms = text.split()
         if len(terms) == 1:
             term = terms[0]
@@ -184,15 +192,17 @@ class RowIndex:
         else:
             hits = [all(term in text_ for term in terms) for text_ in texts]
         found = tuple(itertools.compress(keys, hits))
-        self._last = (text, words, found, tuple(itertools.compress(texts, hits)))
+        self._last = (text, made_for, found, tuple(itertools.compress(texts, hits)))
         return list(found)
 
-    def _shown_texts(self, shown: tuple[str, ...]) -> tuple[str, ...]:
-        """The filter words of ``shown`` (the keys in table order), made once per reading and order."""
-        words = self._words
+    def _shown_texts(self) -> tuple[str, ...]:
+        """The filter words of the keys in the order shown, made once per reading and order."""
+        if not self._descending:
+            return self._ordered_texts
         made_for, descending, texts = self._texts
         if made_for is not self._ordered or descending != self._descending:
-            texts = tuple([words[key][1] for key in shown])
+            cut = self._unknown_from()
+            texts = self._ordered_texts[:cut][::-1] + self._ordered_texts[cut:]
             self._texts = (self._ordered, self._descending, texts)
         return texts
 
@@ -200,5 +210,10 @@ class RowIndex:
         """The keys in the order shown: reversed for a descending sort, the unknown still last."""
         if not self._descending:
             return self._ordered
-        cut = bisect.bisect_left(self._order_keys, (1,))
+        cut = self._unknown_from()
         return self._ordered[:cut][::-1] + self._ordered[cut:]
+
+    def _unknown_from(self) -> int:
+        """Where the rows whose order key marks an unknown value, ``(1, …)``, begin."""
+        order, by_key = self._order, self.by_key
+        return bisect.bisect_left(self._ordered, (1,), key=lambda k: order(by_key[k]))
