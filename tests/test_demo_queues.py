@@ -86,7 +86,7 @@ async def test_the_demo_queues_screen_shows_what_each_queue_uses_lends_costs_and
     from gpuconsole.ui.screens.queues import QueuesScreen
     from tests.driving import column, running, shown
 
-    async with running() as (app, pilot):
+    async with running(size=(160, 48)) as (app, pilot):
         await pilot.press("3")
         await pilot.pause()
         reasons = " ".join(column(app, "job-table", "reason"))
@@ -110,6 +110,28 @@ async def test_the_demo_queues_screen_shows_what_each_queue_uses_lends_costs_and
         assert drill[2].split()[1] == "running"  # running first, then the waiting ones in Kueue's order
         held = [line for line in drill if " queued " in line]
         assert held and held[0].startswith("#1 research/moe-ablation-")
+
+
+async def test_at_80_columns_the_queues_fit_without_wrapping_with_short_headers_and_a_legend() -> None:
+    from textual.widgets import Static
+
+    from tests.driving import running, shown
+
+    async with running(size=(80, 24)) as (app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.press("Q")
+        await pilot.pause()
+        table = app.screen.query_one("#queues-table", Static)
+        lines = shown(table).splitlines()
+        assert lines[0].split()[3:] == ["NOM", "USED", "BORR", "LENT", "WAIT", "ADM", "PEND", "$/H"]
+        rows = {line.split()[0]: line.split() for line in lines[1:3]}
+        assert rows["research"][3:7] == ["44", "52", "8", "0"]  # one line a queue: nothing wrapped
+        assert lines[3].startswith("GPUs: NOM nominal") and lines[4].startswith("workloads: ADM admitted")
+        assert all(len(line) <= table.content_size.width for line in lines)
+        await pilot.press("down")
+        await pilot.pause()
+        assert "budget research-daily: $" in shown(app.screen.query_one("#queues-workloads", Static))  # said below
 
 
 def test_a_cronjobs_runs_wait_in_its_jobs_local_queue_and_forbid_counts_the_one_held() -> None:

@@ -357,7 +357,7 @@ async def test_the_queues_screen_shows_each_queues_figures_and_its_workloads_in_
     queued_job(kube, "sweep", "team-a")
     console = Console(ConsoleOptions(sources=SourceOptions(jobs="auto", gpus="off", cloud="off"), interval=0.2,
                                      timeout=3))
-    async with running(console, live=False) as (app, pilot):
+    async with running(console, live=False, size=(160, 48)) as (app, pilot):
         await wait_in_app(lambda: len(app.snapshot.queues) == 2 and len(app.snapshot.jobs) == 2)
         await pilot.press("3")
         await pilot.pause()

@@ -73,8 +73,15 @@ def rate_line(queue: Queue, snapshot: FleetSnapshot) -> str:
             f"{describe_period(budget)} ({status.percent:.0f}%), the team burns {money(status.burn_per_hour)}/h")
 
 
-def queue_table(snapshot: FleetSnapshot, selected: int) -> Text:
-    """The queues as aligned columns (names and cohorts inert), the selected row reversed."""
+# At 80 columns the headers are short and the BUDGET column gives way (the selected queue's
+# budget is on the line under the table), so no row wraps.
+SHORT = {"NOMINAL": "NOM", "BORROWED": "BORR", "WAITING": "WAIT", "ADMITTED": "ADM", "PENDING": "PEND"}
+SHORT_LEGEND = "GPUs: NOM nominal · BORR borrowed · WAIT waiting\nworkloads: ADM admitted · PEND pending"
+
+
+def queue_table(snapshot: FleetSnapshot, selected: int, width: int | None = None) -> Text:
+    """The queues as aligned columns (names and cohorts inert), the selected row reversed;
+    narrower than ``width`` with short headers, without BUDGET, when the full table is wider."""
     rows = [[name for name, _right in COLUMNS]]
     for queue in snapshot.queues:
         waiting = sum(j.gpus for j in jobs_of(queue, snapshot.jobs) if j.waiting)
@@ -83,13 +90,23 @@ def queue_table(snapshot: FleetSnapshot, selected: int) -> Text:
                      _figure(queue.admitted_workloads), _figure(queue.pending_workloads),
                      "unknown" if queue.usd_per_hour is None else money(queue.usd_per_hour),
                      budget_cell(queue, snapshot)])
-    widths = [max(len(row[k]) for row in rows) for k in range(len(COLUMNS))]
-    out = Text()
+    columns = list(COLUMNS)
+    if width is not None and _width(rows) > width:
+        rows = [[SHORT.get(c, c) for c in rows[0][:-1]]] + [row[:-1] for row in rows[1:]]
+        columns = columns[:-1]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(columns))]
+    out = Text(no_wrap=True, overflow="ellipsis")
     for n, row in enumerate(rows):
-        cells = [cell.rjust(w) if right else cell.ljust(w) for cell, w, (_name, right) in zip(row, widths, COLUMNS)]
+        cells = [cell.rjust(w) if right else cell.ljust(w) for cell, w, (_name, right) in zip(row, widths, columns)]
         style = "bold" if n == 0 else "reverse" if n - 1 == selected else ""
         out.append("  ".join(cells).rstrip() + "\n", style=style)
+    if len(columns) < len(COLUMNS):
+        out.append(SHORT_LEGEND + "\n", style="dim")
     return out
+
+
+def _width(rows: list[list[str]]) -> int:
+    return sum(max(len(row[k]) for row in rows) for k in range(len(rows[0]))) + 2 * (len(rows[0]) - 1)
 
 
 def workloads_text(queue: Queue, snapshot: FleetSnapshot) -> Text:
@@ -144,7 +161,9 @@ class QueuesScreen(ModalScreen[None]):
         if not isinstance(snapshot, FleetSnapshot) or not snapshot.queues:
             return
         self.selected = min(self.selected, len(snapshot.queues) - 1)
-        self.query_one("#queues-table", Static).update(queue_table(snapshot, self.selected))
+        table = self.query_one("#queues-table", Static)
+        width = table.content_size.width or self.app.size.width - 4  # before its first layout: the screen's
+        table.update(queue_table(snapshot, self.selected, width))
         self.query_one("#queues-workloads", Static).update(workloads_text(snapshot.queues[self.selected], snapshot))
 
     def action_move(self, step: int) -> None:
