@@ -14,6 +14,7 @@ else (steps, keys typed ahead, the dry run, the draft) is the Job wizard's
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -97,15 +98,11 @@ class DistributedWizard(SubmitWizard):
         network.display = False
         return [network, SubmitWizard._later_steps()[-1]]  # the Job wizard's review
 
-    def build(self) -> tuple[TrainingRequest, dict[str, str]]:  # type: ignore[override]
-        req, problems = from_form({**self.values(), "kind": self.training_kind})
-        try:
-            found = validate(req)
-        except Exception as exc:  # noqa: BLE001 - a checker failure must not stop the form
-            found = {"name": str(exc)}
-        for name, message in found.items():
-            problems.setdefault(name, message)
-        return req, problems
+    def parse_form(self) -> tuple[TrainingRequest, dict[str, str]]:
+        return from_form({**self.values(), "kind": self.training_kind})
+
+    def request_problems(self, req: Any) -> dict[str, str]:
+        return validate(req)
 
     def _show_next_runs(self, schedule: str, invalid: bool) -> None:
         """Under the workers: the line each pod runs (no schedule here)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -217,14 +217,20 @@ class SubmitWizard(WizardScreen["ActionResult | None"]):
 
     def build(self) -> tuple[JobRequest, dict[str, str]]:
         """The request the fields spell, and what is wrong with it (field → message)."""
-        req, problems = from_form(self.values())
+        req, problems = self.parse_form()
         try:
-            found = validate(req)
+            found = self.request_problems(req)
         except Exception as exc:  # noqa: BLE001 - a checker failure must not stop the form
             found = {"name": str(exc)}
         for name, message in found.items():
             problems.setdefault(name, message)
         return req, problems
+
+    def parse_form(self) -> tuple[Any, dict[str, str]]:
+        return from_form(self.values())
+
+    def request_problems(self, req: Any) -> dict[str, str]:
+        return validate(req)
 
     def show_problems(self, problems: dict[str, str], step: int, *, everything: bool = False) -> str | None:
         """Messages under the fields of ``step`` (edited ones only unless ``everything``); the
