@@ -160,7 +160,8 @@ class Actions(JobArchive):
         """
         inst = self._instance(instance_id)
         if inst.cloud != "azure":
-            raise ValueError(f"UnsupportedOperation: power-off is Azure's; stop '{instance_id}' instead")
+            raise ValueError("UnsupportedOperation: power-off is not offered by this cloud (Azure only); "
+                             f"stop '{instance_id}' instead")
         if inst.state is not InstanceState.RUNNING:
             raise ValueError(f"OperationNotAllowed: the VM '{inst.name}' is not running, so it cannot be powered off")
         self._stop(inst, self._now, allocated=True)
