@@ -9,6 +9,8 @@ holds no GPU: it runs beside the first worker while the workers run.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuconsole.backends.sim.state import SimJob, pod_suffix
 from gpuconsole.model import Job, JobRole, JobState
 
@@ -82,3 +84,19 @@ def member(uid: str, pod_uid: str, name: str, namespace: str, created: float, gp
     job = SimJob(uid, name, namespace, created, gpus, None, product, MEMBER_S, image, owner, pod_uid)
     job.give_up_at = created + MEMBER_S
     return job
+
+
+def new_gang(world: Any, ids: Any, kind: str, name: str, namespace: str, created: float, owner: str,
+             roles: list[tuple[str, int, int, str | None, str]]) -> SimGang:
+    """A distributed job of ``roles`` (name, replicas, GPUs each, GPU product, image) added to
+    ``world``: its GPU replicas become member jobs (pending until placed); ``ids`` draws the uids."""
+    gang = SimGang(kind, ids.uuid4(), name, namespace, created, roles[0][4], owner, [])
+    for role, replicas, gpus, product, image in roles:
+        members = [member(ids.uuid4(), ids.uuid4(), f"{name}-{role.lower()}-{i}", namespace, created,
+                          gpus, product, image, owner) for i in range(replicas if gpus else 0)]
+        for job in members:
+            job.gang = gang
+            world._add_job(job)
+        gang.roles.append((role, gpus, members))
+    world._gangs.append(gang)
+    return gang

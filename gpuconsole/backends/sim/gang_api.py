@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuconsole.backends.sim.distributed import SimGang, member
+from gpuconsole.backends.sim.distributed import SimGang, new_gang
 
 REPLICA_SPECS = {"MPIJob": "mpiReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs"}
 ROLE_ORDER = {"MPIJob": ("Launcher", "Worker"), "PyTorchJob": ("Master", "Worker")}
@@ -58,14 +58,4 @@ def add_gang(world: Any, kind: str, manifest: dict[str, Any], ids: Any) -> SimGa
     meta = manifest.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     owner = str((meta.get("labels") or {}).get("owner") or "")
-    roles = _roles(kind, manifest)
-    gang = SimGang(kind, ids.uuid4(), name, namespace, world._now, roles[0][4], owner, [])
-    for role, replicas, gpus, product, image in roles:
-        members = [member(ids.uuid4(), ids.uuid4(), f"{name}-{role.lower()}-{i}", namespace, world._now,
-                          gpus, product, image, owner) for i in range(replicas if gpus else 0)]
-        for job in members:
-            job.gang = gang
-            world._add_job(job)
-        gang.roles.append((role, gpus, members))
-    world._gangs.append(gang)
-    return gang
+    return new_gang(world, ids, kind, name, namespace, world._now, owner, _roles(kind, manifest))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 from gpuconsole.backends.sim.catalog import H100_80GB
-from gpuconsole.backends.sim.distributed import SimGang, member
+from gpuconsole.backends.sim.distributed import SimGang, new_gang
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.kueue import SimKueue
 from gpuconsole.backends.sim.lifecycle import (
@@ -82,19 +82,10 @@ class Seeding(Lifecycle):
 
     def _gang(self, kind: str, name: str, created: float, image: str, owner: str,
               roles: list[tuple[str, int, int, str | None]]) -> SimGang:
-        """A distributed job of ``roles`` (name, replicas, GPUs each, GPU product), its GPU
-        replicas added as member jobs (pending until placed)."""
-        ids = IdFactory(self._gang_rng)
-        gang = SimGang(kind, ids.uuid4(), name, "research", created, image, owner, [])
-        for role, replicas, gpus, product in roles:
-            members = [member(ids.uuid4(), ids.uuid4(), f"{name}-{role.lower()}-{i}", "research", created,
-                              gpus, product, image, owner) for i in range(replicas if gpus else 0)]
-            for job in members:
-                job.gang = gang
-                self._add_job(job)
-            gang.roles.append((role, gpus, members))
-        self._gangs.append(gang)
-        return gang
+        """A distributed job of ``roles`` (name, replicas, GPUs each, GPU product) in research,
+        its uids drawn from the gangs' own generator."""
+        return new_gang(self, IdFactory(self._gang_rng), kind, name, "research", created, owner,
+                        [(*role, image) for role in roles])
 
     def _seed_mpijob(self, now: float) -> None:
         """A running MPIJob: the guide's mpirun over two 4-GPU workers on the two training nodes,
