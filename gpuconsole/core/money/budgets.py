@@ -227,11 +227,12 @@ def plan_action(
         listed = _listed([f"{c.namespace}/{c.name}" for c in jobs_in])
         detail = f"suspend {len(jobs_in)} CronJob{'s' if len(jobs_in) != 1 else ''}: {listed}"
         return _pending(budget, threshold, action, tuple(c.uid for c in jobs_in), detail)
-    running = [i for i in in_scope(instances, budget.scope, jobs) if i.state is InstanceState.RUNNING]
+    scoped = in_scope(instances, budget.scope, jobs)
+    running = [i for i in scoped if i.state is InstanceState.RUNNING]
     # A stopped instance whose compute still bills (an Azure VM powered off but still allocated,
     # an ECS one stopped in standard mode) is stopped again, the way that ends its bill.
-    billing_stopped = [i for i in in_scope(instances, budget.scope, jobs)
-                       if i.state is InstanceState.STOPPED and i.bills_now and action is BudgetAction.STOP_ALL]
+    billing_stopped = ([i for i in scoped if i.state is InstanceState.STOPPED and i.bills_now]
+                       if action is BudgetAction.STOP_ALL else [])
     targets = [i for i in running if _takes(action, i)] + billing_stopped
     verb = "terminate" if action is BudgetAction.TERMINATE_SPOT else "stop"
     parts: list[str] = []
