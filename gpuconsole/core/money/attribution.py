@@ -174,12 +174,12 @@ class JobIndex:
 
 
 class PerReading(Generic[T]):
-    """What ``make`` made of the last two readings (tuples, known by identity): the one on
-    screen and the one just delivered (which the thread delivering it may make first, so the
+    """What ``make`` made of the last ``keep`` readings (tuples, known by identity): the one on
+    screen and those delivered since (which the thread delivering them may make first, so the
     UI thread only looks it up). Safe from any thread: a miss is made twice at worst."""
 
-    def __init__(self, make: Callable[[tuple[Any, ...]], T]) -> None:
-        self._make = make
+    def __init__(self, make: Callable[[tuple[Any, ...]], T], keep: int = 2) -> None:
+        self._make, self._keep = make, keep
         self._made: tuple[tuple[tuple[Any, ...], T], ...] = ()
 
     def __call__(self, reading: tuple[Any, ...]) -> T:
@@ -187,7 +187,7 @@ class PerReading(Generic[T]):
             if seen is reading:
                 return made
         made = self._make(reading)
-        self._made = ((reading, made), *self._made[:1])
+        self._made = ((reading, made), *self._made[:self._keep - 1])
         return made
 
 
