@@ -22,7 +22,7 @@ from textual.strip import Strip
 
 from gpuconsole.ui.widgets.cells import Row
 from gpuconsole.ui.widgets.columns import tag_mark
-from gpuconsole.ui.widgets.virtual_table import PADDING, VirtualTable
+from gpuconsole.ui.widgets.virtual_table import PADDING, CellsOf, VirtualTable
 
 
 
@@ -44,11 +44,20 @@ class LiveTable(VirtualTable):
     def sync(self, rows: Sequence[Row]) -> None:
         """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its
         cells, and so does the identity column (its names are never cut while another can give)."""
+        cells = dict(rows)
+        self.show_rows([key for key, _cells in rows], cells.__getitem__)
+
+    def show_rows(self, keys: Sequence[str], cells_of: CellsOf, fitted: dict[str, int] | None = None) -> None:
+        """Show the rows ``keys``, whose cells ``cells_of`` makes when a row is drawn. The
+        columns that fit their cells are as wide as ``fitted`` says (a column key → its widest
+        cell, for a pane that knows it without making every row's cells, as the Instances pane
+        over a thousand instances), else as their widest cell, every row's cells made here."""
         for index, (label, key, width) in enumerate(self._column_spec):
             if width is None or key == self.identity:
-                self._fitted[index] = max((_width_of(cells[index]) for _k, cells in rows), default=0)
-                self._fitted[index] = max(self._fitted[index], cell_len(label))
-        super().sync(rows)
+                widest = (fitted[key] if fitted is not None and key in fitted
+                          else max((width_of(cells_of(k)[index]) for k in keys), default=0))
+                self._fitted[index] = max(widest, cell_len(label))
+        super().show_rows(keys, cells_of)
 
     def _update_virtual_size(self) -> None:
         fitted = self._fitted or {i: len(label) for i, (label, _k, w) in enumerate(self._column_spec) if w is None}
@@ -89,6 +98,7 @@ class LiveTable(VirtualTable):
         return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
 
 
-def _width_of(cell: Any) -> int:
+def width_of(cell: Any) -> int:
+    """The widest line of a cell, in terminal cells."""
     words = cell.plain if isinstance(cell, Text) else str(cell)
     return max((cell_len(line) for line in words.splitlines()), default=0)
