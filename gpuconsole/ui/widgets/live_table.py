@@ -8,22 +8,26 @@ to the right edge, and a column without a width is as wide as its widest cell.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
-from rich.padding import Padding
+from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
-from textual.renderables.styled import Styled
 from textual.strip import Strip
 
 from gpuconsole.ui.widgets.cells import Row
 from gpuconsole.ui.widgets.columns import tag_mark
 from gpuconsole.ui.widgets.virtual_table import PADDING, CellsOf, VirtualTable
 
+
+NULL = Style.null()  # the style of the blanks Rich's Padding adds ("none")
+BLANK = Segment(" " * PADDING, NULL)
+KEEP_LINES = 8192  # cells whose line is kept (a screen of tables holds a few hundred)
+_LINES: dict[tuple[int, int], tuple[Text, ConsoleOptions, list[Segment]]] = {}
 
 
 class LiveTable(VirtualTable):
@@ -40,6 +44,7 @@ class LiveTable(VirtualTable):
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
         super().__init__(columns, **kwargs)
         self._fitted: dict[int, int] = {}  # column index -> width of its widest cell (no width set)
+        self._options: tuple[object, dict[int, ConsoleOptions]] = (None, {})
 
     def sync(self, rows: Sequence[Row]) -> None:
         """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its
@@ -58,6 +63,21 @@ class LiveTable(VirtualTable):
                           else max((width_of(cells_of(k)[index]) for k in keys), default=0))
                 self._fitted[index] = max(widest, cell_len(label))
         super().show_rows(keys, cells_of)
+
+    def _cell_options(self) -> Callable[[int], ConsoleOptions]:
+        """The console options a cell of each width is rendered with (made once per width)."""
+        base = self.app.console_options
+        made = self._options
+        if made[0] is not base:
+            made = self._options = (base, {})
+        widths = made[1]
+
+        def options(width: int) -> ConsoleOptions:
+            if width not in widths:
+                widths[width] = base.update_dimensions(width, 1).update(no_wrap=True)
+            return widths[width]
+
+        return options
 
     def _update_virtual_size(self) -> None:
         fitted = self._fitted or {i: len(label) for i, (label, _k, w) in enumerate(self._column_spec) if w is None}
@@ -82,12 +102,11 @@ class LiveTable(VirtualTable):
         post = Style.from_color(color=over.color) + Style.from_color(bgcolor=over.bgcolor)
         console = self.app.console
         segments: list[Segment] = []
+        options = self._cell_options()
         for column, (cell, cell_width) in enumerate(zip(cells, self._widths, strict=False)):
-            options = self.app.console_options.update_dimensions(cell_width + 2 * PADDING, 1).update(no_wrap=True)
             pre = style + Style.from_meta({"row": row, "column": column}) + over
             content = cell if isinstance(cell, Text) else Text("" if cell is None else str(cell), end="")
-            segments.extend(console.render_lines(Styled(Padding(content, (0, PADDING)), pre_style=pre, post_style=post),
-                                                 options)[0])
+            segments += padded_cell(console, options(cell_width), content, pre, post)
         table_width = sum(self._widths) + 2 * PADDING * len(self._widths)
         extend = style + over + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
         segments.append(Segment(" " * max(0, width - table_width), extend))
@@ -96,6 +115,37 @@ class LiveTable(VirtualTable):
         if row >= 0 and self._keys[row] in self.tagged:
             strip = tag_mark(strip)
         return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
+
+
+def padded_cell(console: Console, options: ConsoleOptions, content: Text, pre: Style, post: Style) -> list[Segment]:
+    """One cell of a row as Textual's ``DataTable`` draws it, a blank either side, ``pre``
+    under and ``post`` over its own styles: the segments of the first line of
+    ``Styled(Padding(content, (0, 1)), pre, post)`` rendered ``options.max_width + 2`` wide,
+    made without Rich's general machinery (a table of a thousand rows redraws 36 lines of
+    twelve cells at once when its pane is shown). A cell's own line is made once per width:
+    the panes' cells are shared, read-only objects (:func:`~gpuconsole.ui.widgets.cells.text`)."""
+    known = _LINES.get((id(content), id(options)))
+    if known is not None and known[0] is content and known[1] is options:
+        line = known[2]
+    else:
+        width = options.max_width
+        rendered = content.__rich_console__(console, options) if width >= 1 else ()
+        first = next(Segment.split_and_crop_lines(rendered, width, pad=True, style=NULL, include_new_lines=False), None)
+        line = first if first is not None else [Segment(" " * width, NULL)]
+        if len(_LINES) >= KEEP_LINES:
+            _LINES.clear()
+        _LINES[id(content), id(options)] = (content, options, line)  # the cell kept: its id stays its own
+    out = []
+    for text, style, control in (BLANK, *line, BLANK):
+        if control:
+            style = None
+        else:
+            if pre:
+                style = pre + style
+            if post:
+                style = style + post if style else post
+        out.append(Segment(text, style, control))
+    return out
 
 
 def width_of(cell: Any) -> int:
