@@ -147,6 +147,19 @@ def test_a_reading_in_a_new_tuple_is_indexed_as_a_fresh_index_would(edits: list[
         assert index.keys("placed") == fresh.keys("placed")
 
 
+def test_a_reading_of_equal_items_in_new_objects_keeps_the_rows_as_they_are() -> None:
+    """A source that builds every reading afresh (the nodes): equal items move nothing, and
+    the index hands out the newest objects."""
+    index = new_index()
+    first = items(50)
+    index.update(first)
+    token = index.rows_token
+    again = tuple(Item(i.uid, i.name, i.gpus, i.reason) for i in first)
+    index.update(again)
+    assert index.rows_token is token
+    assert all(index.by_key[i.uid] is i for i in again)
+
+
 def test_row_index_reuses_the_words_of_unchanged_items() -> None:
     index = new_index()
     first = items(10)
