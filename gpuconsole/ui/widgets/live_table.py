@@ -66,9 +66,9 @@ class LiveTable(VirtualTable):
 
     def _cell_options(self) -> Callable[[int], ConsoleOptions]:
         """The console options a cell of each width is rendered with (made once per width)."""
-        base = self.app.console_options
+        base = self.app.console_options  # a new object each time: the same options compare equal
         made = self._options
-        if made[0] is not base:
+        if made[0] != base:
             made = self._options = (base, {})
         widths = made[1]
 
