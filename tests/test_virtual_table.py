@@ -14,7 +14,7 @@ from textual.app import App, ComposeResult
 from textual.renderables.styled import Styled
 
 from gpuconsole.ui.widgets.cells import right, text
-from gpuconsole.ui.widgets.live_table import padded_cell
+from gpuconsole.ui.widgets.cell_lines import padded_cell
 from gpuconsole.ui.widgets.row_index import RowIndex
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 

@@ -12,22 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions
+from rich.console import ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
 
+from gpuconsole.ui.widgets.cell_lines import padded_cell
 from gpuconsole.ui.widgets.cells import Row
 from gpuconsole.ui.widgets.columns import tag_mark
 from gpuconsole.ui.widgets.virtual_table import PADDING, CellsOf, VirtualTable
 
 
-NULL = Style.null()  # the style of the blanks Rich's Padding adds ("none")
-BLANK = Segment(" " * PADDING, NULL)
-KEEP_LINES = 8192  # cells whose line is kept (a screen of tables holds a few hundred)
-_LINES: dict[tuple[int, int], tuple[Text, ConsoleOptions, list[Segment]]] = {}
 
 
 class LiveTable(VirtualTable):
@@ -115,37 +112,6 @@ class LiveTable(VirtualTable):
         if row >= 0 and self._keys[row] in self.tagged:
             strip = tag_mark(strip)
         return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
-
-
-def padded_cell(console: Console, options: ConsoleOptions, content: Text, pre: Style, post: Style) -> list[Segment]:
-    """One cell of a row as Textual's ``DataTable`` draws it, a blank either side, ``pre``
-    under and ``post`` over its own styles: the segments of the first line of
-    ``Styled(Padding(content, (0, 1)), pre, post)`` rendered ``options.max_width + 2`` wide,
-    made without Rich's general machinery (a table of a thousand rows redraws 36 lines of
-    twelve cells at once when its pane is shown). A cell's own line is made once per width:
-    the panes' cells are shared, read-only objects (:func:`~gpuconsole.ui.widgets.cells.text`)."""
-    known = _LINES.get((id(content), id(options)))
-    if known is not None and known[0] is content and known[1] is options:
-        line = known[2]
-    else:
-        width = options.max_width
-        rendered = content.__rich_console__(console, options) if width >= 1 else ()
-        first = next(Segment.split_and_crop_lines(rendered, width, pad=True, style=NULL, include_new_lines=False), None)
-        line = first if first is not None else [Segment(" " * width, NULL)]
-        if len(_LINES) >= KEEP_LINES:
-            _LINES.clear()
-        _LINES[id(content), id(options)] = (content, options, line)  # the cell kept: its id stays its own
-    out = []
-    for text, style, control in (BLANK, *line, BLANK):
-        if control:
-            style = None
-        else:
-            if pre:
-                style = pre + style
-            if post:
-                style = style + post if style else post
-        out.append(Segment(text, style, control))
-    return out
 
 
 def width_of(cell: Any) -> int:
