@@ -16,19 +16,10 @@ from gpuconsole.backends.clouds import PROVIDERS, CloudSet, Provider, provider_o
 from gpuconsole.cli.main import main
 from gpuconsole.core.fleet.source_names import check_cloud
 from gpuconsole.model import CloudReading, Instance, InstanceState, Market, SourceKind
-from tests.alibaba_peer import EcsPeer
 
 FIELDS = {"instance_id", "instance_type", "gpus", "market", "state", "price_per_hour", "availability_zone", "region",
           "cloud", "currency", "bills_now"}
 
-
-@pytest.fixture
-def ecs(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as peer:
-        yield peer
 
 
 def _config(tmp_path: Path, url: str) -> Path:
