@@ -4,7 +4,6 @@ provider's own options (AlibabaLaunchOptions) as fields derived from its Struct.
 
 from __future__ import annotations
 
-import pytest
 from textual.widgets import Input, Select, SelectionList
 
 from gpuconsole.backends import registry
