@@ -10,10 +10,17 @@ row reads "GPU 3 on node-a: 2% busy, held by job bert-ft of ns nlp, costing $4.1
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import itertools
+import operator
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from gpuconsole.core.money.costs import job_gpus, mig_share
 from gpuconsole.model import FleetSnapshot, Gpu, Instance, Job, MigSlice
+
+T = TypeVar("T")
+_POD_UID = operator.attrgetter("pod_uid")
+_POD_UIDS = operator.attrgetter("pod_uids")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,20 +105,94 @@ def jobs_of(jobs: Iterable[Job], pod_uids: set[str | None], pod: str | None,
 
     A pod name matches a job's recorded pod, or the job whose name it starts with followed by
     the suffixes Kubernetes adds (``<job>-<suffix>``, ``<job>-<index>-<suffix>`` for an Indexed
-    Job); the longest such job name wins.
+    Job); the longest such job name wins. Found through :class:`JobIndex`, made once per reading.
     """
-    found = [j for j in jobs if any(j.owns_pod(uid) for uid in pod_uids)] if pod_uids else []
-    if found or not pod:
-        return tuple(found)
-    best: Job | None = None
-    for job in jobs:
-        if namespace and job.namespace != namespace:
-            continue
-        if job.pod == pod:
-            return (job,)
-        if pod.startswith(job.name + "-") and (best is None or len(job.name) > len(best.name)):
-            best = job
-    return (best,) if best is not None else ()
+    return job_index(jobs if isinstance(jobs, tuple) else tuple(jobs)).owning(pod_uids, pod, namespace)
+
+
+class JobIndex:
+    """A reading's jobs found by the pods they own: made once per tuple of jobs (a big cluster
+    lists 100,000), so each GPU's holder is a look-up, not a pass over every job.
+
+    By pod UID at once (in C: a dict of each job's pod); by pod name or job name, per
+    namespace, when first asked (a DCGM exporter names pods, not UIDs)."""
+
+    def __init__(self, jobs: tuple[Job, ...]) -> None:
+        self.jobs = jobs
+        uids = list(map(_POD_UID, jobs))
+        self._owner: dict[str | None, Job] = dict(zip(reversed(uids), reversed(jobs), strict=True))  # the first wins
+        self._more: dict[str, list[Job]] = {}  # a pod some other job owns too, or a distributed job's other pods
+        unnamed = uids.count(None) + uids.count("")
+        if len(uids) - unnamed > len(self._owner) - (None in self._owner) - ("" in self._owner):
+            for job in jobs:  # two jobs name the same pod (never in a healthy cluster): keep both
+                if job.pod_uid and self._owner[job.pod_uid] is not job:
+                    self._more.setdefault(job.pod_uid, []).append(job)
+        for job in itertools.compress(jobs, map(_POD_UIDS, jobs)):  # the few distributed jobs
+            for uid in job.pod_uids:
+                if uid != job.pod_uid:
+                    self._more.setdefault(uid, []).append(job)
+        self._named: dict[str | None, tuple[dict[str, Job], dict[str, Job]]] = {}
+
+    def owner(self, pod_uid: str | None) -> Job | None:
+        """The first job owning the pod with ``pod_uid``."""
+        found = self.owning({pod_uid}, None, None)
+        return found[0] if found else None
+
+    def owning(self, pod_uids: set[str | None], pod: str | None, namespace: str | None) -> tuple[Job, ...]:
+        """As :func:`jobs_of`, in the order of the reading."""
+        found: dict[int, Job] = {}
+        for uid in pod_uids:
+            if not uid:
+                continue
+            first = self._owner.get(uid)
+            for job in ([first] if first is not None else []) + self._more.get(uid, []):
+                found.setdefault(id(job), job)
+        if found or not pod:
+            jobs = list(found.values())
+            return tuple(sorted(jobs, key=self.jobs.index) if len(jobs) > 1 else jobs)
+        pods, names = self._names(namespace or None)
+        if pod in pods:
+            return (pods[pod],)
+        at = len(pod)
+        while (at := pod.rfind("-", 0, at)) >= 0:  # the longest job name before a "-" first
+            if pod[:at] in names:
+                return (names[pod[:at]],)
+        return ()
+
+    def _names(self, namespace: str | None) -> tuple[dict[str, Job], dict[str, Job]]:
+        """The first job of each pod name and of each job name in ``namespace`` (None: any)."""
+        named = self._named.get(namespace)
+        if named is None:
+            pods: dict[str, Job] = {}
+            names: dict[str, Job] = {}
+            for job in self.jobs:
+                if namespace is None or job.namespace == namespace:
+                    if job.pod:
+                        pods.setdefault(job.pod, job)
+                    names.setdefault(job.name, job)
+            named = self._named[namespace] = (pods, names)
+        return named
+
+
+class PerReading(Generic[T]):
+    """What ``make`` made of the last two readings (tuples, known by identity): the one on
+    screen and the one just delivered, which the thread delivering it may make first, so the
+    UI thread only looks it up. Safe from any thread (a miss is made twice at worst)."""
+
+    def __init__(self, make: Callable[[tuple[Any, ...]], T]) -> None:
+        self._make = make
+        self._made: tuple[tuple[tuple[Any, ...], T], ...] = ()
+
+    def __call__(self, reading: tuple[Any, ...]) -> T:
+        for seen, made in self._made:
+            if seen is reading:
+                return made
+        made = self._make(reading)
+        self._made = ((reading, made), *self._made[:1])
+        return made
+
+
+job_index: PerReading[JobIndex] = PerReading(JobIndex)  # a reading's JobIndex, made once
 
 
 def instance_of(snapshot: FleetSnapshot, node: str) -> Instance | None:
