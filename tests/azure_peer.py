@@ -97,6 +97,10 @@ class AzureWorld:
     failed_operations: dict[str, str] = field(default_factory=dict)  # operation id -> the VM id it removes
     prices_down: bool = False  # the Retail Prices API answers 503
     events: list[dict[str, Any]] = field(default_factory=list)  # Scheduled Events (EventType Preempt, …)
+    # Cost Management: (resource id, "2026-12-01", cost, currency) the bill holds, any resource type
+    bill: list[tuple[str, str, float, str]] = field(default_factory=list)
+    bill_page: int = 2  # rows a query answer holds before its nextLink
+    queries: list[dict[str, Any]] = field(default_factory=list)  # QueryDefinition bodies, in order
 
     def preempt(self, name: str) -> None:
         """A Spot eviction notice for the VM ``name``, as Scheduled Events documents it."""
@@ -301,6 +305,8 @@ class AzurePeer:
             return self.send(h, 200, {"value": sku_rows(self.world, location[1] if location else "eastus")})
         if rest.startswith("Microsoft.Authorization/"):
             return self.authorization(h, rest, query)
+        if rest.lower() == "microsoft.costmanagement/query" and method == "POST":
+            return self.cost_query(h, body, query)
         if rest.startswith("Microsoft.Compute/sshPublicKeys"):
             return self.ssh_keys(h, rest, group)
         if rest.startswith("Microsoft.Compute/virtualMachines"):
@@ -464,6 +470,31 @@ class AzurePeer:
                            "type": "Microsoft.Authorization/roleDefinitions",
                            "properties": {"roleName": names[guid], "type": "BuiltInRole", "description": "",
                                           "assignableScopes": ["/"], "permissions": []}})
+
+    # ------------------------------------------------------------------ cost management
+    def cost_query(self, h: BaseHTTPRequestHandler, body: dict[str, Any], query: dict[str, str]) -> None:
+        """``Query_Usage``: the bill's rows in the period, per day and resource as the dataset
+        asks, resource ids lower-cased, paged by ``nextLink`` (a ``$skiptoken``)."""
+        if "costmanagement" in self.world.denied:
+            return self.denied(h, "Microsoft.CostManagement/query/action", f"/subscriptions/{self.world.subscription}")
+        self.world.queries.append(body)
+        period = body.get("timePeriod") or {}
+        start, end = str(period.get("from", ""))[:10], str(period.get("to", "9999"))[:10]
+        wanted = {v.lower() for v in ((body.get("dataset") or {}).get("filter") or {}).get("dimensions", {}).get("values", [])}
+        rows = [[cost, int(day.replace("-", "")), rid.lower(), currency] for rid, day, cost, currency in self.world.bill
+                if start <= day <= end and (not wanted or rid.lower().split("/providers/", 1)[1].rsplit("/", 1)[0] in wanted)]
+        skip = int(query.get("$skiptoken", "0") or 0)
+        page = rows[skip:skip + self.world.bill_page]
+        more = skip + self.world.bill_page < len(rows)
+        scope = f"/subscriptions/{self.world.subscription}"
+        link = (f"{self.url}{scope}/providers/Microsoft.CostManagement/query?api-version=2023-11-01"
+                f"&$skiptoken={skip + self.world.bill_page}") if more else None
+        self.send(h, 200, {"id": f"{scope}/providers/Microsoft.CostManagement/query/{uuid.uuid4()}",
+                           "name": str(uuid.uuid4()), "type": "Microsoft.CostManagement/query",
+                           "properties": {"nextLink": link, "columns": [
+                               {"name": "Cost", "type": "Number"}, {"name": "UsageDate", "type": "Number"},
+                               {"name": "ResourceId", "type": "String"}, {"name": "Currency", "type": "String"}],
+                               "rows": page}})
 
     # ------------------------------------------------------------------ retail prices
     def prices(self, h: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
