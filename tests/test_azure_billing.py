@@ -78,3 +78,31 @@ def test_cost_reconcile_sets_the_bill_beside_the_consoles_estimate(azure: AzureP
     [row] = [r for r in doc["rows"] if r["instance_id"] == vm]
     assert (row["day"], row["billed"]) == (yesterday, 80.0)
     assert row["estimate"] > 0 and row["difference"] == pytest.approx(row["estimate"] - 80.0, abs=1e-3)
+
+
+def test_when_a_vm_billed_from_the_activity_log_a_power_off_billing_on(azure: AzurePeer) -> None:
+    vm = azure.world.add("Standard_NC24ads_A100_v4")
+    other = azure.world.add("Standard_NC4as_T4_v3")
+    log = azure.world.log_event
+    log(vm, "write", "2026-12-01T08:00:00.1234567Z", sub_status="Created")  # the create
+    log(vm, "write", "2026-12-01T09:00:00Z")  # a later update (tags): 200 OK, not a start
+    log(vm, "powerOff/action", "2026-12-01T12:00:00Z")  # still allocated: bills on
+    log(vm, "deallocate/action", "2026-12-01T20:00:00Z", status="Started")  # accepted, not done
+    log(vm, "deallocate/action", "2026-12-01T20:01:00Z")
+    log(vm, "start/action", "2026-12-02T07:00:00Z", status="Failed")
+    log(vm, "start/action", "2026-12-02T08:00:00Z")
+    log(other, "deallocate/action", "2026-12-02T09:00:00Z")
+    events = _cloud(azure).instance_history("eastus", vm, _ts("2026-12-01"), _ts("2026-12-03"))
+    assert events == ((_ts("2026-12-01") + 8 * 3600 + 0.123456, True), (_ts("2026-12-01") + 20 * 3600 + 60, False),
+                      (_ts("2026-12-02") + 8 * 3600, True))
+    asked = [q for m, p, q in azure.world.calls if p.endswith("/eventtypes/management/values")]
+    assert len(asked) == 4  # two events a page: every page followed
+    assert f"resourceUri eq '{vm}'" in asked[0]["$filter"] and "eventTimestamp ge '2026-12-01T00:00:00Z'" in asked[0]["$filter"]
+
+
+def test_a_refused_activity_log_is_one_line(azure: AzurePeer) -> None:
+    vm = azure.world.add("Standard_NC4as_T4_v3")
+    azure.world.denied.add("activitylog")
+    with pytest.raises(BackendPermissionDenied) as refused:
+        _cloud(azure).instance_history("eastus", vm, _ts("2026-12-01"), _ts("2026-12-02"))
+    assert "Microsoft.Insights/eventtypes/values/read" in str(refused.value) and "\n" not in str(refused.value)

@@ -1,6 +1,6 @@
-"""What Azure billed each virtual machine per day: the Cost Management Query API, in its documented shapes.
+"""What Azure billed each virtual machine per day, and when each ran, in the documented shapes.
 
-``POST /subscriptions/{id}/providers/Microsoft.CostManagement/query`` (api-version 2023-11-01)
+- The bill: ``POST /subscriptions/{id}/providers/Microsoft.CostManagement/query`` (api-version 2023-11-01)
 with an ``ActualCost`` dataset of ``Daily`` granularity, the ``Cost`` summed and grouped by
 ``ResourceId``, filtered to ``microsoft.compute/virtualmachines``; the answer is a table
 (``properties.columns`` name each cell of ``properties.rows``: ``Cost``, ``UsageDate`` as
@@ -14,13 +14,19 @@ from __future__ import annotations
 import calendar
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from gpuconsole.backends.base import BackendError
 
 API_VERSION = "2023-11-01"
+ACTIVITY_API = "2015-04-01"
 MAX_PAGES = 50
 Post = Callable[[str, dict[str, Any]], Any]  # (URL, body) → the decoded answer
+Get = Callable[[str], Any]  # URL → the decoded answer
+VM_OPERATION = "microsoft.compute/virtualmachines/"
+STARTS = frozenset({"start/action"})
+ENDS = frozenset({"deallocate/action", "delete"})
 
 
 def query_body(start: float, end: float) -> dict[str, Any]:
@@ -71,6 +77,48 @@ def vm_costs(post: Post, arm_endpoint: str, subscription: str, start: float, end
         if not url:
             break
     return tuple(sorted((rid, day, round(amount, 6)) for (rid, day), amount in rows.items() if rid and day))
+
+
+def vm_runs(get: Get, arm_endpoint: str, subscription: str, vm_id: str, since: float,
+            until: float) -> tuple[tuple[float, bool], ...]:
+    """The VM's billing starts (True) and ends (False) the Activity Log holds in ``[since, until]``."""
+    from urllib.parse import quote
+
+    flt = (f"eventTimestamp ge '{_iso(since)}' and eventTimestamp le '{_iso(until)}' "
+           f"and resourceUri eq '{vm_id}'")
+    url = (f"{arm_endpoint.rstrip('/')}/subscriptions/{subscription}/providers/microsoft.insights/eventtypes/"
+           f"management/values?api-version={ACTIVITY_API}&$filter={quote(flt)}")
+    events: set[tuple[float, bool]] = set()
+    for _ in range(MAX_PAGES):
+        answer = get(url)
+        if not isinstance(answer, Mapping) or not isinstance(answer.get("value", []), list):
+            raise BackendError("the Azure Activity Log answered something that is not a list of events")
+        for event in answer.get("value") or ():
+            found = _run_event(event)
+            if found is not None:
+                events.add(found)
+        url = str(answer.get("nextLink") or "")
+        if not url:
+            break
+    return tuple(sorted(events))
+
+
+def _run_event(event: Any) -> tuple[float, bool] | None:
+    """``(time, starts)`` of a succeeded create, start, deallocate or delete; None for others."""
+    if not isinstance(event, Mapping) or str((event.get("status") or {}).get("value", "")).lower() != "succeeded":
+        return None
+    operation = str((event.get("operationName") or {}).get("value", "")).lower()
+    if not operation.startswith(VM_OPERATION):
+        return None
+    verb = operation.removeprefix(VM_OPERATION)
+    created = verb == "write" and str((event.get("subStatus") or {}).get("value", "")).lower() == "created"
+    if verb not in STARTS and verb not in ENDS and not created:
+        return None
+    try:
+        when = datetime.fromisoformat(str(event.get("eventTimestamp", ""))).timestamp()
+    except ValueError:
+        return None
+    return when, verb not in ENDS
 
 
 def _iso(ts: float) -> str:

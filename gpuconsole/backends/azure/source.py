@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuconsole.backends.azure.billing import vm_costs
+from gpuconsole.backends.azure.billing import vm_costs, vm_runs
 from gpuconsole.backends.azure.launch import LaunchCalls
 from gpuconsole.backends.azure.mapping import (
     MANAGED_TAG,
@@ -164,21 +164,28 @@ class AzureCloud(LaunchCalls):
     def resource_costs(self, start: float, end: float) -> tuple[tuple[str, str, float], ...]:
         """``(VM id, UTC day, US dollars)`` as the bill says (Cost Management's query); a VM the
         console has seen keeps the id as ARM names it (the bill lower-cases ids)."""
-        compute = self.client("compute")
-
-        def post(url: str, body: dict[str, Any]) -> Any:
-            from azure.core.exceptions import HttpResponseError
-            from azure.core.rest import HttpRequest
-            from azure.mgmt.core.exceptions import ARMErrorFormat
-
-            response = compute.send_request(HttpRequest("POST", url, json=body))
-            if response.status_code >= 400:  # ARM's error, read as the SDK reads its own
-                raise HttpResponseError(response=response, error_format=ARMErrorFormat)
-            return response.json()
-
-        rows = self.call("Azure Cost Management", lambda: vm_costs(post, self.settings.arm_endpoint, self.subscription,
+        rows = self.call("Azure Cost Management", lambda: vm_costs(lambda url, body: self._arm("POST", url, body),
+                                                                   self.settings.arm_endpoint, self.subscription,
                                                                    start, end, self.currency))
         return tuple((self._seen_ids.get(rid.lower(), rid), day, amount) for rid, day, amount in rows)
+
+    def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[tuple[float, bool], ...]:
+        """When the VM's compute billed within ``[since, until]``, from the Activity Log (creates,
+        starts, deallocations and deletes; a power-off bills on)."""
+        return self.call("Azure Activity Log", lambda: vm_runs(lambda url: self._arm("GET", url), self.settings.arm_endpoint,
+                                                               self.subscription, instance_id, since, until))
+
+    def _arm(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+        """One ARM request through the SDK's pipeline (its credential, retries and TLS); an error
+        answer raised as the SDK raises its own."""
+        from azure.core.exceptions import HttpResponseError
+        from azure.core.rest import HttpRequest
+        from azure.mgmt.core.exceptions import ARMErrorFormat
+
+        response = self.client("compute").send_request(HttpRequest(method, url, json=body))
+        if response.status_code >= 400:
+            raise HttpResponseError(response=response, error_format=ARMErrorFormat)
+        return response.json()
 
     def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
         """What the bill says each VM cost between ``start`` and ``end`` (per VM; a tag grouping
