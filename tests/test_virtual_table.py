@@ -169,6 +169,13 @@ def test_the_widest_name_is_counted_once_then_over_what_each_reading_brings() ->
     assert index.widest(width) == len("a-much-longer-name-than-any-other")
     assert seen == ["u000099"], "only the item the reading changed is measured"
     assert index.widest(width) == len("a-much-longer-name-than-any-other") and seen == ["u000099"]
+    # Two readings before the next frame, and one of the very same objects: what both brought.
+    second = (Item("u000000", "renamed-0", 1), *longer[1:])
+    index.update(second)
+    index.update((*second[:50], Item("u000050", "renamed-50", 1), *second[51:]))
+    index.update(tuple(index.by_key[i.uid] for i in second[:50]) + (index.by_key["u000050"], *second[51:]))
+    seen.clear()
+    assert index.widest(width) == len("a-much-longer-name-than-any-other") and seen == ["u000000", "u000050"]
 
 
 async def test_only_the_rows_on_screen_are_built_and_the_cursor_keeps_its_key() -> None:

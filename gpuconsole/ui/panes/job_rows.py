@@ -39,7 +39,7 @@ class JobTally:
         return TALLIES(jobs)
 
 
-TALLIES: PerReading[JobTally] = PerReading(JobTally)
+TALLIES: PerReading[JobTally] = PerReading(JobTally, keep=3)  # the one on screen may be 2 behind
 
 
 STATE_ORDER = {JobState.PENDING: 0, JobState.QUEUED: 1, JobState.RUNNING: 2, JobState.SUSPENDED: 3, JobState.FAILED: 4,

@@ -46,7 +46,7 @@ class RowIndex:
         self._texts: tuple[object, bool, tuple[str, ...]] = (None, False, ())  # the shown keys' words, for which order
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
-        self._fresh: list[Any] | None = None  # the items the last merged reading brought (None: all are new)
+        self._fresh: list[Any] | None = None  # the items readings brought since the widest was measured (None: all)
 
     def blank(self) -> RowIndex:
         """A new, empty index that keys, orders and words items as this one does."""
@@ -94,7 +94,7 @@ class RowIndex:
             width = max(width, max(map(width_of, fresh), default=0))
         else:
             width = max(map(width_of, self.by_key.values()), default=0)
-        self._widest = (self._items, width_of, width)
+        self._widest, self._fresh = (self._items, width_of, width), []
         return width
 
     @property
@@ -122,9 +122,7 @@ class RowIndex:
         fresh = {key(item): item for item in items[lo:new_hi]}
         changed = [k for k, item in fresh.items() if previous.get(k) is not item]
         gone = [k for k in map(key, last_items[lo:old_hi]) if k not in fresh] if last_items else []
-        measured = self._widest[0]  # the reading the widest name was last measured over
         if previous and not changed and not gone:  # the same objects in a new tuple: nothing moves
-            self._fresh = [] if measured is not None and measured is last_items else None
             return
         size = len(previous) + sum(1 for k in changed if k not in previous) - len(gone)
         if previous and (len(changed) + len(gone)) * INCREMENTAL_SHARE < size:
@@ -133,7 +131,8 @@ class RowIndex:
                 del by_key[k]
             by_key.update(fresh)
             self._merge(by_key, previous, changed, gone)
-            self._fresh = [by_key[k] for k in changed] if measured is not None and measured is last_items else None
+            if self._fresh is not None:  # a new list: a successor made in a worker shares the last one
+                self._fresh = self._fresh + [by_key[k] for k in changed]
         else:
             by_key = {key(item): item for item in items}
             self._sort(by_key, previous)
