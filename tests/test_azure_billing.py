@@ -78,6 +78,7 @@ def test_cost_reconcile_sets_the_bill_beside_the_consoles_estimate(azure: AzureP
     [row] = [r for r in doc["rows"] if r["instance_id"] == vm]
     assert (row["day"], row["billed"]) == (yesterday, 80.0)
     assert row["estimate"] > 0 and row["difference"] == pytest.approx(row["estimate"] - 80.0, abs=1e-3)
+    assert doc["spend_basis"] == "Activity Log history"  # the runs come from Azure's own record
 
 
 def test_when_a_vm_billed_from_the_activity_log_a_power_off_billing_on(azure: AzurePeer) -> None:

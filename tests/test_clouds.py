@@ -29,7 +29,8 @@ def _config(tmp_path: Path, url: str) -> Path:
 
 
 def _snapshot(capsys, *argv: str) -> dict:
-    assert main(["snapshot", "--json", "--no-db", *argv]) == 0
+    # The wait ends at every source's first answer: room for AWS and Alibaba polled in turn on a loaded machine.
+    assert main(["snapshot", "--json", "--no-db", "--wait", "60", *argv]) == 0
     return json.loads(capsys.readouterr().out)
 
 
