@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 
-from gpuconsole.backends.sim.archive import QUEUED_REASON
+from gpuconsole.backends.sim.archive import FAILED_SHARE, HISTORY_DAYS, QUEUED_REASON, QUEUED_SHARE
+from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.state import pod_suffix
+from gpuconsole.backends.sim.workload import TEAMS, TEMPLATES
 from gpuconsole.backends.sim.world import SimWorld
 from gpuconsole.cli.main import main
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
-from gpuconsole.model import JobState
+from gpuconsole.model import Job, JobState
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.panes.job_rows import STATE_ORDER
 from tests.helpers import START, FrozenClock, wait_until
@@ -43,6 +48,56 @@ def test_a_historical_job_is_what_the_world_would_list_for_its_own_record() -> N
         record = world._unarchived(view)  # noqa: SLF001 - the record a change would step
         record.view = None
         assert record.to_model() == view
+
+
+def reference_history(world: SimWorld, count: int) -> list[Job]:
+    """The history as random.Random's own choices, choice, uniform and randint draw it, and
+    IdFactory names it: what the world's quicker draws must give, job for job."""
+    rng = random.Random(f"{world.seed}:archive")
+    ids = IdFactory(rng)
+    nodes = world._scheduler.nodes  # noqa: SLF001 - the nodes a historical job could have run on
+    taken = {(j.namespace, j.name) for j in world._jobs.values()}  # noqa: SLF001
+    jobs = []
+    for _ in range(count):
+        t = rng.choices(TEMPLATES, cum_weights=world._cum_weights)[0]  # noqa: SLF001
+        name = f"{t.base}-{ids.suffix()}"
+        while (t.namespace, name) in taken:
+            name = f"{t.base}-{ids.suffix()}"
+        taken.add((t.namespace, name))
+        gpus = 1 if t.mig_profile else rng.choice(t.gpus)
+        product = t.product if t.product in world._products else None  # noqa: SLF001
+        minutes = math.exp(rng.uniform(math.log(t.minutes[0]), math.log(t.minutes[1])))
+        uid, owner, pod_uid = ids.uuid4(), rng.choice(TEAMS[t.namespace]), ids.uuid4()
+        common = {"uid": uid, "name": name, "namespace": t.namespace, "gpus": gpus, "mig_profile": t.mig_profile,
+                  "image": t.image, "owner": owner, "pod_uid": pod_uid, "pod": f"{name}-{pod_suffix(pod_uid, 0)}"}
+        if rng.random() < QUEUED_SHARE:
+            created = float(math.floor(START - rng.uniform(600.0, 2 * 86400.0)))
+            jobs.append(Job(state=JobState.PENDING, created=created, pending_reason=QUEUED_REASON, **common))
+            continue
+        fitting = [n for n in nodes if n.slices] if t.mig_profile else \
+            [n for n in nodes if (product is None or n.model.label == product) and len(n.whole) >= gpus]
+        fails = rng.random() < FAILED_SHARE
+        length = max(60.0, round(minutes * 60.0) * (rng.uniform(0.05, 0.8) if fails else 1.0))
+        finished = float(math.floor(START - rng.uniform(3600.0, HISTORY_DAYS * 86400.0)))
+        started = float(math.floor(finished - length))
+        created = started - rng.randint(5, 1800)
+        node = rng.choice(fitting).node_name if fitting else None
+        jobs.append(Job(state=JobState.FAILED if fails else JobState.SUCCEEDED, created=created, node=node,
+                        started=started, finished=finished, **common))
+    return jobs
+
+
+def test_the_history_is_drawn_as_the_random_modules_own_calls_draw_it() -> None:
+    """The seeded world stays the same: the history's inlined draws give, job for job, what
+    the plain calls give (a fleet of several GPU models, MIG nodes, and queued jobs)."""
+    for nodes, total in ((None, 1500), (24, 6000)):
+        world = SimWorld(seed=11, start=START, nodes=nodes, jobs=total)
+        history = world._archive_view  # noqa: SLF001 - the history alone, as built
+        live = len(world.jobs_reading().jobs) - len(history)
+        assert len(history) == total - live > 1000
+        assert list(history) == reference_history(SimWorld(seed=11, start=START, nodes=nodes), total - live)
+        assert {j.state for j in history} == {JobState.SUCCEEDED, JobState.FAILED, JobState.PENDING}
+        assert any(j.mig_profile for j in history) and len({j.node for j in history}) > 3
 
 
 def test_history_costs_nothing_per_step_and_is_shared_by_every_reading() -> None:

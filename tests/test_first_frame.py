@@ -16,6 +16,7 @@ import pytest
 from textual.widgets import Footer
 
 from gpuconsole.cli.main import ArgumentError
+from gpuconsole.model import SourceKind, SourceState
 from gpuconsole.ui.app import GpuConsoleApp
 from gpuconsole.ui.panes.base import FilterInput
 from gpuconsole.ui.widgets.pane_tabs import PaneTabs
@@ -129,6 +130,29 @@ async def test_a_console_that_cannot_be_built_ends_the_app_with_its_error() -> N
     app.close_core()
     assert isinstance(app.boot_error, ArgumentError)
     assert app.return_code == 1
+
+
+async def test_the_hidden_panes_get_ready_only_once_every_source_has_answered() -> None:
+    """Work the first complete frame does not need waits for it: the Jobs pane orders its queue
+    (a third of a second at 100,000 jobs) once every source has answered, not while the GPUs
+    have not, however many readings of jobs come meanwhile."""
+    console = demo_console(faults="gpus:hang", timeout=30)
+    app = GpuConsoleApp(console, start_console=False)  # no one-second fallback: answers alone decide
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            console.start(open_store=False)
+            await wait_until(lambda: app.snapshot.jobs and app.query("#jobs-pane"))
+            first = app.snapshot
+            await wait_until(lambda: app.snapshot is not first)  # a later reading of jobs shown too
+            await pilot.pause()
+            jobs_pane = app.query_one("#jobs-pane")
+            assert app.snapshot.source(SourceKind.GPUS).state is SourceState.CONNECTING
+            assert jobs_pane.jobs.empty
+            console.hub.runners[SourceKind.GPUS].source.sim.faults.release()
+            await wait_until(lambda: not jobs_pane.jobs.empty)  # ordered while the pane is hidden
+            assert app.active_pane == "overview"
+    finally:
+        console.close()
 
 
 def test_the_app_needs_a_console_or_a_way_to_build_one() -> None:

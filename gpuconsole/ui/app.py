@@ -30,7 +30,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input
 
-from gpuconsole.ui.boot import CoreBuilder, CoreBuilt
+from gpuconsole.ui.boot import AfterFirstFrame, CoreBuilder, CoreBuilt
 from gpuconsole.ui.command_line import CommandLine
 from gpuconsole.ui.messages import SnapshotUpdated
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
@@ -139,7 +139,8 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
             self._take_core(core)
         self._flush_timer: Timer | None = None
         self._last_paint = 0.0
-        self._store_requested = False
+        self.after_first_frame = AfterFirstFrame(
+            self, lambda: (p for p in self._tabs.query(_pane_base()) if p is not self.current_pane))
         self.access_principal = None  # who the user is (users table), read by load_access
         # keys typed while the one before them is still being handled (see on_event)
         self.typeahead = TypeAhead(self, partial(App.on_event, self), lambda: self._booting)
@@ -187,10 +188,10 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         self.load_access()
         self.set_interval(ACCESS_EVERY_S, self.load_access)
         if self.start_console:
-            # The cache database opens once the first complete frame is on screen (or after a
-            # second at most), so SQLite never delays what the user sees first.
+            # The cache database opens, and the hidden panes get ready, once the first complete
+            # frame is on screen (or after a second at most): neither delays what the user sees first.
             self.core.start(open_store=False)
-            self.set_timer(1.0, self.core.open_store_in_background)
+            self.set_timer(1.0, self.after_first_frame.settle)
         self.show_snapshot(self.core.snapshot)
 
     # ------------------------------------------------------------------ building the console
@@ -263,22 +264,13 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         if self._booting:
             self._draw_starting()
             return
-        from gpuconsole.model import SourceState
-
         self.snapshot = snapshot
-        if not self._store_requested and snapshot.sources and all(
-            s.state is not SourceState.CONNECTING for s in snapshot.sources
-        ):
-            self._store_requested = True
-            self.call_after_refresh(self.core.open_store_in_background)
         self._render_top_bar()
         self._draw_tabs()
         pane = self.current_pane
         if pane is not None:
             pane.show(snapshot, self.palette)
-        for other in self._tabs.query(_pane_base()):
-            if other is not pane:
-                other.prepare(snapshot)  # e.g. the Jobs pane orders a big queue in a worker
+        self.after_first_frame.shown(snapshot)  # the cache and the hidden panes, once it is painted
         if self.core.services.budget_ops.take_bell():
             # A budget crossed a notify threshold: ring once, and say which where the user looks.
             self.bell()

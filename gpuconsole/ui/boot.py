@@ -2,19 +2,21 @@
 
 The app paints its frame ("starting…") first, then :class:`CoreBuilder` builds the Console (and
 imports the panes' code) in a thread and posts :class:`CoreBuilt` back. A user who quits while
-it is being built is not kept waiting: the build thread closes what it built.
+it is being built is not kept waiting: the build thread closes what it built. What the first
+complete frame does not need waits until it is painted (:class:`AfterFirstFrame`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 if TYPE_CHECKING:
     from gpuconsole.core.fleet.console import Console
+    from gpuconsole.model import FleetSnapshot
 
 
 class CoreBuilt(Message):
@@ -71,3 +73,41 @@ class CoreBuilder:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(wait_s)
+
+
+class AfterFirstFrame:
+    """Work the first complete frame does not need, started once it is painted: once every
+    source has answered and that frame is on screen (or when :meth:`settle` is called sooner,
+    a second after the start), the cache database opens and the hidden panes get ready for
+    their first showing. Before, both only delayed that frame: ordering 100,000 jobs for the
+    Jobs pane takes a third of a second, and the two threads contend for the GIL.
+
+    ``app`` is the Textual app showing ``core``; ``hidden`` gives the panes not on screen.
+    """
+
+    def __init__(self, app: Any, hidden: Callable[[], Iterable[Any]]) -> None:
+        self._app = app
+        self._hidden = hidden
+        self._answered = False  # every source has answered once
+        self.settled = False
+
+    def shown(self, snapshot: FleetSnapshot) -> None:
+        """``snapshot`` is on its way to the screen: get the hidden panes ready for it once
+        settled; the first one every source has answered settles after it is painted."""
+        from gpuconsole.model import SourceState
+
+        if not self._answered and snapshot.sources and all(
+            s.state is not SourceState.CONNECTING for s in snapshot.sources
+        ):
+            self._answered = True
+            self._app.call_after_refresh(self.settle)
+        if self.settled:
+            for pane in self._hidden():
+                pane.prepare(snapshot)  # e.g. the Jobs pane orders a big queue in a worker
+
+    def settle(self) -> None:
+        """Open the cache database and get the hidden panes ready (once)."""
+        if not self.settled:
+            self.settled = True
+            self._app.core.open_store_in_background()
+            self.shown(self._app.snapshot)

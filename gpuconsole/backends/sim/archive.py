@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_right
 from collections.abc import Iterator
 
-from gpuconsole.backends.sim.ids import IdFactory
+from gpuconsole.backends.sim.ids import SUFFIX_ALPHABET, UUID4_KEEP, UUID4_SET, dashed
 from gpuconsole.backends.sim.lifecycle import Lifecycle
 from gpuconsole.backends.sim.state import SimInstance, SimJob, pod_suffix
-from gpuconsole.backends.sim.workload import TEAMS, TEMPLATES
+from gpuconsole.backends.sim.workload import TEAMS, TEMPLATES, JobTemplate
 from gpuconsole.model import Job, JobState
 
 HISTORY_DAYS = 30  # finished jobs reach this far back
@@ -46,65 +47,14 @@ class JobArchive(Lifecycle):
         listed = sum(1 for j in self._jobs.values() if j.gang is None) + len(self._gangs)
         count = max(0, total - listed)
         rng = random.Random(f"{self.seed}:archive")
-        ids = IdFactory(rng)
-        now = self._now
-        nodes = self._scheduler.nodes
-        by_product: dict[str | None, list[SimInstance]] = {None: list(nodes)}
-        for node in nodes:
-            by_product.setdefault(node.model.label, []).append(node)
-        mig_nodes = [n for n in nodes if n.slices]
         # The names taken, by namespace: the names are the jobs' own strings, where a set of
         # (namespace, name) pairs made a tuple a job (about 10 MB at 100,000, freed after).
         taken: dict[str, set[str]] = {}
         for j in self._jobs.values():
             taken.setdefault(j.namespace, set()).add(j.name)
-        # Nodes that could have run a job of (product, GPUs): the same few lists for every job
-        # (at 1,024 nodes, scanning them per job was more than half of the 3 s of building 100,000).
-        fitting_by: dict[tuple[str | None, int], list[SimInstance]] = {}
-        archive: dict[str, Job] = {}
-        queued: dict[str, float] = {}
-        choices, choice, uniform, draw = rng.choices, rng.choice, rng.uniform, rng.random
-        products, cum_weights = self._products, self._cum_weights
-        for _ in range(count):  # each job's draws in a fixed order: a seed fixes the history
-            t = choices(TEMPLATES, cum_weights=cum_weights)[0]
-            names = taken.get(t.namespace)
-            if names is None:
-                names = taken[t.namespace] = set()
-            name = f"{t.base}-{ids.suffix()}"
-            while name in names:
-                name = f"{t.base}-{ids.suffix()}"
-            names.add(name)
-            gpus = 1 if t.mig_profile else choice(t.gpus)
-            product = t.product if t.product in products else None
-            minutes = math.exp(uniform(math.log(t.minutes[0]), math.log(t.minutes[1])))
-            uid = ids.uuid4()
-            owner = choice(TEAMS[t.namespace])
-            pod_uid = ids.uuid4()
-            common = {"uid": uid, "name": name, "namespace": t.namespace, "gpus": gpus, "mig_profile": t.mig_profile,
-                      "image": t.image, "owner": owner, "pod_uid": pod_uid, "pod": f"{name}-{pod_suffix(pod_uid, 0)}"}
-            if draw() < QUEUED_SHARE:
-                created = float(math.floor(now - uniform(600.0, 2 * 86400.0)))
-                queued[uid] = round(minutes * 60.0)
-                archive[uid] = Job(state=JobState.PENDING, created=created, pending_reason=QUEUED_REASON, **common)
-                continue
-            if t.mig_profile:
-                fitting = mig_nodes
-            else:
-                fitting = fitting_by.get((product, gpus))
-                if fitting is None:
-                    fitting = [n for n in by_product.get(product, ()) if len(n.whole) >= gpus]
-                    fitting_by[product, gpus] = fitting
-            fails = draw() < FAILED_SHARE
-            length = max(60.0, round(minutes * 60.0) * (uniform(0.05, 0.8) if fails else 1.0))
-            finished = float(math.floor(now - uniform(3600.0, HISTORY_DAYS * 86400.0)))
-            started = float(math.floor(finished - length))
-            created = started - rng.randint(5, 1800)
-            node = choice(fitting) if fitting else None
-            archive[uid] = Job(state=JobState.FAILED if fails else JobState.SUCCEEDED, created=created,
-                               node=node.node_name if node is not None else None, started=started,
-                               finished=finished, **common)
-        self._archive, self._archive_queued = archive, queued
-        self._archive_view = tuple(archive.values())
+        shapes = [_Shape(t, self._products, self._scheduler.nodes, taken) for t in TEMPLATES]
+        self._archive, self._archive_queued = _draw_history(rng, count, self._now, shapes, self._cum_weights)
+        self._archive_view = tuple(self._archive.values())
 
     def _archived(self, namespace: str, name: str) -> SimJob | None:
         for view in self._archive.values():
@@ -159,3 +109,88 @@ class JobArchive(Lifecycle):
             self._archive_queued.pop(uid, None)
             self._archive_view = tuple(self._archive.values())
         return view
+
+
+class _Shape:
+    """What a historical job of one template draws from: its names taken, its GPU counts and
+    owners, its run lengths, and the nodes that could have run it (by GPU count; at 1,024
+    nodes, scanning them per job was more than half of the 3 s of building 100,000)."""
+
+    __slots__ = ("fitting", "gpus", "image", "log_span", "log_min", "mig_profile", "names", "namespace",
+                 "owners", "prefix")
+
+    def __init__(self, t: JobTemplate, products: tuple[str, ...], nodes: list[SimInstance],
+                 taken: dict[str, set[str]]) -> None:
+        self.namespace, self.prefix, self.image, self.mig_profile = t.namespace, f"{t.base}-", t.image, t.mig_profile
+        self.names = taken.setdefault(t.namespace, set())
+        self.owners = TEAMS[t.namespace]
+        self.gpus = () if t.mig_profile else t.gpus
+        low, high = math.log(t.minutes[0]), math.log(t.minutes[1])
+        self.log_min, self.log_span = low, high - low  # as random.uniform(low, high) computes it
+        if t.mig_profile:
+            self.fitting = {1: [n.node_name for n in nodes if n.slices]}
+        else:
+            product = t.product if t.product in products else None
+            self.fitting = {gpus: [n.node_name for n in nodes
+                                   if (product is None or n.model.label == product) and len(n.whole) >= gpus]
+                            for gpus in t.gpus}
+
+
+def _draw_history(rng: random.Random, count: int, now: float, shapes: list[_Shape],
+                  cum_weights: list[float]) -> tuple[dict[str, Job], dict[str, float]]:
+    """``count`` historical jobs (uid -> frozen job) and the run length of each one still queued.
+
+    Each job's draws come in a fixed order, made as :class:`random.Random`'s ``choices``,
+    ``choice``, ``uniform`` and ``randint`` make them (the same numbers from the same seed), and
+    its identifiers as :class:`IdFactory` makes them, without the per-call overhead those add
+    a hundred thousand times over (half the time of building the history).
+    """
+    draw, bits = rng.random, rng.getrandbits
+    exp, floor = math.exp, math.floor
+    weight, last = cum_weights[-1] + 0.0, len(cum_weights) - 1
+    queued_span, finished_span, fail_span = 2 * 86400.0 - 600.0, HISTORY_DAYS * 86400.0 - 3600.0, 0.8 - 0.05
+    pending, failed, succeeded = JobState.PENDING, JobState.FAILED, JobState.SUCCEEDED
+    archive: dict[str, Job] = {}
+    queued: dict[str, float] = {}
+
+    def below(n: int) -> int:  # random.Random._randbelow
+        k = n.bit_length()
+        r = bits(k)
+        while r >= n:
+            r = bits(k)
+        return r
+
+    for _ in range(count):
+        shape = shapes[bisect_right(cum_weights, draw() * weight, 0, last)]  # choices(TEMPLATES, cum_weights)
+        names, name = shape.names, None
+        while name is None or name in names:  # IdFactory.suffix, drawn again while taken
+            letters = []
+            for _ in range(5):
+                r = bits(5)
+                while r >= 27:
+                    r = bits(5)
+                letters.append(SUFFIX_ALPHABET[r])
+            name = shape.prefix + "".join(letters)
+        names.add(name)
+        gpus = shape.gpus[below(len(shape.gpus))] if shape.gpus else 1
+        minutes = exp(shape.log_min + shape.log_span * draw())
+        uid = dashed((bits(128) & UUID4_KEEP) | UUID4_SET)  # IdFactory.uuid4
+        owner = shape.owners[below(len(shape.owners))]
+        pod_uid = dashed((bits(128) & UUID4_KEEP) | UUID4_SET)
+        pod = f"{name}-{pod_suffix(pod_uid, 0)}"
+        if draw() < QUEUED_SHARE:
+            created = float(floor(now - (600.0 + queued_span * draw())))
+            queued[uid] = round(minutes * 60.0)
+            archive[uid] = Job(uid, name, shape.namespace, pending, created, gpus, shape.mig_profile, None, None,
+                               None, QUEUED_REASON, None, shape.image, owner, pod_uid, pod)
+            continue
+        fitting = shape.fitting[gpus]
+        fails = draw() < FAILED_SHARE
+        length = max(60.0, round(minutes * 60.0) * ((0.05 + fail_span * draw()) if fails else 1.0))
+        finished = float(floor(now - (3600.0 + finished_span * draw())))
+        started = float(floor(finished - length))
+        created = started - (5 + below(1796))  # randint(5, 1800)
+        node = fitting[below(len(fitting))] if fitting else None
+        archive[uid] = Job(uid, name, shape.namespace, failed if fails else succeeded, created, gpus,
+                           shape.mig_profile, node, started, finished, None, None, shape.image, owner, pod_uid, pod)
+    return archive, queued

@@ -12,10 +12,14 @@ import random
 from gpuconsole.backends.sim.catalog import VPC_SECOND_OCTET, region_of
 
 # The alphabet Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# A UUID4's version (4) and variant (10) bits, set in one step.
+UUID4_KEEP = ~((0xF << 76) | (0xC << 60))
+UUID4_SET = (0x4 << 76) | (0x8 << 60)
 
 
-def _dashed(value: int) -> str:
+def dashed(value: int) -> str:
+    """A 128-bit value in the 8-4-4-4-12 hex groups of a UUID."""
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
@@ -28,17 +32,14 @@ class IdFactory:
         self._ips: set[str] = set()
 
     def gpu_uuid(self) -> str:
-        return "GPU-" + _dashed(self._rng.getrandbits(128))
+        return "GPU-" + dashed(self._rng.getrandbits(128))
 
     def mig_uuid(self) -> str:
-        return "MIG-" + _dashed(self._rng.getrandbits(128))
+        return "MIG-" + dashed(self._rng.getrandbits(128))
 
     def uuid4(self) -> str:
         """A UUID4-shaped string (version and variant bits set), as Kubernetes UIDs are."""
-        value = self._rng.getrandbits(128)
-        value = (value & ~(0xF << 76)) | (0x4 << 76)
-        value = (value & ~(0xC << 60)) | (0x8 << 60)
-        return _dashed(value)
+        return dashed((self._rng.getrandbits(128) & UUID4_KEEP) | UUID4_SET)
 
     def instance_id(self) -> str:
         return f"i-{self._rng.getrandbits(68):017x}"
@@ -50,13 +51,13 @@ class IdFactory:
     def suffix(self, length: int = 5) -> str:
         """``length`` letters of the alphabet, drawn as ``random.choice`` draws each (the same
         letters from the same seed), without its per-letter call overhead."""
-        getrandbits, size, letters = self._rng.getrandbits, len(_SUFFIX_ALPHABET), []
+        getrandbits, size, letters = self._rng.getrandbits, len(SUFFIX_ALPHABET), []
         bits = size.bit_length()
         for _ in range(length):
             r = getrandbits(bits)
             while r >= size:
                 r = getrandbits(bits)
-            letters.append(_SUFFIX_ALPHABET[r])
+            letters.append(SUFFIX_ALPHABET[r])
         return "".join(letters)
 
     def private_ip(self, availability_zone: str) -> str:

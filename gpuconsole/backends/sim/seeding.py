@@ -20,7 +20,7 @@ from gpuconsole.backends.sim.lifecycle import (
     cron_next,
     cron_prev,
 )
-from gpuconsole.backends.sim.state import SimCronJob, SimJob
+from gpuconsole.backends.sim.state import SimCronJob, SimInstance, SimJob
 from gpuconsole.backends.sim.workload import CRONJOBS, NEMO
 from gpuconsole.model import JobState
 
@@ -62,8 +62,9 @@ class Seeding(Lifecycle):
                       "dmitri", self._ids.uuid4())
         huge.give_up_at = huge.created + 48 * 3600.0
         self._seed_pending(huge, huge.created)
+        fitting: dict[tuple[str | None, str | None, int], list[SimInstance]] = {}
         for _ in range(round(self._arrival_rate * FINISHED_TTL_S)):
-            self._seed_finished(self._new_job(now), now - rng.uniform(30.0, FINISHED_TTL_S - 60.0))
+            self._seed_finished(self._new_job(now), now - rng.uniform(30.0, FINISHED_TTL_S - 60.0), fitting)
         for _ in range(2 if demo else max(2, slots // 200)):
             job = self._new_job(now)
             job.state = JobState.SUSPENDED
@@ -147,15 +148,23 @@ class Seeding(Lifecycle):
         job.created = min(created, self._now - self._rng.randint(60, 2400))
         self._add_job(job)
 
-    def _seed_finished(self, job: SimJob, finished: float) -> None:
-        """A job that ended ``finished``; it ran on some node that could have taken it."""
+    def _seed_finished(self, job: SimJob, finished: float,
+                       known: dict[tuple[str | None, str | None, int], list[SimInstance]] | None = None) -> None:
+        """A job that ended ``finished``; it ran on some node that could have taken it (the
+        nodes that could, by the job's shape, kept in ``known``: a thousand-node world seeds
+        a few thousand finished jobs)."""
         rng = self._rng
-        nodes = self._scheduler.nodes
-        if job.mig_profile is not None:
-            fitting = [n for n in nodes if n.slices]
-        else:
-            fitting = [n for n in nodes if (job.product is None or n.model.label == job.product)
-                       and len(n.whole) >= job.gpus]
+        shape = (job.mig_profile, job.product, job.gpus)
+        fitting = known.get(shape) if known is not None else None
+        if fitting is None:
+            nodes = self._scheduler.nodes
+            if job.mig_profile is not None:
+                fitting = [n for n in nodes if n.slices]
+            else:
+                fitting = [n for n in nodes if (job.product is None or n.model.label == job.product)
+                           and len(n.whole) >= job.gpus]
+            if known is not None:
+                known[shape] = fitting
         fails = rng.random() < 0.1
         length = job.duration * (rng.uniform(0.05, 0.8) if fails else 1.0)
         job.node = rng.choice(fitting) if fitting else None

@@ -11,6 +11,7 @@ from array import array
 from typing import Any
 
 from gpuconsole.backends.sim.catalog import GpuModel, region_of
+from gpuconsole.backends.sim.ids import SUFFIX_ALPHABET
 from gpuconsole.model import (
     BillingSpan,
     Gpu,
@@ -23,11 +24,7 @@ from gpuconsole.model import (
     Tags,
 )
 
-# The alphabet Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-_PAIRS = tuple(a + b for b in _SUFFIX_ALPHABET for a in _SUFFIX_ALPHABET)  # two base-27 digits, low first
+_PAIRS = tuple(a + b for b in SUFFIX_ALPHABET for a in SUFFIX_ALPHABET)  # two base-27 digits, low first
 
 
 def pod_suffix(pod_uid: str, index: int) -> str:
@@ -38,7 +35,7 @@ def pod_suffix(pod_uid: str, index: int) -> str:
     pairs = len(_PAIRS)
     value, low = divmod(value, pairs)
     value, middle = divmod(value, pairs)
-    return _PAIRS[low] + _PAIRS[middle] + _SUFFIX_ALPHABET[value % len(_SUFFIX_ALPHABET)]
+    return _PAIRS[low] + _PAIRS[middle] + SUFFIX_ALPHABET[value % len(SUFFIX_ALPHABET)]
 
 
 class SimSlice:
