@@ -426,3 +426,31 @@ async def test_a_queue_merged_in_a_worker_keeps_its_filter_and_sort(monkeypatch)
         assert pane.jobs is resorted
         await wait_until(lambda: pane.jobs.items is snap.jobs)
         assert pane.jobs is not stale
+
+
+def test_what_the_panes_derive_from_a_reading_is_made_in_the_thread_that_delivers_it():
+    """The tally by state, the pods' UIDs and the distributed jobs of a new reading are made
+    beside the UI thread; the UI thread then finds them made, for that reading only."""
+    import threading
+
+    from gpuconsole.core.money.attribution import job_index
+    from gpuconsole.model import FleetSnapshot, Job, JobRole
+    from gpuconsole.ui.messages import SnapshotUpdated
+    from gpuconsole.ui.panes.job_roles import with_roles
+    from gpuconsole.ui.panes.job_rows import TALLIES, JobTally
+
+    jobs = tuple(Job(f"u{n}", f"train-{n}", "ml", JobState.PENDING if n % 3 else JobState.RUNNING, 0.0, gpus=2,
+                     pod_uid=f"pod-{n}", kind="MPIJob" if n == 7 else "Job",
+                     roles=(JobRole("Worker", 2, gpus_per_replica=1),) if n == 7 else ()) for n in range(30))
+    delivered: list[SnapshotUpdated] = []
+    thread = threading.Thread(target=lambda: delivered.append(SnapshotUpdated.delivered(FleetSnapshot(0.0, jobs=jobs))))
+    thread.start()
+    thread.join()
+    assert delivered[0].snapshot.jobs is jobs
+    for made in (TALLIES, job_index, with_roles):  # made already, before the UI thread asks
+        assert any(reading is jobs for reading, _ in made._made)
+    tally, index, distributed = JobTally.of(jobs), job_index(jobs), with_roles(jobs)
+    assert tally.counts[JobState.PENDING] == 20 and tally.waiting_gpus == 40
+    assert [j.name for j in distributed] == ["train-7"] and index.owner("pod-9") is jobs[9]
+    again = jobs[:15] + jobs[15:]  # the same jobs in a new reading: made for it
+    assert JobTally.of(again) is not tally and JobTally.of(again).counts == tally.counts
