@@ -434,21 +434,27 @@ def test_what_the_panes_derive_from_a_reading_is_made_in_the_thread_that_deliver
     import threading
 
     from gpuconsole.core.money.attribution import job_index
-    from gpuconsole.model import FleetSnapshot, Job, JobRole
+    from gpuconsole.model import FleetSnapshot, Gpu, Job, JobRole
     from gpuconsole.ui.messages import SnapshotUpdated
     from gpuconsole.ui.panes.job_roles import with_roles
     from gpuconsole.ui.panes.job_rows import TALLIES, JobTally
+    from gpuconsole.ui.panes.overview import GPU_TALLIES, GpuTally
 
     jobs = tuple(Job(f"u{n}", f"train-{n}", "ml", JobState.PENDING if n % 3 else JobState.RUNNING, 0.0, gpus=2,
                      pod_uid=f"pod-{n}", kind="MPIJob" if n == 7 else "Job",
                      roles=(JobRole("Worker", 2, gpus_per_replica=1),) if n == 7 else ()) for n in range(30))
+    gpus = tuple(Gpu(uuid=f"GPU-{n}", node="node-a", index=n, name="A100", utilization=90.0 if n else 0.0,
+                     memory_used_mib=900, memory_total_mib=81920, temperature_c=40, power_w=80.0, power_limit_w=400.0)
+                 for n in range(4))
     delivered: list[SnapshotUpdated] = []
-    thread = threading.Thread(target=lambda: delivered.append(SnapshotUpdated.delivered(FleetSnapshot(0.0, jobs=jobs))))
+    reading = FleetSnapshot(0.0, jobs=jobs, gpus=gpus)
+    thread = threading.Thread(target=lambda: delivered.append(SnapshotUpdated.delivered(reading)))
     thread.start()
     thread.join()
     assert delivered[0].snapshot.jobs is jobs
     for made in (TALLIES, job_index, with_roles):  # made already, before the UI thread asks
-        assert any(reading is jobs for reading, _ in made._made)
+        assert any(seen is jobs for seen, _ in made._made)
+    assert any(seen is gpus for seen, _ in GPU_TALLIES._made) and GpuTally.of(reading).busy == 3
     tally, index, distributed = JobTally.of(jobs), job_index(jobs), with_roles(jobs)
     assert tally.counts[JobState.PENDING] == 20 and tally.waiting_gpus == 40
     assert [j.name for j in distributed] == ["train-7"] and index.owner("pod-9") is jobs[9]
