@@ -429,8 +429,8 @@ async def test_a_queue_merged_in_a_worker_keeps_its_filter_and_sort(monkeypatch)
 
 
 def test_what_the_panes_derive_from_a_reading_is_made_in_the_thread_that_delivers_it():
-    """The tally by state, the pods' UIDs and the distributed jobs of a new reading are made
-    beside the UI thread; the UI thread then finds them made, for that reading only."""
+    """The tally by state and the distributed jobs of a new reading are made beside the UI
+    thread; the UI thread then finds them made, for that reading only."""
     import threading
 
     from gpuconsole.core.money.attribution import job_index
@@ -438,7 +438,7 @@ def test_what_the_panes_derive_from_a_reading_is_made_in_the_thread_that_deliver
     from gpuconsole.ui.messages import SnapshotUpdated
     from gpuconsole.ui.panes.job_roles import with_roles
     from gpuconsole.ui.panes.job_rows import TALLIES, JobTally
-    from gpuconsole.ui.panes.overview import GPU_TALLIES, GpuTally
+    from gpuconsole.ui.panes.overview import GpuTally
 
     jobs = tuple(Job(f"u{n}", f"train-{n}", "ml", JobState.PENDING if n % 3 else JobState.RUNNING, 0.0, gpus=2,
                      pod_uid=f"pod-{n}", kind="MPIJob" if n == 7 else "Job",
@@ -452,9 +452,9 @@ def test_what_the_panes_derive_from_a_reading_is_made_in_the_thread_that_deliver
     thread.start()
     thread.join()
     assert delivered[0].snapshot.jobs is jobs
-    for made in (TALLIES, job_index, with_roles):  # made already, before the UI thread asks
+    for made in (TALLIES, with_roles):  # made already, before the UI thread asks
         assert any(seen is jobs for seen, _ in made._made)
-    assert any(seen is gpus for seen, _ in GPU_TALLIES._made) and GpuTally.of(reading).busy == 3
+    assert GpuTally.of(reading).busy == 3 and GpuTally.of(reading) is GpuTally.of(reading)
     tally, index, distributed = JobTally.of(jobs), job_index(jobs), with_roles(jobs)
     assert tally.counts[JobState.PENDING] == 20 and tally.waiting_gpus == 40
     assert [j.name for j in distributed] == ["train-7"] and index.owner("pod-9") is jobs[9]

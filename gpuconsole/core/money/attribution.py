@@ -5,13 +5,17 @@ device's ``pod_uid``); the DCGM exporter, read through Prometheus, names it by `
 ``namespace``. The jobs source maps pods to jobs, and the cloud source maps nodes to instances
 with their price. :func:`attribute` follows every link it can and says which it could not, so a
 row reads "GPU 3 on node-a: 2% busy, held by job bert-ft of ns nlp, costing $4.10/h".
+
+A big cluster lists 100,000 jobs: the link from a pod to its job is a look-up in a
+:class:`JobIndex`, made once per reading (:class:`PerReading` keeps what was made of the last
+readings, which the console may make in the thread that delivers them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
 import itertools
 import operator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -121,12 +125,6 @@ class JobIndex:
         self._spread: list[int] | None = None  # where the jobs with several pods are (distributed jobs)
         self._found: dict[tuple[frozenset[str | None], str | None, str | None], tuple[Job, ...]] = {}
 
-    def prepare(self) -> JobIndex:
-        """Read out what a look-up by pod UID searches (the thread delivering a reading does)."""
-        self._column("pod_uid")
-        self._spread_places()
-        return self
-
     def owner(self, pod_uid: str | None) -> Job | None:
         """The first job owning the pod with ``pod_uid``."""
         found = self.owning({pod_uid}, None, None)
@@ -205,7 +203,7 @@ class PerReading(Generic[T]):
         return made
 
 
-job_index: PerReading[JobIndex] = PerReading(JobIndex, keep=3)  # a reading's JobIndex, made once
+job_index: PerReading[JobIndex] = PerReading(JobIndex)  # a reading's JobIndex, made once (the one on screen)
 
 
 def instance_of(snapshot: FleetSnapshot, node: str) -> Instance | None:

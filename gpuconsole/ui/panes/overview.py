@@ -51,7 +51,7 @@ def _line(*parts: tuple[str, object] | str) -> Text:
 class GpuTally:
     """A reading's GPUs counted for the card (busy, MIG slices in use, mean utilization, what
     the idle ones cost): counted once per reading of the GPUs and the instances pricing them,
-    by the thread that delivers it (a big fleet has 7,600 GPUs)."""
+    not on every frame (a big fleet has 7,600 GPUs)."""
 
     def __init__(self, gpus: tuple[Gpu, ...], instances: tuple[Instance, ...]) -> None:
         self.instances = instances
@@ -73,7 +73,8 @@ class GpuTally:
         return tally
 
 
-GPU_TALLIES: PerReading[dict[int, GpuTally]] = PerReading(lambda _gpus: {}, keep=3)
+# One reading only: the GPUs are new objects every reading, and keeping more would keep them.
+GPU_TALLIES: PerReading[dict[int, GpuTally]] = PerReading(lambda _gpus: {}, keep=1)
 
 
 def gpu_card(snap: FleetSnapshot, palette: Palette) -> Text:
