@@ -324,3 +324,17 @@ def test_a_pane_asked_for_focus_before_it_has_composed_its_body_does_not_fail() 
     for spec in PANES:
         pane = pane_class(spec.id)(id=f"{spec.id}-pane")
         pane.focus_body()  # nothing composed yet: nothing to focus, and no NoMatches
+
+
+async def test_a_filter_longer_than_its_field_scrolls_to_the_words_typed_last():
+    """The field repaints as words are typed (no new layout of the screen) and still scrolls."""
+    async with running() as (app, pilot):
+        await pilot.press("2", "slash")
+        field = app.query_one("#gpus-pane").query_one(FilterInput)
+        words = "a-very-long-filter-that-does-not-fit-in-the-field-" * 2 + "tail"
+        await pilot.press(*words)
+        await pilot.pause()
+        assert field.value == words and field.virtual_size.width > field.content_region.width
+        assert field.scroll_x > 0
+        shown = "".join(segment.text for segment in field.render_line(0))
+        assert "tail" in shown

@@ -6,9 +6,15 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
+from rich.padding import Padding
+from rich.style import Style
+from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.renderables.styled import Styled
 
 from gpuconsole.ui.widgets.cells import right, text
+from gpuconsole.ui.widgets.cell_lines import padded_cell
 from gpuconsole.ui.widgets.row_index import RowIndex
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
@@ -141,6 +147,19 @@ def test_a_reading_in_a_new_tuple_is_indexed_as_a_fresh_index_would(edits: list[
         assert index.keys("placed") == fresh.keys("placed")
 
 
+def test_a_reading_of_equal_items_in_new_objects_keeps_the_rows_as_they_are() -> None:
+    """A source that builds every reading afresh (the nodes): equal items move nothing, and
+    the index hands out the newest objects."""
+    index = new_index()
+    first = items(50)
+    index.update(first)
+    token = index.rows_token
+    again = tuple(Item(i.uid, i.name, i.gpus, i.reason) for i in first)
+    index.update(again)
+    assert index.rows_token is token
+    assert all(index.by_key[i.uid] is i for i in again)
+
+
 def test_row_index_reuses_the_words_of_unchanged_items() -> None:
     index = new_index()
     first = items(10)
@@ -249,3 +268,47 @@ async def test_a_filter_keeps_the_scroll_range_and_scrollbar_true_to_the_rows() 
             assert table.scroll_y == table.max_scroll_y == max(0, count + 1 - table.scrollable_content_region.height)
             await pilot.press("home")
             await pilot.pause()
+
+
+CELL_WORDS = st.text(alphabet="ab \t\n…界xY-", max_size=14)
+CELL_STYLES = st.sampled_from([None, "bold", "red on blue", "italic green"])
+
+
+@st.composite
+def table_cells(draw: st.DrawFn) -> Text:
+    """Cells as the panes make them (``text``, ``right``), plain words, and odd ones: a span,
+    a style of the whole text, wrapping allowed, another overflow or justification, no end."""
+    words = draw(CELL_WORDS)
+    kind = draw(st.sampled_from(["text", "right", "plain", "odd"]))
+    if kind == "text":
+        return text(words, draw(CELL_STYLES))
+    if kind == "right":
+        return right(words, draw(CELL_STYLES))
+    if kind == "plain":
+        return Text(words, end="")
+    cell = Text(words, style=draw(CELL_STYLES) or "", justify=draw(st.sampled_from([None, "left", "right", "center", "full"])),
+                overflow=draw(st.sampled_from([None, "fold", "crop", "ellipsis"])), no_wrap=draw(st.sampled_from([None, False, True])),
+                end=draw(st.sampled_from(["\n", ""])))
+    if words and draw(st.booleans()):
+        cell.stylize("underline", 0, draw(st.integers(1, len(words))))
+    return cell
+
+
+@settings(max_examples=300, deadline=None)
+@given(table_cells(), st.integers(0, 9), st.sampled_from([Style(), Style(bgcolor="blue", color="white", bold=True)]),
+       st.sampled_from([Style(color="red"), Style(bgcolor="grey0") + Style.from_meta({"row": 3, "column": 1})]))
+def test_a_live_table_cell_is_drawn_as_rich_draws_a_padded_styled_cell(cell: Text, width: int, over: Style,
+                                                                       base: Style) -> None:
+    """The Instances, Budgets, Audit … tables draw a cell without Rich's general machinery:
+    the very segments Rich makes of ``Styled(Padding(cell, (0, 1)), pre, post)``."""
+    console = Console(width=80)
+    pre = base + Style.from_meta({"row": 2, "column": 4}) + over
+    post = Style.from_color(color=over.color) + Style.from_color(bgcolor=over.bgcolor)
+    options = console.options.update_dimensions(width + 2, 1).update(no_wrap=True)
+    want = console.render_lines(Styled(Padding(cell, (0, 1)), pre_style=pre, post_style=post), options)[0]
+    cell_options = console.options.update_dimensions(width, 1).update(no_wrap=True)
+    assert padded_cell(console, cell_options, cell, pre, post) == want
+    # Drawn again (its line is kept) under the cursor's style: the styles are the new ones.
+    under = Style(bgcolor="yellow") + Style.from_meta({"row": 5, "column": 4})
+    again = console.render_lines(Styled(Padding(cell, (0, 1)), pre_style=under, post_style=post), options)[0]
+    assert padded_cell(console, cell_options, cell, under, post) == again

@@ -121,6 +121,12 @@ class JobIndex:
         self._spread: list[int] | None = None  # where the jobs with several pods are (distributed jobs)
         self._found: dict[tuple[frozenset[str | None], str | None, str | None], tuple[Job, ...]] = {}
 
+    def prepare(self) -> JobIndex:
+        """Read out what a look-up by pod UID searches (the thread delivering a reading does)."""
+        self._column("pod_uid")
+        self._spread_places()
+        return self
+
     def owner(self, pod_uid: str | None) -> Job | None:
         """The first job owning the pod with ``pod_uid``."""
         found = self.owning({pod_uid}, None, None)
@@ -142,9 +148,7 @@ class JobIndex:
         for uid in uids:
             places.update(self._places("pod_uid", uid))
         if uids:
-            if self._spread is None:
-                self._spread = list(itertools.compress(range(len(jobs)), map(_POD_UIDS, jobs)))
-            places.update(at for at in self._spread if any(uid in jobs[at].pod_uids for uid in uids))
+            places.update(at for at in self._spread_places() if any(uid in jobs[at].pod_uids for uid in uids))
         if places or not pod:
             return tuple(jobs[at] for at in sorted(places))
 
@@ -159,11 +163,21 @@ class JobIndex:
             found = first("name", pod[:at])
         return found or ()
 
-    def _places(self, column: str, value: str) -> Iterator[int]:
-        """Where the jobs whose ``column`` is ``value`` are, in order (searched in C)."""
+    def _spread_places(self) -> list[int]:
+        """Where the jobs with pods of their own (distributed jobs) are."""
+        if self._spread is None:
+            self._spread = list(itertools.compress(range(len(self.jobs)), map(_POD_UIDS, self.jobs)))
+        return self._spread
+
+    def _column(self, column: str) -> tuple[str | None, ...]:
         values = self._columns.get(column)
         if values is None:
             values = self._columns[column] = tuple(map(operator.attrgetter(column), self.jobs))
+        return values
+
+    def _places(self, column: str, value: str) -> Iterator[int]:
+        """Where the jobs whose ``column`` is ``value`` are, in order (searched in C)."""
+        values = self._column(column)
         at = -1
         while True:
             try:
@@ -191,7 +205,7 @@ class PerReading(Generic[T]):
         return made
 
 
-job_index: PerReading[JobIndex] = PerReading(JobIndex)  # a reading's JobIndex, made once
+job_index: PerReading[JobIndex] = PerReading(JobIndex, keep=3)  # a reading's JobIndex, made once
 
 
 def instance_of(snapshot: FleetSnapshot, node: str) -> Instance | None:

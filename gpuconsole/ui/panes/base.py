@@ -13,6 +13,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Input
 
 from gpuconsole.core.ops.actions import ActionKind
@@ -58,6 +60,10 @@ class FilterInput(Input):
     field closes; the pane's first line names the kept filter, and ``/`` opens it again)."""
 
     BINDINGS = [("escape", "clear", "Clear filter")]
+    # The typed words' width is the field's virtual width, which changes with every key; the
+    # words scroll inside a field of fixed size, so that repaints the field, not (as Textual's
+    # Input asks) a new layout of the whole screen.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=True)
 
     def action_clear(self) -> None:
         self.value = ""

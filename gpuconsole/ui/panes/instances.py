@@ -20,8 +20,8 @@ from gpuconsole.ui.actions import Action, Confirm, batch, run_action
 from gpuconsole.ui.format import age, money, short_model
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.panes.base import Pane
-from gpuconsole.ui.widgets.cells import Row, right, text
-from gpuconsole.ui.widgets.live_table import LiveTable
+from gpuconsole.ui.widgets.cells import right, text
+from gpuconsole.ui.widgets.live_table import LiveTable, width_of
 
 COLUMNS = [
     ("NAME", "name", 12),  # the Name tag: what the owner calls it (at 80 columns the cost still fits)
@@ -57,11 +57,15 @@ def state_cell(inst: Instance, palette: Palette) -> object:
     return text(inst.state.value, state_style(inst.state, palette))
 
 
+def name_cell(inst: Instance) -> object:
+    return text(inst.name or "-")
+
+
 def instance_cells(inst: Instance, now: float, palette: Palette) -> tuple[object, ...]:
     gpus = f"{inst.gpus}×{short_model(inst.gpu_model)}" if inst.gpus else "-"
     running = inst.state.billed
     return (
-        text(inst.name or "-"),
+        name_cell(inst),
         text(inst.instance_type),
         text(gpus),
         text(inst.market.value, palette.accent if inst.market is Market.SPOT else None),
@@ -147,13 +151,13 @@ class InstancesPane(Pane):
     def render_snapshot(self, snapshot: FleetSnapshot, palette: Palette) -> None:
         now = snapshot.taken_at
         order = sorted(snapshot.instances, key=lambda i: (not i.state.billed, -i.price_per_hour, i.instance_id))
-        rows: list[Row] = [
-            (inst.instance_id, instance_cells(inst, now, palette))
-            for inst in order
-            if self.matches(inst.instance_id, inst.instance_type, inst.availability_zone, inst.market.value, inst.cloud,
-                            inst.state.value, inst.gpu_model, inst.name, *(v for _, v in inst.tags))
-        ]
-        self.query_one(LiveTable).sync(rows)
+        # A fleet holds a thousand instances: the table makes the cells of the rows on screen.
+        shown = {inst.instance_id: inst for inst in order
+                 if self.matches(inst.instance_id, inst.instance_type, inst.availability_zone, inst.market.value,
+                                 inst.cloud, inst.state.value, inst.gpu_model, inst.name, *(v for _, v in inst.tags))}
+        names = max((width_of(name_cell(inst)) for inst in shown.values()), default=0)
+        self.query_one(LiveTable).show_rows(list(shown), lambda key: instance_cells(shown[key], now, palette),
+                                            fitted={"name": names})
 
     def detail(self, table_id: str, key: str, snapshot: FleetSnapshot, palette: Palette) -> Text | None:
         inst = next((i for i in snapshot.instances if i.instance_id == key), None)

@@ -8,21 +8,22 @@ to the right edge, and a column without a width is as wide as its widest cell.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
-from rich.padding import Padding
+from rich.console import ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
-from textual.renderables.styled import Styled
 from textual.strip import Strip
 
+from gpuconsole.ui.widgets.cell_lines import padded_cell
 from gpuconsole.ui.widgets.cells import Row
 from gpuconsole.ui.widgets.columns import tag_mark
-from gpuconsole.ui.widgets.virtual_table import PADDING, VirtualTable
+from gpuconsole.ui.widgets.virtual_table import PADDING, CellsOf, VirtualTable
+
 
 
 
@@ -40,15 +41,40 @@ class LiveTable(VirtualTable):
     def __init__(self, columns: Sequence[tuple[str, str, int | None]], **kwargs: Any) -> None:
         super().__init__(columns, **kwargs)
         self._fitted: dict[int, int] = {}  # column index -> width of its widest cell (no width set)
+        self._options: tuple[object, dict[int, ConsoleOptions]] = (None, {})
 
     def sync(self, rows: Sequence[Row]) -> None:
         """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its
         cells, and so does the identity column (its names are never cut while another can give)."""
+        cells = dict(rows)
+        self.show_rows([key for key, _cells in rows], cells.__getitem__)
+
+    def show_rows(self, keys: Sequence[str], cells_of: CellsOf, fitted: dict[str, int] | None = None) -> None:
+        """Show the rows ``keys``, whose cells ``cells_of`` makes when a row is drawn. The
+        columns that fit their cells are as wide as ``fitted`` says (a column key → its widest
+        cell, for a pane that knows it without making every row's cells, as the Instances pane
+        over a thousand instances), else as their widest cell, every row's cells made here."""
         for index, (label, key, width) in enumerate(self._column_spec):
             if width is None or key == self.identity:
-                self._fitted[index] = max((_width_of(cells[index]) for _k, cells in rows), default=0)
-                self._fitted[index] = max(self._fitted[index], cell_len(label))
-        super().sync(rows)
+                widest = (fitted[key] if fitted is not None and key in fitted
+                          else max((width_of(cells_of(k)[index]) for k in keys), default=0))
+                self._fitted[index] = max(widest, cell_len(label))
+        super().show_rows(keys, cells_of)
+
+    def _cell_options(self) -> Callable[[int], ConsoleOptions]:
+        """The console options a cell of each width is rendered with (made once per width)."""
+        base = self.app.console_options  # a new object each time: the same options compare equal
+        made = self._options
+        if made[0] != base:
+            made = self._options = (base, {})
+        widths = made[1]
+
+        def options(width: int) -> ConsoleOptions:
+            if width not in widths:
+                widths[width] = base.update_dimensions(width, 1).update(no_wrap=True)
+            return widths[width]
+
+        return options
 
     def _update_virtual_size(self) -> None:
         fitted = self._fitted or {i: len(label) for i, (label, _k, w) in enumerate(self._column_spec) if w is None}
@@ -73,12 +99,11 @@ class LiveTable(VirtualTable):
         post = Style.from_color(color=over.color) + Style.from_color(bgcolor=over.bgcolor)
         console = self.app.console
         segments: list[Segment] = []
+        options = self._cell_options()
         for column, (cell, cell_width) in enumerate(zip(cells, self._widths, strict=False)):
-            options = self.app.console_options.update_dimensions(cell_width + 2 * PADDING, 1).update(no_wrap=True)
             pre = style + Style.from_meta({"row": row, "column": column}) + over
             content = cell if isinstance(cell, Text) else Text("" if cell is None else str(cell), end="")
-            segments.extend(console.render_lines(Styled(Padding(content, (0, PADDING)), pre_style=pre, post_style=post),
-                                                 options)[0])
+            segments += padded_cell(console, options(cell_width), content, pre, post)
         table_width = sum(self._widths) + 2 * PADDING * len(self._widths)
         extend = style + over + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
         segments.append(Segment(" " * max(0, width - table_width), extend))
@@ -89,6 +114,7 @@ class LiveTable(VirtualTable):
         return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, base).simplify()
 
 
-def _width_of(cell: Any) -> int:
+def width_of(cell: Any) -> int:
+    """The widest line of a cell, in terminal cells."""
     words = cell.plain if isinstance(cell, Text) else str(cell)
     return max((cell_len(line) for line in words.splitlines()), default=0)

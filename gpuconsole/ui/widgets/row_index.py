@@ -120,9 +120,13 @@ class RowIndex:
         # Only the items between the unchanged head and tail of the tuple are looked at (a big
         # cluster's reading is its live jobs, then a long history of the very same objects).
         fresh = {key(item): item for item in items[lo:new_hi]}
-        changed = [k for k, item in fresh.items() if previous.get(k) is not item]
+        # an equal item in a new object (a source that builds every reading afresh) keeps its
+        # place and words: only its object is taken
+        changed = [k for k, item in fresh.items() if (old := previous.get(k)) is not item and old != item]
         gone = [k for k in map(key, last_items[lo:old_hi]) if k not in fresh] if last_items else []
-        if previous and not changed and not gone:  # the same objects in a new tuple: nothing moves
+        if previous and not changed and not gone:  # the same items in a new tuple: nothing moves
+            if any(previous[k] is not item for k, item in fresh.items()):
+                self.by_key = {**previous, **fresh}
             return
         size = len(previous) + sum(1 for k in changed if k not in previous) - len(gone)
         if previous and (len(changed) + len(gone)) * INCREMENTAL_SHARE < size:
@@ -143,7 +147,7 @@ class RowIndex:
         return " ".join(str(w) for w in self._words_of(item) if w is not None).lower()
 
     def _sort(self, by_key: dict[str, Any], previous: dict[str, Any]) -> None:
-        """Sort every item; a row's words are kept while ``previous`` holds the same object."""
+        """Sort every item; a row's words are kept while ``previous`` holds the same object (or an equal one)."""
         order = self._order
         ordered = sorted(by_key, key=lambda k: order(by_key[k]))
         old = dict(zip(self._ordered, self._ordered_texts, strict=True)) if previous else {}
@@ -151,7 +155,7 @@ class RowIndex:
         texts = []
         for k in ordered:
             item = by_key[k]
-            cached = old.get(k) if previous.get(k) is item else None
+            cached = old.get(k) if (was := previous.get(k)) is item or was == item else None
             texts.append(cached if cached is not None else words_for(item))
         self._ordered, self._ordered_texts = tuple(ordered), tuple(texts)
 

@@ -22,13 +22,13 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gpuconsole.ui.widgets.cell_lines import PADDING, cell_pieces
 from gpuconsole.ui.widgets.cells import Cells, Row
 from gpuconsole.ui.widgets.columns import column_widths, tag_mark
 from gpuconsole.ui.widgets.sorting import cell_order, numeric, ordered
 
 CellsOf = Callable[[str], Cells]
 
-PADDING = 1  # blank cells either side of each column, as DataTable draws them
 
 
 class VirtualTable(ScrollView, can_focus=True):
@@ -430,18 +430,10 @@ class VirtualTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         pad = Segment(" " * PADDING, base + over if over is not None else base)
         for cell, width in zip(cells, self._widths, strict=False):
-            content = cell.copy() if isinstance(cell, Text) else Text(str(cell), no_wrap=True)
-            content.truncate(width, overflow="ellipsis")
-            room = width - content.cell_len
-            if room > 0:
-                if content.justify == "right":
-                    content.pad_left(room)
-                else:
-                    content.pad_right(room)
             segments.append(pad)
-            for segment in content.render(console, end=""):
-                style = base + segment.style if segment.style else base
-                segments.append(Segment(segment.text, style + over if over is not None else style))
+            for text, own in cell_pieces(console, cell, width):
+                style = base + own if own else base
+                segments.append(Segment(text, style + over if over is not None else style))
             segments.append(pad)
         return Strip(segments)
 
