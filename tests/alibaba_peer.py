@@ -7,6 +7,9 @@ DescribePrice, DescribeSpotPriceHistory, DescribeVSwitches, DescribeSecurityGrou
 (paged), RunInstances (DryRun, ClientToken), Start/Stop/Reboot/
 DeleteInstance, and the documented errors (``InvalidInstanceType.NotFound``,
 ``OperationDenied.NoStock``, ``Throttling.User``) when told to.
+
+Fixture (a plugin of tests/conftest.py): ``ecs`` runs one on 127.0.0.1 with the SDK's credentials
+set to a test key (and the ECS metadata step of its credential chain off), and stops it after.
 """
 
 from __future__ import annotations
@@ -16,8 +19,13 @@ import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+TEST_KEY_ID = "LTAI5tTestKeyId"
 
 TYPES = {  # Alibaba Cloud's published figures: GPU, count, GPU memory GiB each, vCPUs, memory GiB
     "ecs.gn7i-c8g1.2xlarge": ("NVIDIA A10", 1, 24, 8, 30),
@@ -257,3 +265,12 @@ class EcsPeer:
 
     def actions(self) -> list[str]:
         return [a for a, _ in self.world.calls]
+
+
+@pytest.fixture
+def ecs(monkeypatch: pytest.MonkeyPatch) -> Iterator[EcsPeer]:
+    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", TEST_KEY_ID)
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
+    with EcsPeer() as peer:
+        yield peer

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 SUBSCRIPTION = "8f3c2a1e-4b5d-4c6e-9f70-1a2b3c4d5e6f"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
@@ -97,6 +97,25 @@ class AzureWorld:
     failed_operations: dict[str, str] = field(default_factory=dict)  # operation id -> the VM id it removes
     prices_down: bool = False  # the Retail Prices API answers 503
     events: list[dict[str, Any]] = field(default_factory=list)  # Scheduled Events (EventType Preempt, …)
+    # Cost Management: (resource id, "2026-12-01", cost, currency) the bill holds, any resource type
+    bill: list[tuple[str, str, float, str]] = field(default_factory=list)
+    bill_page: int = 2  # rows a query answer holds before its nextLink
+    queries: list[dict[str, Any]] = field(default_factory=list)  # QueryDefinition bodies, in order
+    activity: list[dict[str, Any]] = field(default_factory=list)  # Activity Log events (see log_event)
+    activity_page: int = 2
+
+    def log_event(self, vm_id: str, verb: str, at: str, status: str = "Succeeded", sub_status: str = "OK") -> None:
+        """An Activity Log event of an operation on the VM, as Azure Monitor records it."""
+        self.activity.append({
+            "authorization": {"action": f"Microsoft.Compute/virtualMachines/{verb}", "scope": vm_id},
+            "caller": "ana@contoso.example", "correlationId": str(uuid.uuid4()), "eventDataId": str(uuid.uuid4()),
+            "eventName": {"value": "EndRequest" if status != "Started" else "BeginRequest"},
+            "id": f"{vm_id}/events/{uuid.uuid4()}/ticks/1", "level": "Informational",
+            "operationName": {"value": f"Microsoft.Compute/virtualMachines/{verb}",
+                              "localizedValue": f"Microsoft.Compute/virtualMachines/{verb}"},
+            "resourceId": vm_id, "status": {"value": status, "localizedValue": status},
+            "subStatus": {"value": sub_status, "localizedValue": sub_status},
+            "eventTimestamp": at, "submissionTimestamp": at, "subscriptionId": self.subscription})
 
     def preempt(self, name: str) -> None:
         """A Spot eviction notice for the VM ``name``, as Scheduled Events documents it."""
@@ -301,6 +320,10 @@ class AzurePeer:
             return self.send(h, 200, {"value": sku_rows(self.world, location[1] if location else "eastus")})
         if rest.startswith("Microsoft.Authorization/"):
             return self.authorization(h, rest, query)
+        if rest.lower() == "microsoft.costmanagement/query" and method == "POST":
+            return self.cost_query(h, body, query)
+        if rest.lower() == "microsoft.insights/eventtypes/management/values" and method == "GET":
+            return self.activity_log(h, query)
         if rest.startswith("Microsoft.Compute/sshPublicKeys"):
             return self.ssh_keys(h, rest, group)
         if rest.startswith("Microsoft.Compute/virtualMachines"):
@@ -464,6 +487,53 @@ class AzurePeer:
                            "type": "Microsoft.Authorization/roleDefinitions",
                            "properties": {"roleName": names[guid], "type": "BuiltInRole", "description": "",
                                           "assignableScopes": ["/"], "permissions": []}})
+
+    # ------------------------------------------------------------------ cost management
+    def cost_query(self, h: BaseHTTPRequestHandler, body: dict[str, Any], query: dict[str, str]) -> None:
+        """``Query_Usage``: the bill's rows in the period, per day and resource as the dataset
+        asks, resource ids lower-cased, paged by ``nextLink`` (a ``$skiptoken``)."""
+        if "costmanagement" in self.world.denied:
+            return self.denied(h, "Microsoft.CostManagement/query/action", f"/subscriptions/{self.world.subscription}")
+        self.world.queries.append(body)
+        period = body.get("timePeriod") or {}
+        start, end = str(period.get("from", ""))[:10], str(period.get("to", "9999"))[:10]
+        wanted = {v.lower() for v in ((body.get("dataset") or {}).get("filter") or {}).get("dimensions", {}).get("values", [])}
+        rows = [[cost, int(day.replace("-", "")), rid.lower(), currency] for rid, day, cost, currency in self.world.bill
+                if start <= day <= end and (not wanted or rid.lower().split("/providers/", 1)[1].rsplit("/", 1)[0] in wanted)]
+        skip = int(query.get("$skiptoken", "0") or 0)
+        page = rows[skip:skip + self.world.bill_page]
+        more = skip + self.world.bill_page < len(rows)
+        scope = f"/subscriptions/{self.world.subscription}"
+        link = (f"{self.url}{scope}/providers/Microsoft.CostManagement/query?api-version=2023-11-01"
+                f"&$skiptoken={skip + self.world.bill_page}") if more else None
+        self.send(h, 200, {"id": f"{scope}/providers/Microsoft.CostManagement/query/{uuid.uuid4()}",
+                           "name": str(uuid.uuid4()), "type": "Microsoft.CostManagement/query",
+                           "properties": {"nextLink": link, "columns": [
+                               {"name": "Cost", "type": "Number"}, {"name": "UsageDate", "type": "Number"},
+                               {"name": "ResourceId", "type": "String"}, {"name": "Currency", "type": "String"}],
+                               "rows": page}})
+
+    def activity_log(self, h: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
+        """``ActivityLogs_List``: the events whose time and resource the ``$filter`` names, newest
+        first, paged by ``nextLink``."""
+        if "activitylog" in self.world.denied:
+            return self.denied(h, "Microsoft.Insights/eventtypes/values/read", f"/subscriptions/{self.world.subscription}")
+        flt = query.get("$filter", "")
+        since = re.search(r"eventTimestamp ge '([^']+)'", flt)
+        until = re.search(r"eventTimestamp le '([^']+)'", flt)
+        resource = re.search(r"resourceUri eq '([^']+)'", flt)
+        if since is None or until is None:
+            return self.send(h, 400, {"error": {"code": "BadRequest", "message": "The $filter must name eventTimestamp ge and le."}})
+        events = sorted((e for e in self.world.activity if since[1] <= e["eventTimestamp"] <= until[1]
+                         and (resource is None or e["resourceId"].lower() == resource[1].lower())),
+                        key=lambda e: e["eventTimestamp"], reverse=True)
+        skip = int(query.get("$skiptoken", "0") or 0)
+        page = events[skip:skip + self.world.activity_page]
+        link = None
+        if skip + self.world.activity_page < len(events):
+            link = (f"{self.url}/subscriptions/{self.world.subscription}/providers/microsoft.insights/eventtypes/management/"
+                    f"values?api-version=2015-04-01&$filter={quote(flt)}&$skiptoken={skip + self.world.activity_page}")
+        self.send(h, 200, {"value": page, "nextLink": link})
 
     # ------------------------------------------------------------------ retail prices
     def prices(self, h: BaseHTTPRequestHandler, query: dict[str, str]) -> None:

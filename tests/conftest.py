@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-# The moto server, the fault-injecting proxy and the AWS environment for tests that use them.
-pytest_plugins = ["tests.aws_peer", "tests.kube_server"]
+# The moto server, the fault-injecting proxy and the AWS environment, the Kubernetes API test server
+# and the ECS peer, for tests that use them.
+pytest_plugins = ["tests.aws_peer", "tests.kube_server", "tests.alibaba_peer"]
 
 # boto3 would otherwise probe the instance-metadata address when it finds no credentials.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
@@ -16,7 +17,7 @@ os.environ.pop("NO_COLOR", None)
 
 # The fixtures that start a real protocol peer: a test that asks for one (itself or through
 # another fixture) is marked ``peer``, so ``-m "not peer"`` leaves them all out.
-PEER_FIXTURES = frozenset({"moto_server", "iam_moto", "kube_server", "rbac_kube", "tls_kube", "azure"})
+PEER_FIXTURES = frozenset({"moto_server", "iam_moto", "kube_server", "rbac_kube", "tls_kube", "azure", "ecs"})
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

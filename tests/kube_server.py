@@ -73,6 +73,7 @@ TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 JOBSET = "jobset.x-k8s.io/v1alpha2"
 TRAINING_CRDS = frozenset({MPIJOB, PYTORCHJOB, TRAINJOB, JOBSET})
 KUEUE_GROUP = "kueue.x-k8s.io"  # served at the version KubeApiServer.kueue names (v1beta2 or v1beta1)
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"  # Kueue's on-demand visibility API, while visibility is set
 VOLCANO_SCHEDULING = "scheduling.volcano.sh/v1beta1"
 VOLCANO_BATCH = "batch.volcano.sh/v1alpha1"
 
@@ -307,6 +308,7 @@ class KubeApiServer:
         self.kserve = False  # whether the InferenceService CRD is installed (discovery shows its group)
         self.crds: set[str] = set()  # other CRDs installed, by group version (TRAINING_CRDS)
         self.kueue: str | None = None  # the Kueue version served ("v1beta2", "v1beta1"); None: not installed
+        self.visibility = False  # whether Kueue's visibility API is served too (at Kueue's version)
         self.volcano = False  # whether Volcano's CRDs are installed
         self.open_streams = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -374,6 +376,7 @@ class KubeApiServer:
             self.kserve = False
             self.crds = set()
             self.kueue = None
+            self.visibility = False
             self.volcano = False
             self.bookmark_every = 0.5
             self._changed.notify_all()
@@ -608,6 +611,9 @@ class KubeApiServer:
         if parts == ["apis"] and request.method == "GET":
             _send_json(handler, 200, self._discovery())
             return
+        if parts[:2] == ["apis", VISIBILITY_GROUP] and self.kueue and self.visibility:
+            self._visible(handler, request, parts[2:])
+            return
         if parts[:2] == ["api", "v1"]:
             group_version, rest = "v1", parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 3 and "/".join(parts[1:3]) in self._served():
@@ -677,7 +683,58 @@ class KubeApiServer:
 
     def _served(self) -> set[str]:
         """The group versions served under /apis (a CRD's only while it is installed)."""
-        return {self._gv(r) for r in RESOURCES.values() if "/" in r.group_version and self._installed(r)}
+        served = {self._gv(r) for r in RESOURCES.values() if "/" in r.group_version and self._installed(r)}
+        if self.kueue and self.visibility:
+            served.add(f"{VISIBILITY_GROUP}/{self.kueue}")
+        return served
+
+    def _visible(self, handler: BaseHTTPRequestHandler, request: Request, rest: list[str]) -> None:
+        """Kueue's visibility API: ``GET {version}/clusterqueues/NAME/pendingworkloads`` or
+        ``{version}/namespaces/NS/localqueues/NAME/pendingworkloads``, a ``PendingWorkloadsSummary``
+        of the pending Workloads in the order Kueue tries them: higher priority first, then by
+        the time each was queued, a preempted one's being its eviction (Kueue's default
+        ``requeuingTimestamp``), not its creation."""
+        version = rest[0] if rest else ""
+        rest = rest[1:]
+        if version != self.kueue or request.method != "GET" or not rest or rest[-1] != "pendingworkloads":
+            raise _Answer(404, f"the server could not find the requested resource ({request.path})")
+        with self._lock:
+            local = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): lq["spec"].get("clusterQueue")
+                     for lq in self.objects("LocalQueue")}
+            if rest[:1] == ["clusterqueues"] and len(rest) == 3:
+                cq, only = rest[1], None
+                if self.get("ClusterQueue", cq, "") is None:
+                    raise _Answer(404, f'clusterqueues.{KUEUE_GROUP} "{cq}" not found')
+            elif rest[:1] == ["namespaces"] and len(rest) == 5 and rest[2] == "localqueues":
+                only = (rest[1], rest[3])
+                if only not in local:
+                    raise _Answer(404, f'localqueues.{KUEUE_GROUP} "{rest[3]}" not found')
+                cq = local[only]
+            else:
+                raise _Answer(404, f"the server could not find the requested resource ({request.path})")
+            waiting = []
+            for w in self.objects("Workload"):
+                meta, spec = w["metadata"], w.get("spec") or {}
+                conditions = {c["type"]: c for c in (w.get("status") or {}).get("conditions") or []}
+                if (local.get((meta["namespace"], spec.get("queueName"))) != cq or spec.get("active") is False
+                        or conditions.get("QuotaReserved", {}).get("status") == "True"
+                        or conditions.get("Finished", {}).get("status") == "True"):
+                    continue
+                evicted = conditions.get("Evicted", {})
+                queued = evicted["lastTransitionTime"] if evicted.get("status") == "True" else meta["creationTimestamp"]
+                waiting.append((-int(spec.get("priority") or 0), queued, meta["name"], w))
+        items, per_local = [], {}
+        for position, (_p, _t, _n, w) in enumerate(sorted(waiting, key=lambda t: t[:3])):
+            meta, lq = w["metadata"], (w["metadata"]["namespace"], w["spec"].get("queueName"))
+            per_local[lq] = per_local.get(lq, -1) + 1
+            if only is None or lq == only:
+                items.append({"metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                                           "creationTimestamp": meta["creationTimestamp"],
+                                           "ownerReferences": meta.get("ownerReferences", [])},
+                              "priority": int(w["spec"].get("priority") or 0), "localQueueName": lq[1],
+                              "positionInClusterQueue": position, "positionInLocalQueue": per_local[lq]})
+        _send_json(handler, 200, {"kind": "PendingWorkloadsSummary", "apiVersion": f"{VISIBILITY_GROUP}/{version}",
+                                  "metadata": {"creationTimestamp": None}, "items": items})
 
     def _discovery(self) -> dict[str, Any]:
         """``GET /apis``: the ``APIGroupList`` of the groups served, each with every version it

@@ -11,18 +11,13 @@ from gpuconsole.backends.alibaba import split_endpoint
 from gpuconsole.backends.base import BackendError, BackendThrottled, CapacityError, DryRunFailed
 from gpuconsole.model import InstanceState, LaunchSpec, Market
 from gpuconsole.model.cloud import is_instance_id
-from tests.alibaba_peer import EcsPeer
 
 REGION = "cn-hangzhou"
 
 
 @pytest.fixture
-def peer(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as p:
-        yield p
+def peer(ecs):
+    return ecs
 
 
 @pytest.fixture

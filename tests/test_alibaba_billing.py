@@ -12,7 +12,6 @@ import pytest
 
 from gpuconsole.backends.alibaba import AlibabaCloud, AlibabaSettings
 from gpuconsole.model import CostLine
-from tests.alibaba_peer import EcsPeer
 
 REGION = "cn-hangzhou"
 
@@ -22,12 +21,8 @@ def _ts(text: str) -> float:
 
 
 @pytest.fixture
-def peer(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as p:
-        yield p
+def peer(ecs):
+    return ecs
 
 
 @pytest.fixture

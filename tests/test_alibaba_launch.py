@@ -10,18 +10,13 @@ from gpuconsole.backends.alibaba import AlibabaCloud, AlibabaSettings
 from gpuconsole.backends.base import BackendError
 from gpuconsole.core.ops.launch_checks import build_options, option_fields, validate
 from gpuconsole.model import AlibabaLaunchOptions, KeyPair, LaunchSpec, Market
-from tests.alibaba_peer import EcsPeer
 
 REGION = "cn-hangzhou"
 
 
 @pytest.fixture
-def peer(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as p:
-        yield p
+def peer(ecs):
+    return ecs
 
 
 @pytest.fixture

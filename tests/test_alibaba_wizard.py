@@ -4,27 +4,17 @@ provider's own options (AlibabaLaunchOptions) as fields derived from its Struct.
 
 from __future__ import annotations
 
-import pytest
 from textual.widgets import Input, Select, SelectionList
 
 from gpuconsole.backends import registry
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.model import AlibabaLaunchOptions, Market
-from tests.alibaba_peer import EcsPeer
 from tests.driving import running
 from tests.helpers import wait_until
 from gpuconsole.ui.wizards import ProvisionWizard
 from tests.test_wizard import choose_type, choose_zone, fill, launch, text_of, to_review
 
-
-@pytest.fixture
-def ecs(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as peer:
-        yield peer
 
 
 async def test_a_launch_on_alibaba_cloud_picks_from_the_regions_lists_and_sends_its_own_options(ecs):

@@ -15,7 +15,6 @@ from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.paths import config_dir
 from tests.azure_peer import SUBSCRIPTION, AzurePeer, azure, azure_env  # noqa: F401 (fixtures)
 from tests.test_budget_spot import ENFORCE, RESEARCH, add_research, on_demand, sent_ids, states
-from tests.test_clouds_budget import ecs  # noqa: F401 (fixture)
 from tests.test_azure_wiring import azure_table
 
 

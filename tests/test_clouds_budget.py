@@ -9,17 +9,8 @@ from gpuconsole.cli.main import main
 from gpuconsole.core import paths
 from gpuconsole.core.access.audit import AuditLog
 from gpuconsole.core.paths import config_dir
-from tests.alibaba_peer import EcsPeer
 from tests.test_budget_spot import ENFORCE, RESEARCH, add_research, on_demand, sent_ids, states
 
-
-@pytest.fixture
-def ecs(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as peer:
-        yield peer
 
 
 @pytest.mark.slow

@@ -15,18 +15,9 @@ from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.sources import SourceOptions
 from gpuconsole.core.ops.launch_checks import launch_fields, validate
 from gpuconsole.model import LaunchSpec, SourceKind
-from tests.alibaba_peer import EcsPeer
 from tests.driving import column, pane_text, running
 from tests.test_clouds import FakeCloud
 
-
-@pytest.fixture
-def ecs(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as peer:
-        yield peer
 
 
 @pytest.fixture

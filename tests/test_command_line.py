@@ -55,6 +55,16 @@ async def test_cronjobs_nodes_and_ns_open_the_jobs_views():
         assert app.current_pane.mode == "jobs"
 
 
+async def test_queues_opens_the_queues_screen_over_the_job_queue():
+    from gpuconsole.ui.screens.queues import QueuesScreen
+
+    assert (parse(":queues").pane, parse(":queues").view) == ("jobs", "queues")
+    async with running() as (app, pilot):
+        burst(app, ":queues", "enter")
+        await settle(pilot, lambda: isinstance(app.screen, QueuesScreen))
+        assert isinstance(app.screen, QueuesScreen) and app.active_pane == "jobs"
+
+
 async def test_tab_completes_and_a_wrong_word_is_named_on_screen():
     async with running() as (app, pilot):
         await pilot.press("colon")

@@ -10,16 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuconsole.cli.main import main
-from tests.alibaba_peer import EcsPeer
 
-
-@pytest.fixture
-def ecs(monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI5tTestKeyId")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
-    with EcsPeer() as peer:
-        yield peer
 
 
 def _config(tmp_path: Path, url: str, money: str = "[money]\nrates = { CNY = 0.138 }\n") -> Path:

@@ -147,3 +147,42 @@ def test_a_cronjobs_runs_wait_in_its_jobs_local_queue_and_forbid_counts_the_one_
     assert [(j.state, j.queue) for j in runs] == [(JobState.QUEUED, "research")]  # Forbid: one run at a time
     plain = [j for j in world.jobs_reading().jobs if j.cronjob == "plain-minute"]
     assert plain and all(j.queue is None for j in plain)  # no queue label: the scheduler's alone
+
+
+def test_the_demo_deactivates_and_reactivates_a_queued_workload_and_refuses_what_kueue_would() -> None:
+    import pytest
+
+    from gpuconsole.backends.sim import make_sim
+    from gpuconsole.core.ops.actions import ActionError, ActionLog
+    from gpuconsole.core.ops.job_ops import JobOps
+    from tests.helpers import FrozenClock
+
+    clock = FrozenClock(START + 300)
+    _gpus, jobs, _cloud = make_sim(clock=clock)
+    log = ActionLog()
+    ops = JobOps(jobs, clock, log)
+
+    def queued() -> list[Job]:
+        return sorted((j for j in jobs.poll_jobs().jobs if j.waiting_for is WaitingFor.QUOTA),
+                      key=lambda j: j.queue_position or 0)
+
+    probe = {"apiVersion": "batch/v1", "kind": "Job",
+             "metadata": {"name": "probe", "namespace": "research", "labels": {"kueue.x-k8s.io/queue-name": "research"}},
+             "spec": {"template": {"spec": {"containers": [
+                 {"name": "train", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
+    jobs.submit([probe])
+    first, second = queued()[:2]
+    assert second.name == "probe"
+    assert ops.set_workload_active(first.namespace, first.name, False).ok
+    now = {j.uid: j for j in jobs.poll_jobs().jobs}
+    assert now[first.uid].state is JobState.QUEUED and now[first.uid].waiting_for is None
+    assert now[first.uid].pending_reason == "deactivated in queue research (its Workload's spec.active is false)"
+    assert now[second.uid].queue_position == 1  # the line moves up
+    assert ops.set_workload_active(first.namespace, first.name, True).ok
+    assert {j.uid: j for j in jobs.poll_jobs().jobs}[first.uid].queue_position == 1
+    with pytest.raises(ActionError, match='localqueues.kueue.x-k8s.io "nlp" not found'):
+        ops.move_queue(first.namespace, first.name, "nlp")  # nlp's LocalQueue is in team-nlp
+    admitted = next(j for j in jobs.poll_jobs().jobs if j.name.startswith("llama-70b-pretrain"))  # waits for nodes
+    with pytest.raises(ActionError, match="already admitted to research; only a pending job can be changed"):
+        ops.set_workload_active(admitted.namespace, admitted.name, False)
+    assert [r.ok for r in log.recent()] == [True, True, False, False]

@@ -4,6 +4,8 @@ job → instance → $/h join, and charts from the source's own history."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from gpuconsole.backends.base import BackendError, Capability
@@ -14,7 +16,7 @@ from gpuconsole.cli import main as cli
 from gpuconsole.core.fleet.console import Console, ConsoleOptions
 from gpuconsole.core.fleet.prometheus_config import resolve
 from gpuconsole.core.fleet.sources import GPU_SOURCES, SourceOptions, build_sources
-from gpuconsole.core.money.attribution import attribute, jobs_of
+from gpuconsole.core.money.attribution import attribute, job_index, jobs_of
 from gpuconsole.model import (
     FleetSnapshot,
     Gpu,
@@ -171,6 +173,39 @@ def test_mig_instances_by_pod_uid_or_name_and_their_share_of_the_price():
     assert [j.name for j in second.jobs] == ["eval"] and "utilization N/A" in second.sentence()
     assert [j.name for j in attribute(snap, mig_gpu).jobs] == ["train"]
     assert jobs_of(jobs, set(), "unrelated-pod", "ml") == ()
+
+
+def scanned(jobs, pod_uids, pod, namespace):
+    """What jobs_of means, as a pass over every job: the pods' owners in order, else the job
+    whose pod (or the longest job name that prefixes it before a "-") matches, in ``namespace``."""
+    found = [j for j in jobs if any(j.owns_pod(uid) for uid in pod_uids)] if pod_uids else []
+    if found or not pod:
+        return tuple(found)
+    named = [j for j in jobs if not namespace or j.namespace == namespace]
+    exact = next((j for j in named if j.pod == pod), None)
+    if exact is not None:
+        return (exact,)
+    prefixes = [j for j in named if pod.startswith(j.name + "-")]
+    return (max(prefixes, key=lambda j: len(j.name)),) if prefixes else ()  # max keeps the first of a tie
+
+
+WORDS = st.sampled_from(["a", "b", "a-b", "a-b-c", "x", ""])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(WORDS, st.sampled_from(["ml", "nlp"]), st.sampled_from(["u1", "u2", "u3", None]),
+                          st.lists(st.sampled_from(["u2", "u4", "u5"]), max_size=2),
+                          st.sampled_from([None, "a-b-c", "x-1"])), max_size=12),
+       st.sets(st.sampled_from(["u1", "u2", "u3", "u4", "u5", "u6", None]), max_size=3),
+       st.sampled_from([None, "", "a-b-c-d", "a-b-c", "x-1", "a--q", "-"]), st.sampled_from([None, "", "ml", "nlp"]))
+def test_the_index_of_a_reading_finds_the_holders_a_pass_over_every_job_finds(rows, uids, pod, namespace):
+    """Shared pods, a distributed job's many pods, names with dashes and ties in any order."""
+    jobs = tuple(Job(uid=f"j{n}", name=name, namespace=ns, state=JobState.RUNNING, created=0.0, pod_uid=uid,
+                     pod_uids=tuple(more), pod=named) for n, (name, ns, uid, more, named) in enumerate(rows))
+    assert jobs_of(jobs, set(uids), pod, namespace) == scanned(jobs, uids, pod, namespace)
+    assert job_index(jobs) is job_index(jobs), "made once per reading"
+    for uid in uids:
+        assert job_index(jobs).owner(uid) == next((j for j in jobs if j.owns_pod(uid)), None)
 
 
 # --------------------------------------------------------------------------- charts

@@ -47,3 +47,39 @@ def test_the_demo_mpijobs_log_is_its_launchers() -> None:
     mpi = next(j for j in world.jobs_reading().jobs if j.kind == "MPIJob")
     lines, count, ended = world.pod_log(mpi.namespace, mpi.pod, tail=20)
     assert lines and count >= len(lines) and not ended
+
+
+def test_the_demos_mpijob_and_pytorchjob_suspend_resume_describe_and_delete_through_the_action_path() -> None:
+    from gpuconsole.backends.sim import make_sim
+    from gpuconsole.core.ops.actions import ActionLog
+    from gpuconsole.core.ops.job_ops import JobOps
+    from tests.helpers import FrozenClock
+
+    clock = FrozenClock()
+    gpus, jobs, _cloud = make_sim(clock=clock)
+    ops = JobOps(jobs, clock, ActionLog())
+
+    def named(name: str):
+        return next((j for j in jobs.poll_jobs().jobs if j.name == name), None)
+
+    def busy() -> int:  # GPUs with a process of the MPIJob's workers on them
+        mpi = named("nccl-allreduce")
+        return sum(1 for g in gpus.poll_gpus().gpus if any(mpi.owns_pod(p.pod_uid) for p in g.processes))
+
+    assert named("nccl-allreduce").state is JobState.RUNNING and busy() == 8
+    text = ops.describe("MPIJob", "research", "nccl-allreduce")
+    assert "kind: MPIJob" in text and "mpiReplicaSpecs" in text and "suspend: false" in text
+    assert "Created pod: nccl-allreduce-worker-0" in text and "Started container" in text
+    assert ops.suspend("MPIJob", "research", "nccl-allreduce", "yes").ok
+    assert named("nccl-allreduce").state is JobState.SUSPENDED and busy() == 0  # its pods gone, GPUs freed
+    assert "suspend: true" in ops.describe("MPIJob", "research", "nccl-allreduce")
+    assert ops.resume("MPIJob", "research", "nccl-allreduce").ok
+    assert named("nccl-allreduce").state in (JobState.PENDING, JobState.RUNNING)
+    assert ops.delete("PyTorchJob", "research", "llama-8b-ddp", "yes").ok
+    assert named("llama-8b-ddp") is None
+    assert not [j for j in jobs.poll_jobs().jobs if j.name.startswith("llama-8b-ddp-")]  # no member left behind
+    clock.advance(120)
+    uids = set(named("nccl-allreduce").pod_uids)
+    assert ops.delete("MPIJob", "research", "nccl-allreduce", "yes").ok
+    assert named("nccl-allreduce") is None
+    assert not [p for g in gpus.poll_gpus().gpus for p in g.processes if p.pod_uid in uids]

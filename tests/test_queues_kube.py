@@ -334,6 +334,16 @@ def test_the_job_command_moves_and_deactivates_a_queued_job(kube: KubeCluster, m
     probe = kube.server.get("Job", "probe", "team-a")
     assert probe["metadata"]["labels"][kq.QUEUE_LABEL] == "team-a"
     assert kq.QUEUE_LABEL not in probe["spec"]["template"]["metadata"]["labels"]
+    # To a Volcano queue: its pods are Volcano's to schedule, in that queue; no Kueue label.
+    kube.server.volcano = True
+    assert main([*common, "job", "submit", "team-a/vprobe", "--image", "busybox", "--queue", "volcano:research"]) == 0
+    vprobe = kube.server.get("Job", "vprobe", "team-a")
+    pod = vprobe["spec"]["template"]
+    assert pod["spec"]["schedulerName"] == "volcano"
+    assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "research"
+    assert kq.QUEUE_LABEL not in vprobe["metadata"]["labels"]
+    assert main([*common, "job", "submit", "team-a/both", "--image", "busybox", "--queue", "volcano:Bad_Name"]) != 0
+    assert "not a Volcano queue name" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- the Queues screen

@@ -110,6 +110,37 @@ def test_a_reading_that_changes_a_few_rows_is_ordered_as_a_full_sort_would(edits
         assert index.keys("moved") == [i.uid for i in index.ordered if i.reason == "moved"]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["insert", "remove", "replace", "same"]), st.integers(0, 10_000),
+                          st.integers(0, 7)), max_size=40), st.integers(1, 4))
+def test_a_reading_in_a_new_tuple_is_indexed_as_a_fresh_index_would(edits: list[tuple[str, int, int]],
+                                                                     rounds: int) -> None:
+    """Each reading is a new tuple: rows inserted, removed or replaced anywhere (a live job
+    placed before a long history shifts every row after it), or the very same objects. Only
+    what lies between the unchanged head and tail is looked at, and the index is the one a
+    fresh index of the reading would be."""
+    index = new_index()
+    reading = list(items(300))
+    index.update(tuple(reading))
+    serial = 1000
+    for r in range(rounds):
+        for op, at, gpus in edits[r::rounds]:
+            at %= len(reading) + 1
+            if op == "insert":
+                serial += 1
+                reading.insert(at, Item(f"u{serial:06d}", f"new-{serial}", gpus, "placed"))
+            elif reading and at < len(reading) and op == "remove":
+                del reading[at]
+            elif reading and at < len(reading) and op == "replace":
+                old = reading[at]
+                reading[at] = Item(old.uid, old.name, gpus, "placed")
+        index.update(tuple(reading))
+        fresh = new_index()
+        fresh.update(tuple(reading))
+        assert index.by_key == fresh.by_key and index.keys() == fresh.keys()
+        assert index.keys("placed") == fresh.keys("placed")
+
+
 def test_row_index_reuses_the_words_of_unchanged_items() -> None:
     index = new_index()
     first = items(10)
@@ -138,6 +169,13 @@ def test_the_widest_name_is_counted_once_then_over_what_each_reading_brings() ->
     assert index.widest(width) == len("a-much-longer-name-than-any-other")
     assert seen == ["u000099"], "only the item the reading changed is measured"
     assert index.widest(width) == len("a-much-longer-name-than-any-other") and seen == ["u000099"]
+    # Two readings before the next frame, and one of the very same objects: what both brought.
+    second = (Item("u000000", "renamed-0", 1), *longer[1:])
+    index.update(second)
+    index.update((*second[:50], Item("u000050", "renamed-50", 1), *second[51:]))
+    index.update(tuple(index.by_key[i.uid] for i in second[:50]) + (index.by_key["u000050"], *second[51:]))
+    seen.clear()
+    assert index.widest(width) == len("a-much-longer-name-than-any-other") and seen == ["u000000", "u000050"]
 
 
 async def test_only_the_rows_on_screen_are_built_and_the_cursor_keeps_its_key() -> None:

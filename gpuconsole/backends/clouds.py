@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuconsole.backends.base import BackendError, Capability, NotSupported
-from gpuconsole.model import AlibabaLaunchOptions, AzureLaunchOptions, CloudReading, Instance, LaunchSpec
+from gpuconsole.model import AlibabaLaunchOptions, AzureLaunchOptions, CloudReading, CostLine, Instance, LaunchSpec
 from gpuconsole.model.cloud import AZURE_VM_ID, EC2_INSTANCE_ID, ECS_INSTANCE_ID
 
 
@@ -295,3 +295,12 @@ class CloudSet:
 
     def terminate(self, region: str, instance_id: str) -> None:
         self._by_instance(instance_id).terminate(region, instance_id)
+
+
+def per_instance(rows: Sequence[tuple[str, str, float]]) -> tuple[CostLine, ...]:
+    """A bill's ``(instance id, day, amount)`` rows as one cost line per instance (a cloud whose
+    bill is per resource answers ``cost_and_usage`` so: the console groups by tags itself)."""
+    totals: dict[str, float] = {}
+    for instance_id, _day, amount in rows:
+        totals[instance_id] = totals.get(instance_id, 0.0) + amount
+    return tuple(CostLine("instance", i, round(a, 6)) for i, a in sorted(totals.items()))

@@ -34,7 +34,8 @@ def add_job_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     submit.add_argument("--gpus-per-pod", dest="pod_gpus", type=int, default=1, metavar="N", help="GPUs per pod (default 1)")
     submit.add_argument("--command", dest="job_cmdline", default="", metavar="CMD", help="shell line to run (default: the image's)")
     submit.add_argument("--schedule", default="", metavar="CRON", help="a cron schedule: submit a CronJob")
-    submit.add_argument("--queue", default="", metavar="LOCALQUEUE", help="a Kueue LocalQueue of the namespace")
+    submit.add_argument("--queue", default="", metavar="QUEUE",
+                        help="a Kueue LocalQueue of the namespace (NAME or kueue:NAME), or a Volcano queue (volcano:NAME)")
     submit.add_argument("--dry-run", action="store_true", help="let the cluster check it; create nothing")
     add_mfa_option(submit)
     for verb, text in (("delete", "delete a Job or CronJob"), ("suspend", "suspend a Job or CronJob"),
@@ -102,6 +103,9 @@ def _run(args: argparse.Namespace, make_console: Any, out: TextIO) -> int:
 
 def _request(args: argparse.Namespace, namespace: str, name: str, owner: str) -> Any:
     from gpuconsole.core.ops.manifests import JobRequest
+    from gpuconsole.core.ops.queue_manifest import parse_choice
 
+    local_queue, volcano_queue = parse_choice(args.queue)
     return JobRequest(name=name, namespace=namespace, image=args.image, gpus=args.pod_gpus,
-                      command=args.job_cmdline, schedule=args.schedule, owner=owner, queue=args.queue)
+                      command=args.job_cmdline, schedule=args.schedule, owner=owner, queue=local_queue,
+                      volcano_queue=volcano_queue)

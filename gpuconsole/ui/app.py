@@ -238,9 +238,9 @@ class GpuConsoleApp(ReportsWorkerErrors, App[int]):
         await super().on_event(event)
 
     def _from_worker(self, snapshot: FleetSnapshot) -> None:
-        # Called from the Hub's threads: post_message is thread-safe, and a newer snapshot
-        # replaces a queued older one (SnapshotUpdated.can_replace).
-        self.post_message(SnapshotUpdated(snapshot))
+        # From the Hub's threads (what panes derive from a new reading is made here first); a
+        # newer snapshot replaces a queued older one (SnapshotUpdated.can_replace).
+        self.post_message(SnapshotUpdated.delivered(snapshot))
 
     def on_snapshot_updated(self, message: SnapshotUpdated) -> None:
         # Sources answer one after another; paint at most once per poll interval, so three

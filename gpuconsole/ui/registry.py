@@ -59,7 +59,7 @@ PANES: tuple[PaneSpec, ...] = (  # the tab order
     _pane("gpus", "GPUs", "2", "GpusPane",
           opens=(("GPU detail view (enter on a GPU)", "gpuconsole.ui.screens.gpu_detail:GpuDetailScreen"),),
           views=(("procs", "procs"), ("processes", "procs"))),
-    _pane("jobs", "Jobs", "3", "JobsPane", views=(("cronjobs", "cron"), ("nodes", "nodes"))),
+    _pane("jobs", "Jobs", "3", "JobsPane", views=(("cronjobs", "cron"), ("nodes", "nodes"), ("queues", "queues"))),
     _pane("instances", "Instances", "4", "InstancesPane", short="Inst"),
     _pane("budgets", "Budgets", "5", "BudgetsPane"),
     _pane("audit", "Audit", "6", "AuditPane"),

@@ -32,6 +32,7 @@ from gpuconsole.backends.alibaba.mapping import (
     vswitch,
 )
 from gpuconsole.backends.base import BackendError, Capability, NotSupported
+from gpuconsole.backends.clouds import per_instance
 from gpuconsole.model import (
     AlibabaLaunchOptions,
     CloudReading,
@@ -262,10 +263,7 @@ class AlibabaCloud:
     def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
         """What the bill says each instance cost between ``start`` and ``end`` (per instance;
         a tag grouping is not asked of BSS: the console groups instances by their tags)."""
-        totals: dict[str, float] = {}
-        for instance_id, _day, amount in self.resource_costs(start, end):
-            totals[instance_id] = totals.get(instance_id, 0.0) + amount
-        return tuple(CostLine("instance", i, round(a, 6)) for i, a in sorted(totals.items()))
+        return per_instance(self.resource_costs(start, end))
 
     def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[tuple[float, bool], ...]:
         """When the instance ran (ActionTrail LookupEvents in its region)."""

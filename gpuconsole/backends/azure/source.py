@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuconsole.backends.azure.billing import vm_costs, vm_runs
 from gpuconsole.backends.azure.launch import LaunchCalls
 from gpuconsole.backends.azure.mapping import (
     MANAGED_TAG,
@@ -33,7 +34,8 @@ from gpuconsole.backends.azure.prices import PUBLIC_ENDPOINT, RetailPrices, pick
 from gpuconsole.backends.azure.skus import capability, capability_text, restricted_zones
 from gpuconsole.backends.azure.spot_events import preempted
 from gpuconsole.backends.base import BackendError, Capability
-from gpuconsole.model import CloudReading, Instance, InstanceType, RegionPrice, SpotPrice
+from gpuconsole.backends.clouds import per_instance
+from gpuconsole.model import CloudReading, CostLine, Instance, InstanceType, RegionPrice, SpotPrice
 
 PUBLIC_ARM = "https://management.azure.com"
 TIMEOUT_S = 30
@@ -97,6 +99,7 @@ class AzureCloud(LaunchCalls):
         self._cred: Any = None
         self._lock = threading.Lock()
         self._seen_regions: tuple[str, ...] = ()
+        self._seen_ids: dict[str, str] = {}  # lower-cased VM id → the id as ARM names it
         self._skus: dict[str, tuple[float, list[dict[str, Any]]]] = {}
 
     @property
@@ -154,7 +157,40 @@ class AzureCloud(LaunchCalls):
         notices = preempted(self.settings.scheduled_events) if self.settings.scheduled_events else {}
         instances = [self._instance(raw, notices.get(str(raw.get("name") or ""), "")) for raw in raws]
         self._seen_regions = tuple(dict.fromkeys(i.region for i in instances if i.region))
+        self._seen_ids.update((i.instance_id.lower(), i.instance_id) for i in instances)
         return CloudReading(tuple(instances), taken_at=time.time())
+
+    # ----------------------------------------------------------------- billed spend
+    def resource_costs(self, start: float, end: float) -> tuple[tuple[str, str, float], ...]:
+        """``(VM id, UTC day, US dollars)`` as the bill says (Cost Management's query); a VM the
+        console has seen keeps the id as ARM names it (the bill lower-cases ids)."""
+        rows = self.call("Azure Cost Management", lambda: vm_costs(lambda url, body: self._arm("POST", url, body),
+                                                                   self.settings.arm_endpoint, self.subscription,
+                                                                   start, end, self.currency))
+        return tuple((self._seen_ids.get(rid.lower(), rid), day, amount) for rid, day, amount in rows)
+
+    def instance_history(self, region: str, instance_id: str, since: float, until: float) -> tuple[tuple[float, bool], ...]:
+        """When the VM's compute billed within ``[since, until]``, from the Activity Log (creates,
+        starts, deallocations and deletes; a power-off bills on)."""
+        return self.call("Azure Activity Log", lambda: vm_runs(lambda url: self._arm("GET", url), self.settings.arm_endpoint,
+                                                               self.subscription, instance_id, since, until))
+
+    def _arm(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+        """One ARM request through the SDK's pipeline (its credential, retries and TLS); an error
+        answer raised as the SDK raises its own."""
+        from azure.core.exceptions import HttpResponseError
+        from azure.core.rest import HttpRequest
+        from azure.mgmt.core.exceptions import ARMErrorFormat
+
+        response = self.client("compute").send_request(HttpRequest(method, url, json=body))
+        if response.status_code >= 400:
+            raise HttpResponseError(response=response, error_format=ARMErrorFormat)
+        return response.json()
+
+    def cost_and_usage(self, start: float, end: float, group_by_tag: str | None = None) -> tuple[CostLine, ...]:
+        """What the bill says each VM cost between ``start`` and ``end`` (per VM; a tag grouping
+        is the console's, from the VMs' tags)."""
+        return per_instance(self.resource_costs(start, end))
 
     def _list_vms(self) -> list[dict[str, Any]]:
         """Every GPU VM with its instance view: subscription-wide, or in each group listed."""

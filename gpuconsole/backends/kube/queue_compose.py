@@ -11,14 +11,15 @@ records of the same moment, and gives each job its queue, its ClusterQueue and w
 * ``gang``: its Volcano PodGroup does not fit at once ("3 of 4 pods fit; minMember 4").
 * ``capacity``: set by the job mapping already (a pod the scheduler cannot place).
 
-The position in a queue is the Workload's place among the ClusterQueue's pending Workloads in the
-order Kueue takes them (higher priority first, then older first).
+The position in a queue is the Workload's place among the ClusterQueue's pending Workloads: as
+Kueue's visibility API gave it where it was read, else in the order Kueue takes them as far as the
+records say (higher priority first, then older first).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from msgspec.structs import replace
 
@@ -98,8 +99,10 @@ def gang_words(group: PodGroupRecord) -> str:
     return f"{fit} of {group.min_member} pods fit; minMember {group.min_member}"
 
 
-def _positions(workloads: Iterable[WorkloadRecord], cluster_of: dict[tuple[str, str], str]) -> dict[str, int]:
-    """Each pending Workload's place in its ClusterQueue (1 first)."""
+def _positions(workloads: Iterable[WorkloadRecord], cluster_of: dict[tuple[str, str], str],
+               visible: Mapping[str, Mapping[tuple[str, str], int]]) -> dict[str, int]:
+    """Each pending Workload's place in its ClusterQueue (1 first): Kueue's own where its
+    visibility API answered for that ClusterQueue (a Workload it did not list has none)."""
     lines: dict[str, list[WorkloadRecord]] = {}
     for w in workloads:
         if w.active and not w.quota_reserved and not w.finished and w.queue:
@@ -107,7 +110,10 @@ def _positions(workloads: Iterable[WorkloadRecord], cluster_of: dict[tuple[str, 
             if cq is not None:
                 lines.setdefault(cq, []).append(w)
     out: dict[str, int] = {}
-    for line in lines.values():
+    for cq, line in lines.items():
+        if cq in visible:
+            out.update((w.uid, visible[cq][(w.namespace, w.name)]) for w in line if (w.namespace, w.name) in visible[cq])
+            continue
         for place, w in enumerate(sorted(line, key=lambda w: (-w.priority, w.created, w.name)), start=1):
             out[w.uid] = place
     return out
@@ -148,8 +154,14 @@ def _volcano_job(job: Job, group: PodGroupRecord | None, queue: str, vq: Queue |
 def annotate(reading: JobsReading, cluster_queues: Iterable[ClusterQueueRecord],
              local_queues: Iterable[LocalQueueRecord], workloads: Iterable[WorkloadRecord],
              vqueues: Iterable[VolcanoQueueRecord], groups: Iterable[PodGroupRecord],
-             vcjobs: Iterable[VolcanoJobRecord]) -> JobsReading:
-    """``reading`` with its queues, and each job's queue and what it waits for."""
+             vcjobs: Iterable[VolcanoJobRecord],
+             visible: Mapping[str, Mapping[tuple[str, str], int]] | None = None) -> JobsReading:
+    """``reading`` with its queues, and each job's queue and what it waits for.
+
+    Args:
+        visible: the positions Kueue's visibility API gave, by ClusterQueue (see
+            :mod:`~gpuconsole.backends.kube.queue_visibility`).
+    """
     lqs = list(local_queues)
     queues = sorted([*kueue_queues(cluster_queues, lqs), *volcano_queues(vqueues)],
                     key=lambda q: (q.kind.value, q.name))
@@ -162,7 +174,7 @@ def annotate(reading: JobsReading, cluster_queues: Iterable[ClusterQueueRecord],
     by_job = {w.job_uid: w for w in sorted(work, key=lambda w: w.created) if w.job_uid}
     group_of = {g.owner_uid: g for g in pgs if g.owner_uid}
     vc_queue = {r.job.uid: r.queue for r in vc}
-    positions = _positions(work, cluster_of)
+    positions = _positions(work, cluster_of, visible or {})
     jobs = []
     for job in reading.jobs:
         if job.uid in vc_queue:

@@ -8,7 +8,8 @@ the caches without a request; with ``watch=False`` every poll lists everything (
 :mod:`watched` does both for any set of kinds. Kueue's ClusterQueues, LocalQueues and Workloads
 (``kueue.x-k8s.io`` v1beta2, else v1beta1) and Volcano's Queues, PodGroups and Jobs are read only
 where discovery (:mod:`discovery`) serves their groups: without them nothing more is asked after
-discovery, and a job's queue and what it waits for come from :mod:`queue_compose`.
+discovery, and a job's queue and what it waits for come from :mod:`queue_compose`, its place in
+the queue from Kueue's visibility API where that is served (:mod:`queue_visibility`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gpuconsole.backends.kube.kubeconfig import (
     kubeconfig_user,
 )
 from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind
+from gpuconsole.backends.kube.listing import parse_json
 from gpuconsole.backends.kube.queue_compose import annotate
 from gpuconsole.backends.kube.queue_records import KUEUE_GROUP, KUEUE_VERSIONS
 from gpuconsole.backends.kube.queue_kinds import (
@@ -39,6 +41,7 @@ from gpuconsole.backends.kube.queue_kinds import (
     WORKLOADS,
     queue_kinds,
 )
+from gpuconsole.backends.kube.queue_visibility import VISIBILITY_GROUP, VISIBILITY_VERSIONS, Positions, PositionReader
 from gpuconsole.backends.kube.training import JOBSET, MPIJOB, PYTORCHJOB, READERS, TRAINJOB
 from gpuconsole.backends.kube.watch import WATCH_TIMEOUT_S
 from gpuconsole.backends.kube.watched import Records
@@ -101,6 +104,7 @@ class KubeJobs(DiscoveringLister):
         super().__init__(kubeconfig, context, namespaces, request_timeout=request_timeout, watch=watch,
                          watch_timeout=watch_timeout, page_size=page_size, discovery_every=discovery_every)
         self._control: Any = None
+        self._positions = PositionReader()
         import_early()
 
     def kinds(self) -> tuple[Kind, ...]:
@@ -138,11 +142,40 @@ class KubeJobs(DiscoveringLister):
             BackendError: any other failure; the cache is kept for the next poll.
         """
         self._client()  # a missing kubeconfig is reported before discovery is tried
+        discovered = self._discovered_at
         self._discover()
-        return self._poll(_compose, kube_mapping.next_cron_change)
+        if self._discovered_at != discovered:
+            self._positions.forget_refusal()
+        self._read_positions()
+        positions = self._positions.positions
+        return self._poll(lambda values, now: _compose(values, now, positions), kube_mapping.next_cron_change)
+
+    def _read_positions(self) -> None:
+        """Kueue's queue positions, where its visibility API is served and it is time to ask
+        (for the queues the last reading's jobs wait in); a change makes the next join new."""
+        version = self.serves(VISIBILITY_GROUP, *VISIBILITY_VERSIONS)
+        last = self._last[1] if self._last is not None else None
+        if not isinstance(version, str) or last is None or not self._positions.due():
+            return
+        api, timeout = self._client(), (self.request_timeout, self.request_timeout)
+
+        def get(path: str) -> Any:
+            where = f"reading Kueue's queue positions ({path.split('?', 1)[0]})"
+            with self._errors(where):
+                response = api.call_api(f"/apis/{VISIBILITY_GROUP}/{version}/{path}", "GET",
+                                        header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                        _preload_content=False, _request_timeout=timeout)
+                try:
+                    data = bytes(response.data)
+                finally:
+                    response.release_conn()
+            return parse_json(data, where)
+
+        if self._positions.read(get, last.jobs, self.namespaces):
+            self._cache.changed()
 
 
-def _compose(values: Records, now: float) -> JobsReading:
+def _compose(values: Records, now: float, positions: Positions | None = None) -> JobsReading:
     vcjobs = values.get(VOLCANO_JOBS.name, [])
     jobs = [*values[JOBS.name], *(r.job for r in vcjobs)]
     training = [record for kind in TRAINING_KINDS for record in values.get(kind.name, ())]
@@ -150,4 +183,4 @@ def _compose(values: Records, now: float) -> JobsReading:
                                    values[EVENTS.name], now, training)
     return annotate(reading, values.get(CLUSTER_QUEUES.name, ()), values.get(LOCAL_QUEUES.name, ()),
                     values.get(WORKLOADS.name, ()), values.get(VOLCANO_QUEUES.name, ()),
-                    values.get(POD_GROUPS.name, ()), vcjobs)
+                    values.get(POD_GROUPS.name, ()), vcjobs, positions or {})

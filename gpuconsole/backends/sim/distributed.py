@@ -26,6 +26,7 @@ class SimGang:
         self.kind, self.uid, self.name, self.namespace = kind, uid, name, namespace
         self.created, self.image, self.owner = created, image, owner
         self.roles = roles  # (role, GPUs per replica, members); a launcher has no members
+        self.manifest: dict[str, Any] | None = None  # as submitted, where it was
 
     def members(self) -> list[SimJob]:
         return [m for _role, _gpus, members in self.roles for m in members]
@@ -38,6 +39,8 @@ class SimGang:
             return JobState.SUCCEEDED
         if all(s is JobState.RUNNING for s in states):
             return JobState.RUNNING
+        if states and all(s is JobState.SUSPENDED for s in states):
+            return JobState.SUSPENDED
         return JobState.PENDING
 
     def to_model(self) -> Job:

@@ -19,7 +19,8 @@ from gpuconsole.backends.kube.describe import EventLine, describe_text
 from gpuconsole.backends.kube.queue_records import QUEUE_LABEL
 from gpuconsole.backends.sim import catalog, training_log
 from gpuconsole.backends.sim.actions import Actions
-from gpuconsole.backends.sim.gang_api import PLURALS, REPLICA_SPECS, add_gang, gang_problem
+from gpuconsole.backends.sim.gang_api import (PLURALS, REPLICA_SPECS, add_gang, delete_gang, describe_gang, find_gang,
+                                              gang_problem, suspend_gang)
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import cron_next
 from gpuconsole.backends.sim.state import SimCronJob, SimJob
@@ -240,8 +241,10 @@ class JobApi(Actions):
             self._cronjobs.remove(cj)
             for job in [j for j in self._jobs.values() if j.cronjob == name and j.namespace == namespace]:
                 self.delete_job(job.uid)
+        elif kind in REPLICA_SPECS:
+            delete_gang(self, find_gang(self, kind, namespace, name))
         else:
-            raise ValueError(f"cannot delete a {kind}: only Jobs and CronJobs")
+            raise ValueError(f"cannot delete a {kind}: only Jobs, CronJobs, MPIJobs and PyTorchJobs")
         self._job_tools()[2].pop((namespace, name), None)
 
     def suspend_object(self, kind: str, namespace: str, name: str, suspended: bool) -> None:
@@ -256,8 +259,10 @@ class JobApi(Actions):
             cj.suspended = suspended
             cj.next = None if suspended else cron_next(cj.schedule, self._now)
             return
+        if kind in REPLICA_SPECS:
+            return suspend_gang(self, find_gang(self, kind, namespace, name), suspended)
         if kind != "Job":
-            raise ValueError(f"cannot suspend a {kind}: only Jobs and CronJobs")
+            raise ValueError(f"cannot suspend a {kind}: only Jobs, CronJobs, MPIJobs and PyTorchJobs")
         job = self._find_job(namespace, name)
         if job.state in (JobState.SUCCEEDED, JobState.FAILED):
             return  # a finished Job ignores spec.suspend, as the controller does
@@ -340,7 +345,9 @@ class JobApi(Actions):
         if kind == "CronJob":
             cj = self._find_cronjob(namespace, name)
             return describe_text(self._cronjob_object(cj), self._cronjob_events(cj), self._now)
-        raise ValueError(f"cannot describe a {kind}: only Jobs and CronJobs")
+        if kind in REPLICA_SPECS:
+            return describe_gang(self, find_gang(self, kind, namespace, name))
+        raise ValueError(f"cannot describe a {kind}: only Jobs, CronJobs, MPIJobs and PyTorchJobs")
 
     def _job_object(self, job: SimJob) -> dict[str, Any]:
         if job.manifest is not None:

@@ -174,6 +174,36 @@ class SimKueue:
             admitted.append(w.obj)
         return admitted, gave_up
 
+    def _pending(self, namespace: str, name: str, where: str) -> _Workload:
+        """The held Workload of Job ``namespace/name``, refused in the cluster's words otherwise."""
+        for w in self.held.values():
+            if w.obj.namespace == namespace and w.obj.name == name:
+                return w
+        admitted = next((w for w in self.admitted.values() if w.obj.namespace == namespace and w.obj.name == name), None)
+        if admitted is not None:
+            raise ValueError(f"{where}: already admitted to {admitted.cluster_queue}; only a pending job can be changed")
+        raise ValueError(f"{where}: Kueue keeps no Workload for it")
+
+    def move(self, namespace: str, name: str, queue: str) -> None:
+        """Move pending Job ``namespace/name`` to LocalQueue ``queue`` of its namespace (its queue
+        label changed: Kueue moves its Workload to that queue's ClusterQueue)."""
+        where = f"moving Job {namespace}/{name} to LocalQueue {queue}"
+        cq = self.local.get((namespace, queue))
+        if cq is None:
+            raise ValueError(f'{where}: localqueues.kueue.x-k8s.io "{queue}" not found')
+        w = self._pending(namespace, name, where)
+        w.local_queue, w.cluster_queue = queue, cq
+        w.obj.queue = queue
+        w.obj.view = None
+
+    def set_active(self, namespace: str, name: str, active: bool) -> None:
+        """Deactivate (Kueue keeps it out of its queue) or reactivate the Workload of pending Job
+        ``namespace/name`` (its ``spec.active``)."""
+        w = self._pending(namespace, name, f"{'reactivating' if active else 'deactivating'} the Workload of Job "
+                                           f"{namespace}/{name}")
+        w.active = bool(active)
+        w.obj.view = None
+
     # ----------------------------------------------------------------- reading
 
     def compose(self, jobs: tuple[Job, ...], now: float, gangs: Iterable[Any], scheduler: Scheduler) -> JobsReading:

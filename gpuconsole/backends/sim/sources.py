@@ -176,6 +176,13 @@ class SimJobBackend:
     def describe(self, kind: str, namespace: str, name: str) -> str:
         return self.sim.act(lambda w: w.describe_object(kind, namespace, name))
 
+    # ------------------------------------------------------------------ QueueControl
+    def move_to_queue(self, namespace: str, name: str, queue: str) -> None:
+        self.sim.act(lambda w: w.queueing().move(namespace, name, queue))
+
+    def set_workload_active(self, namespace: str, name: str, active: bool) -> None:
+        self.sim.act(lambda w: w.queueing().set_active(namespace, name, active))
+
     def close(self) -> None:
         self.sim.close(SourceKind.JOBS)
 

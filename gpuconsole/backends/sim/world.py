@@ -26,6 +26,7 @@ from gpuconsole.backends.sim.fleet import (
 )
 from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.job_api import JobApi
+from gpuconsole.backends.sim.kueue import SimKueue
 from gpuconsole.backends.sim.lifecycle import HISTORY_LEN
 from gpuconsole.backends.sim.provisioning import Provisioning
 from gpuconsole.backends.sim.scheduler import Scheduler
@@ -224,6 +225,12 @@ class SimWorld(Provisioning, JobApi, Seeding):
             return JobsReading(jobs + self._archive_view, cronjobs, nodes, self._now)
         queued = self._kueue.compose(jobs, self._now, self._gangs, self._scheduler)
         return JobsReading(queued.jobs + self._archive_view, cronjobs, nodes, self._now, queues=queued.queues)
+
+    def queueing(self) -> SimKueue:
+        """The cluster's Kueue (ValueError, in the backend's words, where it runs none)."""
+        if self._kueue is None:
+            raise ValueError("this cluster serves no Kueue (kueue.x-k8s.io)")
+        return self._kueue
 
     def services_reading(self) -> ServicesReading:
         """The inference pool's services and their pods' serving figures (none without a pool)."""

@@ -25,7 +25,10 @@ TRAIL_DAYS = 90
 TRAIL_SETTING = "cloudtrail"  # Store setting per instance: "cloudtrail:i-…"
 CLOUDTRAIL = "cloudtrail"
 OBSERVED = "observed"
-BASIS_TEXT = {CLOUDTRAIL: "CloudTrail history", OBSERVED: "since last start only"}
+# Each cloud's own record of what ran: AWS's CloudTrail, Alibaba Cloud's ActionTrail, Azure's Activity Log.
+TRAILS = {"alibaba": "actiontrail", "azure": "activity-log"}
+BASIS_TEXT = {CLOUDTRAIL: "CloudTrail history", "actiontrail": "ActionTrail history",
+              "activity-log": "Activity Log history", OBSERVED: "since last start only"}
 
 
 class HistorySource(Protocol):
@@ -132,8 +135,9 @@ class RunBook:
 
     # ------------------------------------------------------------------ billing
     def spans(self, instance: Instance, prices: Sequence[PricePoint], default: float) -> tuple[tuple[BillingSpan, ...], str]:
-        """The instance's billing spans and where they come from (:data:`CLOUDTRAIL` or
-        :data:`OBSERVED`); no spans when nothing says it ever ran."""
+        """The instance's billing spans and where they come from (its cloud's trail:
+        :data:`CLOUDTRAIL` or one of :data:`TRAILS`, or :data:`OBSERVED`); no spans when nothing
+        says it ever ran."""
         key = instance.instance_id
         with self._lock:
             trail = self._trail.get(key)
@@ -143,15 +147,18 @@ class RunBook:
         if trail is not None:
             since, trail_events = trail
             events.extend(trail_events)
-            basis = CLOUDTRAIL
+            basis = TRAILS.get(instance.cloud, CLOUDTRAIL)
         return billing_spans(runs_from_events(events, since), prices, default), basis
 
 
 def basis_text(instances: Sequence[Instance]) -> str:
     """What the fleet's spend covers, in the words shown beside it: "CloudTrail history" when
-    every instance's runs come from it, "since last start only" when any does not, "" when the
-    backend keeps its own history (the simulator)."""
+    every instance's runs come from its cloud's trail (each cloud's named: "Activity Log history
+    + CloudTrail history"), "since last start only" when any does not, "" when the backend keeps
+    its own history (the simulator)."""
     kinds = {i.history for i in instances if i.history}
     if not kinds:
         return ""
-    return BASIS_TEXT[OBSERVED] if OBSERVED in kinds else BASIS_TEXT[CLOUDTRAIL]
+    if OBSERVED in kinds:
+        return BASIS_TEXT[OBSERVED]
+    return " + ".join(sorted(BASIS_TEXT.get(kind, BASIS_TEXT[CLOUDTRAIL]) for kind in kinds))

@@ -226,12 +226,15 @@ class CloudOps:
         out: list[Instance] = []
         unread: list[Instance] = []
         for inst in instances:
-            if inst.price_per_hour or inst.accrued_cost:
+            # A backend with its own history (the simulator) bills its spans itself; a cloud that
+            # prices its instances (Alibaba Cloud, Azure) has its runs priced here only where
+            # its trail can say when they ran.
+            if inst.accrued_cost or inst.billing or (inst.price_per_hour and self.runs.source is None):
                 out.append(inst)
                 continue
             catalog = catalog or self._catalog or _bundled()  # read only when an instance needs it
             itype = catalog.get(inst.instance_type)
-            price = catalog.price(inst.instance_type, inst.region) or 0.0
+            price = inst.price_per_hour or catalog.price(inst.instance_type, inst.region) or 0.0
             series: tuple[tuple[float, float], ...] = ()
             if inst.market is Market.SPOT and self._service is not None:
                 price = self._service.cached_spot_price(inst.instance_type, inst.availability_zone) or price

@@ -28,7 +28,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
-from gpuconsole.core.money.attribution import attribute
+from gpuconsole.core.money.attribution import attribute, job_index
 from gpuconsole.core.ops.actions import ActionKind
 from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
 from gpuconsole.ui.actions import Action, Confirm, run_action
@@ -253,7 +253,7 @@ class GpusPane(Pane):
             return None
         chosen, snap = self.selected_process(), self.snapshot
         pod = chosen[1].pod_uid if chosen is not None else None
-        job = next((j for j in snap.jobs if j.owns_pod(pod)), None) if pod and snap is not None else None
+        job = job_index(snap.jobs).owner(pod) if pod and snap is not None else None
         return ActionKind.KILL_PROCESS, job.namespace if job is not None else None
 
     def action_signal(self, signal_name: str) -> None:
@@ -338,7 +338,7 @@ def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette, 
     if proc.started is not None:
         parts.append(f"up {age(snapshot.taken_at - proc.started)}")
     line.append(" · " + " · ".join(parts))
-    job = next((j for j in snapshot.jobs if j.owns_pod(proc.pod_uid)), None)
+    job = job_index(snapshot.jobs).owner(proc.pod_uid)
     if job is not None:
         line.append(f" · held by {job.namespace}/{job.name}", palette.strong)
     elif proc.pod_uid:

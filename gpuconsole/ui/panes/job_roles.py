@@ -7,6 +7,7 @@ the table for such a row; and the log a row leads to (an MPIJob's launcher's, a 
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text
 from gpuconsole.ui.widgets.row_index import RowIndex
 
+ROLES = operator.attrgetter("roles")
 ROLE_SEP = "/"  # a role row's key: "<job uid>/<role name>" (a job's uid has no "/")
 BLANK = Text("")
 
@@ -37,19 +39,21 @@ class RoleRows:
         self._reading = jobs
         children: dict[str, tuple[str, ...]] = {}
         rows: dict[str, tuple[Job, JobRole]] = {}
-        for job in jobs or ():
-            if job.roles:
-                keys = tuple(f"{job.uid}{ROLE_SEP}{role.name}" for role in job.roles)
-                rows.update(zip(keys, ((job, role) for role in job.roles), strict=True))
-                children[job.uid] = keys
-        self.children, self.rows, self._made = children, rows, None
+        jobs = jobs or ()
+        for job in itertools.compress(jobs, map(ROLES, jobs)):  # the few with roles, found in C
+            keys = tuple(f"{job.uid}{ROLE_SEP}{role.name}" for role in job.roles)
+            rows.update(zip(keys, ((job, role) for role in job.roles), strict=True))
+            children[job.uid] = keys
+        if children != self.children:  # the same role rows: the keys made stand
+            self._made = None
+        self.children, self.rows = children, rows
 
     def under_their_jobs(self, index: RowIndex, filter_text: str) -> Sequence[str]:
         """The keys ``index`` shows for ``filter_text``, each distributed job's role rows right
         after it. Made again only for a new reading, order or filter: over 100,000 jobs finding
         the few with roles is a pass in C (``compress``), not a Python loop per frame."""
         made = self._made
-        if made is not None and made[0] is index and made[1] is index.items and made[2] == filter_text:
+        if made is not None and made[0] is index and made[1] is index.rows_token and made[2] == filter_text:
             return made[3]
         keys = index.keys(filter_text)
         children = self.children
@@ -61,7 +65,7 @@ class RoleRows:
                 spliced += children[keys[at]]
                 start = at + 1
             keys = spliced + keys[start:]
-        self._made = (index, index.items, filter_text, keys)
+        self._made = (index, index.rows_token, filter_text, keys)
         return keys
 
     def job_of(self, key: str | None) -> Job | None:

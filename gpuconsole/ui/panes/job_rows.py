@@ -2,40 +2,44 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 import time
+from collections import Counter
 from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
+from gpuconsole.core.money.attribution import PerReading
 from gpuconsole.model import CronJob, Job, JobState, Node, WaitingFor
 from gpuconsole.ui.format import age, bar, short_node
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text
 from gpuconsole.ui.widgets.virtual_table import VirtualTable
 
+_STATE = operator.attrgetter("state")
+
+
 class JobTally:
     """A reading's jobs counted by state, and the GPUs its pending jobs wait for: counted once
     per reading (100,000 jobs take milliseconds) for the Overview's card and the Jobs pane's line."""
 
-    _last: ClassVar[tuple[object, JobTally | None]] = (None, None)
-
     def __init__(self, jobs: tuple[Job, ...]) -> None:
-        counts = dict.fromkeys(JobState, 0)
-        waiting = 0
-        for job in jobs:
-            counts[job.state] += 1
-            if job.state is JobState.PENDING:
-                waiting += max(job.gpus, 1)
-        self.counts, self.waiting_gpus = counts, waiting
+        # Counted in C: the states by identity (an enum member's hash is Python code), then
+        # the GPUs of the pending jobs alone.
+        by_id = Counter(map(id, map(_STATE, jobs)))
+        self.counts = {state: by_id.get(id(state), 0) for state in JobState}
+        pending = itertools.compress(jobs, map(operator.is_, map(_STATE, jobs), itertools.repeat(JobState.PENDING)))
+        self.waiting_gpus = sum(max(job.gpus, 1) for job in pending)
 
     @classmethod
     def of(cls, jobs: tuple[Job, ...]) -> JobTally:
-        """The tally of ``jobs``, counted again only when a new reading brings a new tuple."""
-        counted, tally = cls._last
-        if counted is not jobs or tally is None:
-            tally = cls(jobs)
-            cls._last = (jobs, tally)
-        return tally
+        """The tally of ``jobs``, counted again only when a new reading brings a new tuple
+        (:data:`TALLIES`; the thread that delivers a reading counts it first)."""
+        return TALLIES(jobs)
+
+
+TALLIES: PerReading[JobTally] = PerReading(JobTally, keep=3)  # the one on screen may be 2 behind
 
 
 STATE_ORDER = {JobState.PENDING: 0, JobState.QUEUED: 1, JobState.RUNNING: 2, JobState.SUSPENDED: 3, JobState.FAILED: 4,

@@ -168,9 +168,12 @@ class JobsPane(Pane):
         self.show_view("jobs" if self.mode == "nodes" else "nodes")
 
     def open_view(self, view: str) -> None:
-        """``cron`` (the CronJobs table), ``nodes`` (the Nodes view), else the job queue."""
+        """``cron`` (the CronJobs table), ``nodes`` (the Nodes view), ``queues`` (the Queues
+        screen over the job queue), else the job queue."""
         self.show_view("nodes" if view == "nodes" else "jobs")
-        if view == "cron":
+        if view == "queues":
+            self.action_queues()
+        elif view == "cron":
             self.query_one("#cron-table", VirtualTable).focus()
 
     def focus_body(self) -> None:

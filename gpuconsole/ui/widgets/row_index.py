@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import copy
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -45,7 +46,7 @@ class RowIndex:
         self._texts: tuple[object, bool, tuple[str, ...]] = (None, False, ())  # the shown keys' words, for which order
         self._descending = False
         self._widest: tuple[object, Callable[[Any], int] | None, int] = (None, None, 0)
-        self._fresh: list[Any] | None = None  # the items the last merged reading brought (None: all are new)
+        self._fresh: list[Any] | None = None  # the items readings brought since the widest was measured (None: all)
 
     def blank(self) -> RowIndex:
         """A new, empty index that keys, orders and words items as this one does."""
@@ -93,8 +94,15 @@ class RowIndex:
             width = max(width, max(map(width_of, fresh), default=0))
         else:
             width = max(map(width_of, self.by_key.values()), default=0)
-        self._widest = (self._items, width_of, width)
+        self._widest, self._fresh = (self._items, width_of, width), []
         return width
+
+    @property
+    def rows_token(self) -> object:
+        """A token that stays the same object while the rows and their order stay as they are
+        (a new reading of the very same items keeps it), for a caller that caches what it
+        made from :meth:`keys`."""
+        return self._ordered
 
     @property
     def ordered(self) -> list[Any]:
@@ -107,16 +115,26 @@ class RowIndex:
             return
         last_items, self._items = self._items, items
         key = self._key
-        by_key = {key(item): item for item in items}
         previous = self.by_key
-        changed = [k for k, item in by_key.items() if previous.get(k) is not item]
-        added = sum(1 for k in changed if k not in previous)
-        removed = len(previous) + added - len(by_key)
-        if previous and (len(changed) + removed) * INCREMENTAL_SHARE < len(by_key):
-            self._merge(by_key, previous, changed, removed)
-            measured = self._widest[0]  # the reading the widest name was last measured over
-            self._fresh = [by_key[k] for k in changed] if measured is not None and measured is last_items else None
+        lo, old_hi, new_hi = _changed_span(last_items, items) if previous else (0, 0, len(items))
+        # Only the items between the unchanged head and tail of the tuple are looked at (a big
+        # cluster's reading is its live jobs, then a long history of the very same objects).
+        fresh = {key(item): item for item in items[lo:new_hi]}
+        changed = [k for k, item in fresh.items() if previous.get(k) is not item]
+        gone = [k for k in map(key, last_items[lo:old_hi]) if k not in fresh] if last_items else []
+        if previous and not changed and not gone:  # the same objects in a new tuple: nothing moves
+            return
+        size = len(previous) + sum(1 for k in changed if k not in previous) - len(gone)
+        if previous and (len(changed) + len(gone)) * INCREMENTAL_SHARE < size:
+            by_key = previous.copy()
+            for k in gone:
+                del by_key[k]
+            by_key.update(fresh)
+            self._merge(by_key, previous, changed, gone)
+            if self._fresh is not None:  # a new list: a successor made in a worker shares the last one
+                self._fresh = self._fresh + [by_key[k] for k in changed]
         else:
+            by_key = {key(item): item for item in items}
             self._sort(by_key, previous)
             self._fresh = None
         self.by_key = by_key
@@ -137,15 +155,12 @@ class RowIndex:
             texts.append(cached if cached is not None else words_for(item))
         self._ordered, self._ordered_texts = tuple(ordered), tuple(texts)
 
-    def _merge(self, by_key: dict[str, Any], previous: dict[str, Any], changed: list[str], removed: int) -> None:
+    def _merge(self, by_key: dict[str, Any], previous: dict[str, Any], changed: list[str], gone: list[str]) -> None:
         """Most rows are the very objects of the last reading (a big cluster's finished jobs):
         they keep their places; the rows that went or changed are taken out and the new or
         changed ones placed, instead of sorting every row again. A place is found by bisecting
         on the order of the items themselves (a few calls of ``order`` a row that moved)."""
-        gone = [k for k in previous if k not in by_key] if removed else []
         moved = [k for k in changed if k in previous]
-        if not gone and not changed:
-            return  # the same objects in a new tuple: the order and the words stand
         order = self._order
         ordered, texts = list(self._ordered), list(self._ordered_texts)
         old_order = lambda k: order(previous[k])  # noqa: E731 - every key placed so far is in previous
@@ -217,3 +232,16 @@ class RowIndex:
         """Where the rows whose order key marks an unknown value, ``(1, …)``, begin."""
         order, by_key = self._order, self.by_key
         return bisect.bisect_left(self._ordered, (1,), key=lambda k: order(by_key[k]))
+
+
+def _changed_span(old: tuple[Any, ...] | None, new: tuple[Any, ...]) -> tuple[int, int, int]:
+    """Where ``new`` differs from ``old``: ``(lo, old_hi, new_hi)`` such that ``old[:lo]`` and
+    ``new[:lo]`` are the same objects, and so are ``old[old_hi:]`` and ``new[new_hi:]``. Two
+    passes in C (``map(is_not, …)``), a few milliseconds over 100,000 items."""
+    if old is None:
+        return 0, 0, len(new)
+    shortest = min(len(old), len(new))
+    lo = next(itertools.compress(itertools.count(), map(operator.is_not, old, new)), shortest)
+    tail = next(itertools.compress(itertools.count(), map(operator.is_not, reversed(old), reversed(new))), shortest)
+    tail = min(tail, shortest - lo)
+    return lo, len(old) - tail, len(new) - tail
