@@ -426,3 +426,37 @@ async def test_a_queue_merged_in_a_worker_keeps_its_filter_and_sort(monkeypatch)
         assert pane.jobs is resorted
         await wait_until(lambda: pane.jobs.items is snap.jobs)
         assert pane.jobs is not stale
+
+
+def test_what_the_panes_derive_from_a_reading_is_made_in_the_thread_that_delivers_it():
+    """The tally by state, the pods' UIDs and the distributed jobs of a new reading are made
+    beside the UI thread; the UI thread then finds them made, for that reading only."""
+    import threading
+
+    from gpuconsole.core.money.attribution import job_index
+    from gpuconsole.model import FleetSnapshot, Gpu, Job, JobRole
+    from gpuconsole.ui.messages import SnapshotUpdated
+    from gpuconsole.ui.panes.job_roles import with_roles
+    from gpuconsole.ui.panes.job_rows import TALLIES, JobTally
+    from gpuconsole.ui.panes.overview import GPU_TALLIES, GpuTally
+
+    jobs = tuple(Job(f"u{n}", f"train-{n}", "ml", JobState.PENDING if n % 3 else JobState.RUNNING, 0.0, gpus=2,
+                     pod_uid=f"pod-{n}", kind="MPIJob" if n == 7 else "Job",
+                     roles=(JobRole("Worker", 2, gpus_per_replica=1),) if n == 7 else ()) for n in range(30))
+    gpus = tuple(Gpu(uuid=f"GPU-{n}", node="node-a", index=n, name="A100", utilization=90.0 if n else 0.0,
+                     memory_used_mib=900, memory_total_mib=81920, temperature_c=40, power_w=80.0, power_limit_w=400.0)
+                 for n in range(4))
+    delivered: list[SnapshotUpdated] = []
+    reading = FleetSnapshot(0.0, jobs=jobs, gpus=gpus)
+    thread = threading.Thread(target=lambda: delivered.append(SnapshotUpdated.delivered(reading)))
+    thread.start()
+    thread.join()
+    assert delivered[0].snapshot.jobs is jobs
+    for made in (TALLIES, job_index, with_roles):  # made already, before the UI thread asks
+        assert any(seen is jobs for seen, _ in made._made)
+    assert any(seen is gpus for seen, _ in GPU_TALLIES._made) and GpuTally.of(reading).busy == 3
+    tally, index, distributed = JobTally.of(jobs), job_index(jobs), with_roles(jobs)
+    assert tally.counts[JobState.PENDING] == 20 and tally.waiting_gpus == 40
+    assert [j.name for j in distributed] == ["train-7"] and index.owner("pod-9") is jobs[9]
+    again = jobs[:15] + jobs[15:]  # the same jobs in a new reading: made for it
+    assert JobTally.of(again) is not tally and JobTally.of(again).counts == tally.counts

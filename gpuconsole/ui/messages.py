@@ -23,12 +23,19 @@ class SnapshotUpdated(Message):
     @classmethod
     def delivered(cls, snapshot: FleetSnapshot) -> SnapshotUpdated:
         """The message for ``snapshot``, made in the core's thread that delivers it, with what
-        the panes derive from a new reading of 100,000 jobs made there too (the jobs by state,
-        their pods' UIDs read out for the GPUs' holders), so the UI thread only looks it up."""
+        the panes derive from a new reading of 100,000 jobs or 7,600 GPUs made there too (the
+        jobs by state, their pods' UIDs read out for the GPUs' holders, the distributed ones;
+        the GPUs' tally), so the UI thread only looks it up."""
+        if snapshot.gpus:
+            from gpuconsole.ui.panes.overview import GpuTally
+
+            GpuTally.of(snapshot)
         if snapshot.jobs:
             from gpuconsole.core.money.attribution import job_index
+            from gpuconsole.ui.panes.job_roles import with_roles
             from gpuconsole.ui.panes.job_rows import JobTally
 
             JobTally.of(snapshot.jobs)
             job_index(snapshot.jobs).prepare()
+            with_roles(snapshot.jobs)
         return cls(snapshot)

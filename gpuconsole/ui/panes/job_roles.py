@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
+from gpuconsole.core.money.attribution import PerReading
 from gpuconsole.model import CronJob, Job, JobRole, JobState
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text
@@ -21,6 +22,14 @@ from gpuconsole.ui.widgets.row_index import RowIndex
 ROLES = operator.attrgetter("roles")
 ROLE_SEP = "/"  # a role row's key: "<job uid>/<role name>" (a job's uid has no "/")
 BLANK = Text("")
+
+
+def _with_roles(jobs: tuple[Job, ...]) -> tuple[Job, ...]:
+    return tuple(itertools.compress(jobs, map(ROLES, jobs)))  # the few with roles, found in C
+
+
+# A reading's distributed jobs: found once per reading, by the thread that delivers it.
+with_roles: PerReading[tuple[Job, ...]] = PerReading(_with_roles, keep=3)
 
 
 class RoleRows:
@@ -39,8 +48,7 @@ class RoleRows:
         self._reading = jobs
         children: dict[str, tuple[str, ...]] = {}
         rows: dict[str, tuple[Job, JobRole]] = {}
-        jobs = jobs or ()
-        for job in itertools.compress(jobs, map(ROLES, jobs)):  # the few with roles, found in C
+        for job in with_roles(jobs or ()):
             keys = tuple(f"{job.uid}{ROLE_SEP}{role.name}" for role in job.roles)
             rows.update(zip(keys, ((job, role) for role in job.roles), strict=True))
             children[job.uid] = keys

@@ -10,8 +10,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 
 from gpuconsole.core.money.costs import gpu_price_per_hour, idle_cost_per_hour
+from gpuconsole.core.money.attribution import PerReading
 from gpuconsole.model import (
     FleetSnapshot,
+    Gpu,
+    Instance,
     JobState,
     Market,
     MigMode,
@@ -45,17 +48,41 @@ def _line(*parts: tuple[str, object] | str) -> Text:
     return out
 
 
+class GpuTally:
+    """A reading's GPUs counted for the card (busy, MIG slices in use, mean utilization, what
+    the idle ones cost): counted once per reading of the GPUs and the instances pricing them,
+    by the thread that delivers it (a big fleet has 7,600 GPUs)."""
+
+    def __init__(self, gpus: tuple[Gpu, ...], instances: tuple[Instance, ...]) -> None:
+        self.instances = instances
+        self.busy = sum(1 for g in gpus if g.busy)
+        slices = [s for g in gpus if g.mig_mode is MigMode.ENABLED for s in g.mig_slices]
+        self.slices, self.slices_used = len(slices), sum(1 for s in slices if s.memory_used_mib > 0)
+        self.mean = sum(g.utilization for g in gpus) / len(gpus) if gpus else 0.0
+        self.idle = idle_cost_per_hour(gpus, gpu_price_per_hour(instances))
+
+    @classmethod
+    def of(cls, snap: FleetSnapshot) -> GpuTally:
+        """The tally of ``snap``'s GPUs, counted again for a new reading of them or of its instances."""
+        per_gpus = GPU_TALLIES(snap.gpus)
+        tally = per_gpus.get(id(snap.instances))
+        if tally is None or tally.instances is not snap.instances:
+            tally = GpuTally(snap.gpus, snap.instances)
+            per_gpus.clear()  # the instances of the readings before: not asked again
+            per_gpus[id(snap.instances)] = tally
+        return tally
+
+
+GPU_TALLIES: PerReading[dict[int, GpuTally]] = PerReading(lambda _gpus: {}, keep=3)
+
+
 def gpu_card(snap: FleetSnapshot, palette: Palette) -> Text:
     gpus = snap.gpus
-    busy = sum(1 for g in gpus if g.busy)
-    slices = [s for g in gpus if g.mig_mode is MigMode.ENABLED for s in g.mig_slices]
-    used = sum(1 for s in slices if s.memory_used_mib > 0)
-    mean = sum(g.utilization for g in gpus) / len(gpus) if gpus else 0.0
-    prices = gpu_price_per_hour(snap.instances)
-    idle = idle_cost_per_hour(gpus, prices)
+    tally = GpuTally.of(snap)
+    busy, mean, idle = tally.busy, tally.mean, tally.idle
     lines = [
         _line((f"{busy}", palette.ok), " busy · ", (f"{len(gpus) - busy}", palette.warn if len(gpus) - busy else palette.dim), f" idle / {len(gpus)}"),
-        _line(f"MIG slices {used}/{len(slices)} in use"),
+        _line(f"MIG slices {tally.slices_used}/{tally.slices} in use"),
         _line((bar(mean, 6), palette.accent), f" {mean:.0f}% mean util"),
         idle_waste_line(snap, idle, palette),
     ]

@@ -27,6 +27,9 @@ from gpuconsole.ui.widgets.virtual_table import PADDING, CellsOf, VirtualTable
 
 
 
+KEEP_STYLES = 4096  # (row, column) styles kept: a few screens of rows
+
+
 class LiveTable(VirtualTable):
     """Keyed rows, synced in place from a list of ``(key, cells)``; every row is drawn as
     Textual's ``DataTable`` draws it."""
@@ -42,6 +45,7 @@ class LiveTable(VirtualTable):
         super().__init__(columns, **kwargs)
         self._fitted: dict[int, int] = {}  # column index -> width of its widest cell (no width set)
         self._options: tuple[object, dict[int, ConsoleOptions]] = (None, {})
+        self._pres: tuple[object, dict[tuple[int, int], Style]] = (None, {})
 
     def sync(self, rows: Sequence[Row]) -> None:
         """Show exactly ``rows`` (``(key, cells)`` in order); a column without a width fits its
@@ -100,8 +104,14 @@ class LiveTable(VirtualTable):
         console = self.app.console
         segments: list[Segment] = []
         options = self._cell_options()
+        made = self._pres  # a cell's style under its own, per (row, column), while the table's styles stand
+        if made[0] != (style, over) or len(made[1]) > KEEP_STYLES:
+            made = self._pres = ((style, over), {})
+        pres = made[1]
         for column, (cell, cell_width) in enumerate(zip(cells, self._widths, strict=False)):
-            pre = style + Style.from_meta({"row": row, "column": column}) + over
+            pre = pres.get((row, column))
+            if pre is None:
+                pre = pres[row, column] = style + Style.from_meta({"row": row, "column": column}) + over
             content = cell if isinstance(cell, Text) else Text("" if cell is None else str(cell), end="")
             segments += padded_cell(console, options(cell_width), content, pre, post)
         table_width = sum(self._widths) + 2 * PADDING * len(self._widths)
