@@ -163,23 +163,12 @@ def _draw_history(rng: random.Random, count: int, now: float, templates: list[_S
         (namespace, prefix, names, gpu_counts, owners, log_min, log_span, mig_profile, image,
          fitting_by) = shapes[bisect_right(cum_weights, draw() * weight, 0, last)]  # choices(TEMPLATES, cum_weights)
         while True:  # IdFactory.suffix: five letters of the 27, drawn again while the name is taken
-            a = bits(5)
-            while a >= 27:
-                a = bits(5)
-            b = bits(5)
-            while b >= 27:
-                b = bits(5)
-            c = bits(5)
-            while c >= 27:
-                c = bits(5)
-            d = bits(5)
-            while d >= 27:
-                d = bits(5)
-            e = bits(5)
-            while e >= 27:
-                e = bits(5)
-            name = prefix + SUFFIX_ALPHABET[a] + SUFFIX_ALPHABET[b] + SUFFIX_ALPHABET[c] + SUFFIX_ALPHABET[d] + \
-                SUFFIX_ALPHABET[e]
+            name = prefix
+            for _ in range(5):
+                r = bits(5)
+                while r >= 27:
+                    r = bits(5)
+                name += SUFFIX_ALPHABET[r]
             if name not in names:
                 break
         names.add(name)
