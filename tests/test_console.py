@@ -95,6 +95,43 @@ def test_answers_that_change_no_state_are_composed_into_one_snapshot(monkeypatch
     assert not console.coalescer.pending
 
 
+def test_the_first_results_of_a_started_console_make_one_snapshot(monkeypatch):
+    """As polling starts, every source's first result waits for the others': one composition of
+    the whole fleet (and one repaint), not one per source; a source still waiting when half an
+    interval has gone by is left to a later snapshot, which shows it at once."""
+    from gpuconsole.core.fleet import coalescer as module
+
+    monkeypatch.setattr(module, "COALESCE_S", 60.0)  # no composition comes by the clock
+    console = demo_console(interval=1000.0)  # one poll each: the first results alone
+    seen = []
+    console.subscribe(seen.append)
+    try:
+        console.start(open_store=False)
+        wait_for(lambda: seen and all(s.state is SourceState.LIVE for s in seen[-1].sources), timeout=30)
+        assert len(console.hub.runners) >= 3
+        # (the console's own checks may publish meanwhile: no snapshot shows some sources and not others)
+        assert all(len({s.state for s in snap.sources}) == 1 for snap in seen)
+        assert seen[-1].jobs is console.hub.reading(SourceKind.JOBS).jobs
+    finally:
+        console.close()
+
+    monkeypatch.setattr(module, "COALESCE_S", 0.2)
+    console = demo_console(faults="gpus:hang", timeout=30.0, interval=1000.0)
+    seen = []
+    console.subscribe(seen.append)
+    try:
+        console.start(open_store=False)
+        wait_for(lambda: seen, timeout=30)  # composed by the clock, without the GPUs
+        first = seen[0]
+        assert first.source(SourceKind.GPUS).state is SourceState.CONNECTING
+        assert all(s.state is SourceState.LIVE for s in first.sources if s.kind is not SourceKind.GPUS)
+        monkeypatch.setattr(module, "COALESCE_S", 60.0)  # from here on, only a state change composes
+        console.hub.runners[SourceKind.GPUS].source.sim.faults.release()
+        wait_for(lambda: seen[-1].source(SourceKind.GPUS).state is SourceState.LIVE, timeout=30)
+    finally:
+        console.close()
+
+
 def test_a_snapshot_works_out_each_instances_spend_once_per_window(monkeypatch):
     """The day's, the month's and every budget's spend ask the same instances again (the fleet
     budget is the month's spend); within one snapshot each is billed once per window."""

@@ -110,7 +110,9 @@ def test_gpu_deployments_a_statefulset_and_an_hpa_are_listed_and_a_cpu_deploymen
     lists = len(kube.server.requested("/deployments", watch=False))
     kube.server.modify("Deployment", "vllm-llama3", "chat", {"spec": {"replicas": 3}, "status": {"replicas": 3}})
     kube.server.add(kv.pod_of(objects["llm"], node=None, ready=False))
-    reading = poll_until(backend, lambda r: len(by_key(r)["chat/vllm-llama3"].replicas) == 3)
+    # Each kind has its own watch: the pod may come before the Deployment's change, so wait for both.
+    reading = poll_until(backend, lambda r: len(by_key(r)["chat/vllm-llama3"].replicas) == 3
+                         and by_key(r)["chat/vllm-llama3"].replicas_desired == 3)
     assert by_key(reading)["chat/vllm-llama3"].replicas_desired == 3
     assert len(kube.server.requested("/deployments", watch=False)) == lists
     # Without watching, one poll lists the same; a Deployment that cannot be read is skipped, and said once.

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import random
+from zlib import crc32
 from bisect import bisect_right
 from collections.abc import Iterator
 
-from gpuconsole.backends.sim.ids import SUFFIX_ALPHABET, UUID4_KEEP, UUID4_SET, dashed
+from gpuconsole.backends.sim.ids import SUFFIX_ALPHABET, UUID4_KEEP, UUID4_SET
 from gpuconsole.backends.sim.lifecycle import Lifecycle
-from gpuconsole.backends.sim.state import SimInstance, SimJob, pod_suffix
+from gpuconsole.backends.sim.state import POD_PAIRS, SimInstance, SimJob
 from gpuconsole.backends.sim.workload import TEAMS, TEMPLATES, JobTemplate
 from gpuconsole.model import Job, JobState
 
@@ -136,61 +137,87 @@ class _Shape:
                             for gpus in t.gpus}
 
 
-def _draw_history(rng: random.Random, count: int, now: float, shapes: list[_Shape],
+def _draw_history(rng: random.Random, count: int, now: float, templates: list[_Shape],
                   cum_weights: list[float]) -> tuple[dict[str, Job], dict[str, float]]:
     """``count`` historical jobs (uid -> frozen job) and the run length of each one still queued.
 
     Each job's draws come in a fixed order, made as :class:`random.Random`'s ``choices``,
     ``choice``, ``uniform`` and ``randint`` make them (the same numbers from the same seed), and
-    its identifiers as :class:`IdFactory` makes them, without the per-call overhead those add
-    a hundred thousand times over (half the time of building the history).
+    its identifiers as :class:`IdFactory` and :func:`pod_suffix` make them, written out here
+    without the per-call overhead those add a hundred thousand times over (half the time of
+    building the history). ``tests/test_demo_jobs.py`` checks them against the plain calls.
     """
-    draw, bits = rng.random, rng.getrandbits
+    draw, bits, pairs = rng.random, rng.getrandbits, len(POD_PAIRS)
     exp, floor = math.exp, math.floor
     weight, last = cum_weights[-1] + 0.0, len(cum_weights) - 1
     queued_span, finished_span, fail_span = 2 * 86400.0 - 600.0, HISTORY_DAYS * 86400.0 - 3600.0, 0.8 - 0.05
     pending, failed, succeeded = JobState.PENDING, JobState.FAILED, JobState.SUCCEEDED
     archive: dict[str, Job] = {}
     queued: dict[str, float] = {}
+    shapes = [(t.namespace, t.prefix, t.names, t.gpus, t.owners, t.log_min, t.log_span, t.mig_profile, t.image,
+               t.fitting) for t in templates]
 
-    def below(n: int) -> int:  # random.Random._randbelow
-        k = n.bit_length()
-        r = bits(k)
-        while r >= n:
-            r = bits(k)
-        return r
-
+    # random.Random._randbelow(n) is ``r = getrandbits(n.bit_length())`` drawn again while r >= n:
+    # written out below for each draw, a call less each (four hundred thousand calls).
     for _ in range(count):
-        shape = shapes[bisect_right(cum_weights, draw() * weight, 0, last)]  # choices(TEMPLATES, cum_weights)
-        names, name = shape.names, None
-        while name is None or name in names:  # IdFactory.suffix, drawn again while taken
-            letters = []
+        (namespace, prefix, names, gpu_counts, owners, log_min, log_span, mig_profile, image,
+         fitting_by) = shapes[bisect_right(cum_weights, draw() * weight, 0, last)]  # choices(TEMPLATES, cum_weights)
+        while True:  # IdFactory.suffix: five letters of the 27, drawn again while the name is taken
+            name = prefix
             for _ in range(5):
                 r = bits(5)
                 while r >= 27:
                     r = bits(5)
-                letters.append(SUFFIX_ALPHABET[r])
-            name = shape.prefix + "".join(letters)
+                name += SUFFIX_ALPHABET[r]
+            if name not in names:
+                break
         names.add(name)
-        gpus = shape.gpus[below(len(shape.gpus))] if shape.gpus else 1
-        minutes = exp(shape.log_min + shape.log_span * draw())
-        uid = dashed((bits(128) & UUID4_KEEP) | UUID4_SET)  # IdFactory.uuid4
-        owner = shape.owners[below(len(shape.owners))]
-        pod_uid = dashed((bits(128) & UUID4_KEEP) | UUID4_SET)
-        pod = f"{name}-{pod_suffix(pod_uid, 0)}"
+        if gpu_counts:  # choice(t.gpus)
+            n = len(gpu_counts)
+            k = n.bit_length()
+            r = bits(k)
+            while r >= n:
+                r = bits(k)
+            gpus = gpu_counts[r]
+        else:
+            gpus = 1
+        minutes = exp(log_min + log_span * draw())
+        h = "%032x" % ((bits(128) & UUID4_KEEP) | UUID4_SET)  # IdFactory.uuid4
+        uid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        n = len(owners)  # choice(TEAMS[namespace])
+        k = n.bit_length()
+        r = bits(k)
+        while r >= n:
+            r = bits(k)
+        owner = owners[r]
+        h = "%032x" % ((bits(128) & UUID4_KEEP) | UUID4_SET)
+        pod_uid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        value, low = divmod(crc32(f"{pod_uid}:0".encode()), pairs)  # pod_suffix(pod_uid, 0)
+        high, middle = divmod(value, pairs)
+        pod = f"{name}-{POD_PAIRS[low]}{POD_PAIRS[middle]}{SUFFIX_ALPHABET[high % 27]}"
         if draw() < QUEUED_SHARE:
             created = float(floor(now - (600.0 + queued_span * draw())))
             queued[uid] = round(minutes * 60.0)
-            archive[uid] = Job(uid, name, shape.namespace, pending, created, gpus, shape.mig_profile, None, None,
-                               None, QUEUED_REASON, None, shape.image, owner, pod_uid, pod)
+            archive[uid] = Job(uid, name, namespace, pending, created, gpus, mig_profile, None, None, None,
+                               QUEUED_REASON, None, image, owner, pod_uid, pod)
             continue
-        fitting = shape.fitting[gpus]
+        fitting = fitting_by[gpus]
         fails = draw() < FAILED_SHARE
         length = max(60.0, round(minutes * 60.0) * ((0.05 + fail_span * draw()) if fails else 1.0))
         finished = float(floor(now - (3600.0 + finished_span * draw())))
         started = float(floor(finished - length))
-        created = started - (5 + below(1796))  # randint(5, 1800)
-        node = fitting[below(len(fitting))] if fitting else None
-        archive[uid] = Job(uid, name, shape.namespace, failed if fails else succeeded, created, gpus,
-                           shape.mig_profile, node, started, finished, None, None, shape.image, owner, pod_uid, pod)
+        r = bits(11)  # randint(5, 1800)
+        while r >= 1796:
+            r = bits(11)
+        created = started - (5 + r)
+        node = None
+        if fitting:  # choice(fitting)
+            n = len(fitting)
+            k = n.bit_length()
+            r = bits(k)
+            while r >= n:
+                r = bits(k)
+            node = fitting[r]
+        archive[uid] = Job(uid, name, namespace, failed if fails else succeeded, created, gpus, mig_profile, node,
+                           started, finished, None, None, image, owner, pod_uid, pod)
     return archive, queued

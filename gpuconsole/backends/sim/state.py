@@ -24,7 +24,7 @@ from gpuconsole.model import (
     Tags,
 )
 
-_PAIRS = tuple(a + b for b in SUFFIX_ALPHABET for a in SUFFIX_ALPHABET)  # two base-27 digits, low first
+POD_PAIRS = tuple(a + b for b in SUFFIX_ALPHABET for a in SUFFIX_ALPHABET)  # two base-27 digits, low first
 
 
 def pod_suffix(pod_uid: str, index: int) -> str:
@@ -32,10 +32,10 @@ def pod_suffix(pod_uid: str, index: int) -> str:
     naming a pod draws nothing from the world's generators. The CRC's base-27 digits, lowest
     first, two at a time (a big world names 100,000 pods as it starts)."""
     value = zlib.crc32(f"{pod_uid}:{index}".encode())
-    pairs = len(_PAIRS)
+    pairs = len(POD_PAIRS)
     value, low = divmod(value, pairs)
     value, middle = divmod(value, pairs)
-    return _PAIRS[low] + _PAIRS[middle] + SUFFIX_ALPHABET[value % len(SUFFIX_ALPHABET)]
+    return POD_PAIRS[low] + POD_PAIRS[middle] + SUFFIX_ALPHABET[value % len(SUFFIX_ALPHABET)]
 
 
 class SimSlice:

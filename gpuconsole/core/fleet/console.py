@@ -4,8 +4,9 @@ It holds the Hub (polling), the cache (:class:`FleetCache`) and the session's :c
 (built by :mod:`~gpuconsole.core.fleet.wiring`), composes the readings into one immutable
 :class:`FleetSnapshot` (:func:`~gpuconsole.core.fleet.compose.compose`) and hands it to
 subscribers: at once when a source's state changed, else once per round of answers
-(:class:`~gpuconsole.core.fleet.coalescer.PublishCoalescer`). Subscribers are called from worker
-threads; the UI forwards the snapshot to its event loop as a message.
+(:class:`~gpuconsole.core.fleet.coalescer.PublishCoalescer`); as polling starts, the sources'
+first results make one snapshot together. Subscribers are called from worker threads; the UI
+forwards the snapshot to its event loop as a message.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ class Console:
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
         self._composed_states: tuple[SourceState, ...] | None = None  # the sources' states in the last snapshot
+        self._first_results: set[SourceKind] = set()  # the sources started whose first result is awaited
         self.periodic = PeriodicJobs()
-        self.coalescer = PublishCoalescer(self._publish, self._fast_sources, options.interval)
+        self.coalescer = PublishCoalescer(self._publish_round, self._fast_sources, options.interval)
         self._wires = Wires(source=self.source, reading=lambda kind: self.hub.reading(kind),
                             current=lambda: self._services, store=lambda: self.cache.store,
                             publish=self._publish, refresh=self.refresh)
@@ -119,6 +121,7 @@ class Console:
     def start(self, *, open_store: bool = True) -> None:
         """Start polling; with ``open_store=False`` the caller opens the Store later
         (:meth:`open_store_in_background`), e.g. once the first complete frame is painted."""
+        self._first_results = set(self.hub.runners)
         self.hub.start()
         if open_store:
             self.open_store_in_background()
@@ -197,6 +200,7 @@ class Console:
         old.autopilot.close()
         self._services = build_services(self.options, self._wires, store=self.cache.store, keep=old)
         threading.Thread(target=old_hub.stop, daemon=True).start()
+        self._first_results = set(self.hub.runners)
         self.hub.start()
         self._publish()
 
@@ -224,21 +228,32 @@ class Console:
         return hub
 
     def _fast_sources(self) -> set[SourceKind]:
-        """The live sources polled at the console's interval: every answer of theirs is awaited."""
+        """The live sources polled at the console's interval: every answer of theirs is awaited;
+        so is the first result of every source started, while one is awaited."""
         return {k for k, runner in self.hub.runners.items()
-                if runner.status.state is SourceState.LIVE and runner.policy.interval <= self.options.interval}
+                if runner.status.state is SourceState.LIVE and runner.policy.interval <= self.options.interval
+                } | self._first_results
 
     def _on_update(self, kind: SourceKind) -> None:
         runner = self.hub.runners.get(kind)
         if kind is SourceKind.GPUS and runner is not None and isinstance(runner.reading, GpuReading):
             self._services.gpus.observe(runner.reading)  # the detail view's five minutes, before they are shown
-        if tuple(status.state for status in self.hub.statuses()) != self._composed_states:
-            self._publish()  # a source came up, failed or recovered: shown at once
-        else:
+        first = kind in self._first_results
+        self._first_results.discard(kind)
+        # A source's first result waits for the others' (one composition of the whole fleet and
+        # one repaint for all, not one each), at most half an interval after the first came.
+        if first or tuple(status.state for status in self.hub.statuses()) == self._composed_states:
             self.coalescer.answered(kind)
+        else:
+            self._publish()  # a source came up, failed or recovered: shown at once
         # Written after publishing, so a slow disk never delays what the user sees.
         if runner is not None and runner.status.state is SourceState.LIVE and runner.reading is not None:
             self.cache.persist(kind, runner.source.name, runner.reading)
+
+    def _publish_round(self) -> None:
+        """A round of answers is in (or waited for long enough): the first results too."""
+        self._first_results = set()
+        self._publish()
 
     def _publish(self) -> None:
         self.coalescer.composed()  # an answer from now on is composed by a later composition

@@ -236,7 +236,7 @@ class CloudOps:
             itype = catalog.get(inst.instance_type)
             price = inst.price_per_hour or catalog.price(inst.instance_type, inst.region) or 0.0
             series: tuple[tuple[float, float], ...] = ()
-            if inst.market is Market.SPOT and self._service is not None:
+            if inst.market is Market.SPOT and self._service is not None and not inst.price_per_hour:
                 price = self._service.cached_spot_price(inst.instance_type, inst.availability_zone) or price
                 series = self._service.cached_spot_series(inst.instance_type, inst.availability_zone)
             self.runs.observe(inst, now)
@@ -286,8 +286,8 @@ class CloudOps:
         """The spot price history of the spot instances' types (cached with the wizard's, so
         within its TTL this asks nothing): each interval is billed at the price then in force."""
         wanted: dict[str, set[str]] = {}
-        for inst in instances:
-            if inst.market is Market.SPOT and inst.state.billed:
+        for inst in instances:  # a cloud that priced its own instance said its spot price already
+            if inst.market is Market.SPOT and inst.state.billed and not inst.price_per_hour:
                 wanted.setdefault(inst.region, set()).add(inst.instance_type)
         if not wanted or not isinstance(self.backend, Provisioner):
             return
@@ -306,6 +306,8 @@ class CloudOps:
             def run() -> None:
                 try:
                     self.load_history(instances, now)
+                except Exception:  # noqa: BLE001 - a backend that fails oddly: the history stays as it was
+                    log.warning("reading the instances' history failed", exc_info=True)
                 finally:
                     if self.on_history is not None:
                         self.on_history()
