@@ -268,3 +268,21 @@ def test_the_short_parser_knows_every_command_by_name_in_order() -> None:
         return tuple(action.choices)
 
     assert names(build_parser()) == COMMANDS == names(build_parser(["--demo"]))
+
+
+async def test_the_experiments_are_read_while_their_pane_is_hidden(monkeypatch) -> None:
+    """The Experiments pane reads its experiments (their statistics import NumPy) a few seconds
+    after the start has settled, off the UI thread, so its first showing has them at once; it
+    does not read them again as it is first shown."""
+    from gpuconsole.ui.panes import experiments as pane_module
+    from tests.driving import running, show_pane
+
+    monkeypatch.setattr(pane_module, "PREPARE_AFTER_S", 0.2)
+    async with running() as (app, pilot):
+        pane = app.query_one("#experiments-pane")
+        await wait_until(lambda: pane.loaded is not None)  # read ahead
+        assert app.active_pane == "overview" and pane.loaded.progress
+        read_at = pane._loaded_at
+        await show_pane(app, pilot, "8", "experiments")
+        assert pane.summary(app.snapshot).startswith("experiments · 2")  # shown as read, no "loading…"
+        assert pane._loaded_at >= read_at  # the next reading is RELOAD_S after the first showing
