@@ -63,7 +63,7 @@ def vm_costs(post: Post, arm_endpoint: str, subscription: str, start: float, end
             raise BackendError("Azure Cost Management answered something that is not a query result")
         names = [str(c.get("name", "")).lower() for c in props["columns"] if isinstance(c, Mapping)]
         where = {name: names.index(name) for name in ("cost", "usagedate", "resourceid", "currency") if name in names}
-        if len(where) < 3 or "cost" not in where or "resourceid" not in where or "usagedate" not in where:
+        if not {"cost", "resourceid", "usagedate"} <= where.keys():
             raise BackendError(f"Azure Cost Management's answer lacks a column it was asked for: {', '.join(names)}")
         for row in props.get("rows") or ():
             if not isinstance(row, list) or len(row) < len(names):
