@@ -120,3 +120,14 @@ def test_a_namespace_user_reads_positions_through_its_local_queue_or_keeps_the_e
         assert patient.queue_position == 1 and "position 1" in patient.pending_reason
     finally:
         server.stop()
+
+
+def test_a_failing_visibility_api_leaves_the_estimate_and_the_jobs(kube: KubeCluster) -> None:
+    line_up(kube.server)
+    kube.server.visibility = True
+    kube.server.fail(500, path_contains="pendingworkloads", message="the visibility server is unavailable")
+    backend = kube.backend(watch=False)
+    backend.poll_jobs()
+    patient = by_name(backend.poll_jobs())["patient"]  # asked, refused, estimated
+    assert visibility_requests(kube.server)
+    assert patient.queue_position == 2 and "position 2" in patient.pending_reason

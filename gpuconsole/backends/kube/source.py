@@ -61,6 +61,7 @@ __all__ = [
 
 # The distributed training kinds (MPIJob, PyTorchJob, TrainJob, JobSet), each read where
 # discovery shows its CRD's group version; without them nothing else is asked.
+VISIBILITY_TIMEOUT_S = 3.0  # at most, for one answer of Kueue's visibility API
 TRAINING_KINDS: tuple[Kind, ...] = tuple(
     Kind(f"{kind}s", "custom", "list_cluster_custom_object", "list_namespaced_custom_object", READERS[kind],
          required=False, custom=(group, version, plural))
@@ -157,7 +158,9 @@ class KubeJobs(DiscoveringLister):
         last = self._last[1] if self._last is not None else None
         if not isinstance(version, str) or last is None or not self._positions.due():
             return
-        api, timeout = self._client(), (self.request_timeout, self.request_timeout)
+        # The positions are extra: a slow visibility server never holds the jobs up for long.
+        seconds = min(self.request_timeout, VISIBILITY_TIMEOUT_S)
+        api, timeout = self._client(), (seconds, seconds)
 
         def get(path: str) -> Any:
             where = f"reading Kueue's queue positions ({path.split('?', 1)[0]})"
