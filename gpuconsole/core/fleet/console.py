@@ -156,10 +156,13 @@ class Console:
         self.periodic.wake()
 
     def wait_for_first_answers(self, timeout: float) -> None:
-        """Block until every source answered once (or ``timeout``): for the headless snapshot."""
+        """Block until every source answered once and the snapshot shows those answers (or
+        ``timeout``): for the headless commands. The first results are published together, a
+        moment after the last of them came, so an answer alone is not yet in the snapshot."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(r.polls for r in self.hub.runners.values()):
+            if all(r.polls for r in self.hub.runners.values()) and not any(
+                    s.state is SourceState.CONNECTING for s in self.snapshot.sources if s.kind in self.hub.runners):
                 return
             time.sleep(0.02)
 
