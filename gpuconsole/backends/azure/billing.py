@@ -1,12 +1,18 @@
 """What Azure billed each virtual machine per day, and when each ran, in the documented shapes.
 
-- The bill: ``POST /subscriptions/{id}/providers/Microsoft.CostManagement/query`` (api-version 2023-11-01)
-with an ``ActualCost`` dataset of ``Daily`` granularity, the ``Cost`` summed and grouped by
-``ResourceId``, filtered to ``microsoft.compute/virtualmachines``; the answer is a table
-(``properties.columns`` name each cell of ``properties.rows``: ``Cost``, ``UsageDate`` as
-``yyyymmdd``, ``ResourceId`` lower-cased, ``Currency``), paged by ``properties.nextLink``. A VM's
-disks and network bill under their own resources and are not counted here. Reading it needs the
-Cost Management Reader role (or Reader) on the subscription; Azure's RBAC decides.
+- The bill: ``POST /subscriptions/{id}/providers/Microsoft.CostManagement/query`` (api-version
+  2023-11-01) with an ``ActualCost`` dataset of ``Daily`` granularity, the ``Cost`` summed and
+  grouped by ``ResourceId``, filtered to ``microsoft.compute/virtualmachines``; the answer is a
+  table (``properties.columns`` name each cell of ``properties.rows``: ``Cost``, ``UsageDate`` as
+  ``yyyymmdd``, ``ResourceId`` lower-cased, ``Currency``), paged by ``properties.nextLink``. A
+  VM's disks and network bill under their own resources and are not counted here. Reading it
+  needs the Cost Management Reader role (or Reader) on the subscription; Azure's RBAC decides.
+- The runs: the subscription's Activity Log (``GET /subscriptions/{id}/providers/
+  microsoft.insights/eventtypes/management/values``, api-version 2015-04-01, ``$filter`` on
+  ``eventTimestamp`` and ``resourceUri``, paged by ``nextLink``, kept 90 days). A VM's compute
+  bills from its creation (a ``write`` answered ``Created``) or a ``start`` until a
+  ``deallocate`` or its ``delete``; a ``powerOff`` does not end it (the VM keeps its hardware
+  and bills on). Only operations that ``Succeeded`` count.
 """
 
 from __future__ import annotations

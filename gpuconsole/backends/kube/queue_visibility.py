@@ -7,8 +7,8 @@ was evicted and by its queueing strategy. A console over the whole cluster asks 
 (``clusterqueues/NAME/pendingworkloads``); one over some namespaces asks per LocalQueue of those
 namespaces (``namespaces/NS/localqueues/NAME/pendingworkloads``: what a batch user may read),
 whose items carry the ClusterQueue position too. Only the queues jobs wait in for quota are
-asked, at most every :data:`POSITIONS_S` seconds; a refusal (403) or a missing API (404) is logged once
-and leaves the estimate, until discovery is asked again.
+asked, at most every :data:`POSITIONS_S` seconds; a refusal (403) or a missing API (404) is
+logged once and leaves the estimate, until discovery is asked again.
 """
 
 from __future__ import annotations
@@ -85,9 +85,10 @@ class PositionReader:
         return not self._refused and (self._read_at is None or self.clock() - self._read_at >= POSITIONS_S)
 
     def read(self, get: Callable[[str], Any], jobs: Iterable[Job], namespaces: tuple[str, ...]) -> bool:
-        """Ask for the pending Workloads of every queue a job waits in for quota (``get`` takes the path under the API's group
-        version and returns the decoded answer, raising :class:`BackendError`); whether the
-        positions changed. A failure keeps what was known; a 403 or 404 stops the asking."""
+        """Ask for the pending Workloads of every queue a job waits in for quota (``get`` takes
+        the path under the API's group version and returns the decoded answer, raising
+        :class:`BackendError`); whether the positions changed. A failure keeps what was known;
+        a 403 or 404 stops the asking."""
         self._read_at = self.clock()
         found: Positions = {}
         for cluster_queue, path in asked(jobs, namespaces):

@@ -28,8 +28,7 @@ from gpuconsole.backends.kube.kubeconfig import (
     import_early,
     kubeconfig_user,
 )
-from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind
-from gpuconsole.backends.kube.listing import parse_json
+from gpuconsole.backends.kube.listing import CRONJOBS, EVENTS, JOBS, KINDS, NODES, PAGE_SIZE, PODS, Kind, parse_json
 from gpuconsole.backends.kube.queue_compose import annotate
 from gpuconsole.backends.kube.queue_records import KUEUE_GROUP, KUEUE_VERSIONS
 from gpuconsole.backends.kube.queue_kinds import (
@@ -59,9 +58,9 @@ __all__ = [
     "kubeconfig_user",
 ]
 
+VISIBILITY_TIMEOUT_S = 3.0  # at most, for one answer of Kueue's visibility API
 # The distributed training kinds (MPIJob, PyTorchJob, TrainJob, JobSet), each read where
 # discovery shows its CRD's group version; without them nothing else is asked.
-VISIBILITY_TIMEOUT_S = 3.0  # at most, for one answer of Kueue's visibility API
 TRAINING_KINDS: tuple[Kind, ...] = tuple(
     Kind(f"{kind}s", "custom", "list_cluster_custom_object", "list_namespaced_custom_object", READERS[kind],
          required=False, custom=(group, version, plural))
