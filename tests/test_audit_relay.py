@@ -168,6 +168,39 @@ def start_relay(socket_path: Path, db: Path, env: dict[str, str]) -> subprocess.
     return server
 
 
+def test_the_socket_appears_only_once_the_relay_listens_and_every_login_may_use_it(tmp_path, monkeypatch) -> None:
+    """A client that finds the socket is answered: the relay binds under a private name, listens,
+    opens it to every login and only then moves it into place (a restart over the old socket too)."""
+    import socketserver
+
+    where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
+    os.chmod(where, 0o755)
+    socket_path = where / "audit.sock"
+    seen: list[bool] = []
+    activate = socketserver.UnixStreamServer.server_activate
+
+    def watched(server) -> None:
+        seen.append(socket_path.exists())
+        activate(server)
+
+    monkeypatch.setattr(socketserver.UnixStreamServer, "server_activate", watched)
+    try:
+        for _ in range(2):
+            relay = AuditRelay(AuditLog(tmp_path / "relay.db"), may_read=lambda uid: uid == 0, role_of=lambda login: None)
+            ready = threading.Event()
+            thread = threading.Thread(target=relay.serve, args=(socket_path,), kwargs={"ready": ready}, daemon=True)
+            thread.start()
+            assert ready.wait(10)
+            assert ask(socket_path, {"op": "ping"}) == {"ok": True}
+            assert (os.stat(socket_path).st_mode & 0o777) == 0o666
+            relay.stop()
+            thread.join(5)
+        assert seen == [False, True]  # the restart's socket replaced the stale one, never unlinked it first
+        assert sorted(p.name for p in where.iterdir()) == ["audit.sock"]
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def test_the_relay_command_serves_as_root_and_a_restart_loses_no_record(tmp_path) -> None:
     where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
     os.chmod(where, 0o755)

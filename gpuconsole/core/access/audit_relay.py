@@ -167,10 +167,13 @@ class AuditRelay:
         if inherited_fd is None:
             socket_path = Path(socket_path)
             socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-            if socket_path.is_socket():
-                socket_path.unlink()
-            server = socketserver.ThreadingUnixStreamServer(str(socket_path), Handler)
-            os.chmod(socket_path, 0o666)
+            # Bound, listening and opened to every login under a private name first: the path
+            # appears only once the relay answers there (a client never meets a refusing socket).
+            staging = socket_path.with_name(f".{socket_path.name}.{os.getpid()}")
+            staging.unlink(missing_ok=True)
+            server = socketserver.ThreadingUnixStreamServer(str(staging), Handler)
+            os.chmod(staging, 0o666)
+            os.replace(staging, socket_path)
         else:
             server = socketserver.ThreadingUnixStreamServer(str(socket_path), Handler, bind_and_activate=False)
             server.socket = socket.socket(fileno=inherited_fd)
