@@ -216,15 +216,20 @@ class KeyLatency:
         return done
 
     def filter_shown(self, table: Any, words: str, name_of: Callable[[str], str]) -> Callable[[], bool]:
-        """A condition: ``table``'s rows have changed, and the screen shows the pane's
-        ``filter: words`` and the names (``name_of(key)``, as far as a 20-column cell shows
-        them) of the first three rows the table now holds: the narrowed table is on screen."""
+        """A condition: the screen shows the pane's ``filter: words`` and either ``table``'s rows
+        have changed and the names (``name_of(key)``, as far as a 20-column cell shows them) of
+        the first three rows it now holds are on screen, or it holds none and the pane says no
+        rows match: the narrowed table is on screen."""
         marker = f"filter: {words.strip().lower()}"
         before = table._keys
 
         def done() -> bool:
             keys = table._keys
-            if keys is before or not self.on_screen(marker):
+            if not self.on_screen(marker):
+                return False
+            if not keys:  # () is one object: "changed" cannot be told from the keys
+                return self.on_screen(f"no rows match {words.strip().lower()!r}")
+            if keys is before:
                 return False
             return all(self.on_screen(name_of(key)[:20]) for key in keys[:3])
 

@@ -211,6 +211,26 @@ async def test_the_footer_drops_whole_entries_at_80_columns_and_keeps_the_help_k
             assert any(w.action == "help" for w in keys), pane
 
 
+async def test_the_footer_is_rebuilt_only_when_what_it_shows_changes():
+    """Bindings announced again with nothing changed leave the footer's entries as they are (a
+    pane switch announces them several times); a pane with other keys gets its own line."""
+    from gpuconsole.ui.widgets.footer import KeyFooter, is_key
+
+    async with running() as (app, pilot):
+        await show_pane(app, pilot, "4", "instances")
+        await pilot.pause()
+        footer = app.screen.query_one(KeyFooter)
+        before = list(footer.children)
+        for _ in range(3):
+            app.screen.refresh_bindings()
+            await pilot.pause()
+        assert list(footer.children) == before
+        assert all(not w.has_class("-compact") for w in before if is_key(w) and not w.has_class("-command-palette"))
+        await show_pane(app, pilot, "3", "jobs")
+        await pilot.pause()
+        await wait_until(lambda: any(is_key(w) and w.description == "CronJobs" for w in footer.children))
+
+
 async def test_notifications_never_cover_the_lines_that_say_what_is_selected():
     async with running(notifications=True) as (app, pilot):
         await show_pane(app, pilot, "4", "instances")

@@ -3,6 +3,11 @@ all fit it drops whole entries from the right (keeping the help key), never half
 
 At 80 columns a pane with seven keys showed ``r Refr`` before the palette key; now the entries
 that fit are shown whole and ``?`` (every key, with what it does) stays.
+
+It is rebuilt only when what it shows would change: a pane switch or a focus change announces
+new bindings several times in one frame, and most leave the line as it is. Its entries are
+made in their final style (Textual's own start compact, then learn the footer is not: two
+style passes each, a few milliseconds a rebuild).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
 from textual.widget import Widget
+from textual.screen import Screen
 from textual.widgets import Footer
 
 KEPT = ("help",)  # actions whose key is shown while there is room for anything
@@ -34,8 +40,16 @@ def entry_width(key: Any, compact: bool) -> int:
 class KeyFooter(Footer):
     """A footer whose entries are whole or absent."""
 
+    _pending = False
+    _shown: tuple[Any, ...] | None = None
+
     def compose(self) -> ComposeResult:
+        self._shown = self._signature()
         entries = list(super().compose())
+        for entry in entries:  # made as they will be shown (bound to the footer's), before they are mounted
+            if is_key(entry) and not entry.has_class(PALETTE_CLASS):
+                entry.set_reactive(type(entry).compact, self.compact)
+                entry.set_class(self.compact, "-compact", update=False)
         room = self.size.width or self.app.size.width
         palette = [e for e in entries if e.has_class(PALETTE_CLASS)]
         keys = [e for e in entries if is_key(e) and e not in palette]
@@ -62,6 +76,26 @@ class KeyFooter(Footer):
             else:
                 room = -1  # the first that does not fit ends the line: the order stays the order of importance
         return list(shown)
+
+    def _signature(self) -> tuple[Any, ...] | None:
+        """What the line would show: the bindings, their states and the room."""
+        if not self._bindings_ready or not self.is_attached:
+            return None
+        shown = tuple((binding.key, binding.action, binding.description, enabled, tooltip)
+                      for (_node, binding, enabled, tooltip) in self.screen.active_bindings.values() if binding.show)
+        return shown, self.size.width, self.compact
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self._bindings_ready = True
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen or self._pending:
+            return
+        self._pending = True
+        self.call_after_refresh(self._rebuild)
+
+    async def _rebuild(self) -> None:
+        self._pending = False
+        if self.is_attached and self._signature() != self._shown:
+            await self.recompose()
 
     def on_resize(self, event: events.Resize) -> None:
         if event.size.width != getattr(self, "_laid_for", None):
