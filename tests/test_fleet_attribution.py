@@ -246,3 +246,18 @@ def test_charts_ask_a_history_keeping_source_first_then_the_store():
         assert console.gpu_history("GPU-1", 600) == []
     finally:
         console.close()
+
+
+def test_a_pod_a_live_job_owns_is_found_without_reading_the_finished_jobs() -> None:
+    """100,000 finished jobs beside a few live ones: the owner of a pod on a GPU is looked for
+    among the live jobs first (Kubernetes gives a pod one owner); the columns of every job are
+    read only for a pod none of them owns."""
+    finished = [Job(uid=f"f{n}", name=f"old-{n}", namespace="ml", state=JobState.SUCCEEDED, created=0.0,
+                    pod_uid=f"p{n}") for n in range(50)]
+    live = Job(uid="l1", name="train", namespace="ml", state=JobState.RUNNING, created=0.0, pod_uid="live-pod")
+    jobs = (*finished, live)
+    index = job_index(jobs)
+    assert index.owner("live-pod") == live
+    assert index._columns == {}  # noqa: SLF001 - nothing read over every job
+    assert index.owner("p7") == finished[7]  # a finished job's pod: found over every job
+    assert jobs_of(jobs, {"live-pod", "p3"}, None, None) == (finished[3], live)

@@ -54,7 +54,7 @@ from gpuconsole.model.fleet import (
     VgpuInstance,
     mig_share,
 )
-from gpuconsole.model.jobs import JOB_KINDS, CronJob, Job, JobRole, JobState, Node
+from gpuconsole.model.jobs import JOB_KINDS, CronJob, Job, JobRole, JobState, Node, unfinished
 from gpuconsole.model.money import (
     DEFAULT_THRESHOLDS,
     Budget,
@@ -102,5 +102,5 @@ __all__ = [
     "SecurityGroup", "Service", "ServiceHpa", "ServiceKind", "ServiceReplica", "ServiceSlo", "ServicesReading",
     "ServingReading", "ServingSeries", "Severity", "SourceKind", "SourceState", "SourceStatus", "SpotPrice",
     "Subnet", "Tags", "Threshold", "ThresholdBasis", "User", "Value", "VgpuInstance", "Volume", "WaitingFor", "Workload",
-    "from_jsonable", "mig_share", "tag_of", "to_jsonable",
+    "from_jsonable", "mig_share", "tag_of", "to_jsonable", "unfinished",
 ]

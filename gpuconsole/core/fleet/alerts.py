@@ -9,7 +9,7 @@ import msgspec
 
 from gpuconsole.core.money import costs
 from gpuconsole.core.money.idle import by_owner
-from gpuconsole.model import Alert, FleetSnapshot, InstanceState, JobState, Market, Severity, SourceState
+from gpuconsole.model import Alert, FleetSnapshot, InstanceState, JobState, Market, Severity, SourceState, unfinished
 
 HOT_GPU_C = 85
 PENDING_TOO_LONG_S = 600
@@ -34,7 +34,7 @@ def derive_alerts(snap: FleetSnapshot, extra: Iterable[Alert] = (), budget_alert
     idle_alert = idle_gpus_alert(snap)
     if idle_alert is not None:
         alerts.append(idle_alert)
-    waiting = [j for j in snap.jobs if j.state is JobState.PENDING and now - j.created > PENDING_TOO_LONG_S]
+    waiting = [j for j in unfinished(snap.jobs) if j.state is JobState.PENDING and now - j.created > PENDING_TOO_LONG_S]
     if waiting:
         alerts.append(Alert(Severity.INFO, "jobs", f"{len(waiting)} job(s) pending for over 10 min", now))
     alerts.sort(key=lambda a: ORDER[a.severity])

@@ -23,7 +23,7 @@ from msgspec.structs import replace
 
 from gpuconsole.core.money.budget_words import ScopeError, scope_parts
 from gpuconsole.core.money.costs import gpu_price_per_hour, job_gpus
-from gpuconsole.model import BudgetStatus, Instance, Job, JobState, Queue, QueueKind
+from gpuconsole.model import BudgetStatus, Instance, Job, JobState, Queue, QueueKind, unfinished
 
 
 def priced_queues(queues: tuple[Queue, ...], jobs: Iterable[Job], instances: Iterable[Instance],
@@ -32,7 +32,7 @@ def priced_queues(queues: tuple[Queue, ...], jobs: Iterable[Job], instances: Ite
         return queues
     jobs = tuple(jobs)
     prices = gpu_price_per_hour(instances)
-    running = [j for j in jobs if j.state is JobState.RUNNING and (j.queue or j.cluster_queue)]
+    running = [j for j in unfinished(jobs) if j.state is JobState.RUNNING and (j.queue or j.cluster_queue)]
     out = []
     for queue in queues:
         rate: float | None = 0.0 if prices else None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from gpuconsole.core.money.costs import job_gpus, mig_share
-from gpuconsole.model import FleetSnapshot, Gpu, Instance, Job, MigSlice
+from gpuconsole.model import FleetSnapshot, Gpu, Instance, Job, MigSlice, unfinished
 
 T = TypeVar("T")
 _POD_UIDS = operator.attrgetter("pod_uids")
@@ -108,7 +108,8 @@ def jobs_of(jobs: Iterable[Job], pod_uids: set[str | None], pod: str | None,
 
     A pod name matches a job's recorded pod, or the job whose name it starts with followed by
     the suffixes Kubernetes adds (``<job>-<suffix>``, ``<job>-<index>-<suffix>`` for an Indexed
-    Job); the longest such job name wins. Found through :class:`JobIndex`, made once per reading.
+    Job); the longest such job name wins. Found through :class:`JobIndex`, made once per reading;
+    a pod that a live job owns is that job's alone (Kubernetes gives a pod one owner).
     """
     return job_index(jobs if isinstance(jobs, tuple) else tuple(jobs)).owning(pod_uids, pod, namespace)
 
@@ -142,6 +143,15 @@ class JobIndex:
     def _search(self, pod_uids: set[str | None], pod: str | None, namespace: str | None) -> tuple[Job, ...]:
         jobs = self.jobs
         uids = [uid for uid in pod_uids if uid]
+        live = unfinished(jobs)
+        if uids and len(live) < len(jobs):
+            # A pod on a GPU is nearly always a live job's: asked of the live jobs first, the
+            # columns of every job (100,000, a few finished ones still holding a pod) are read
+            # only for a pod no live job owns. A pod has one owner, so one found live is the answer.
+            found = job_index(live).owning(set(uids), None, None)
+            owned = {uid for job in found for uid in (job.pod_uid, *job.pod_uids)}
+            if owned.issuperset(uids):
+                return found
         places: set[int] = set()
         for uid in uids:
             places.update(self._places("pod_uid", uid))

@@ -51,6 +51,7 @@ from gpuconsole.model import (
     PendingAction,
     Threshold,
     ThresholdBasis,
+    unfinished,
 )
 
 __all__ = [
@@ -101,7 +102,8 @@ def in_scope(instances: Iterable[Instance], scope: str, jobs: Sequence[Job] = ()
         return list(instances)
     if kind == "tag":
         return [i for i in instances if i.tag(key) == value]
-    nodes = {j.node for j in jobs if j.namespace == key and j.state is JobState.RUNNING and j.node}
+    live = unfinished(jobs) if isinstance(jobs, tuple) else jobs  # a reading's: its live jobs, made once
+    nodes = {j.node for j in live if j.namespace == key and j.state is JobState.RUNNING and j.node}
     return [i for i in instances if i.node in nodes]
 
 

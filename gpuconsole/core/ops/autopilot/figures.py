@@ -20,6 +20,7 @@ from gpuconsole.model import (
     Service,
     SourceKind,
     SourceState,
+    unfinished,
     WaitingFor,
 )
 
@@ -92,7 +93,8 @@ class GpuIndex:
         self._busy: dict[tuple[str, float], bool] = {}
         self._spot: tuple[set[str], list[Instance]] | None = None
         self._idle: dict[tuple[Scope, float, bool], list[Instance]] = {}
-        self.job_nodes = {j.node for j in snapshot.jobs if j.state is JobState.RUNNING and j.node}
+        self.live_jobs = unfinished(snapshot.jobs)  # the pending and running ones: not the finished 100,000
+        self.job_nodes = {j.node for j in self.live_jobs if j.state is JobState.RUNNING and j.node}
         self.gpus_live = not_live(snapshot, (SourceKind.GPUS,)) is None
 
     def gpus_of(self, inst: Instance) -> list[Gpu] | None:
@@ -156,7 +158,7 @@ class GpuIndex:
         counts as a job of its own), and GPUs that wait on their queue's quota."""
         found = self._pending.get(scope)
         if found is None:
-            mine = [j for j in self.snapshot.jobs if j.gpus > 0 and j.waiting and scope.has_job(j)]
+            mine = [j for j in self.live_jobs if j.gpus > 0 and j.waiting and scope.has_job(j)]
             jobs = [j for j in mine if j.state is JobState.PENDING and j.waiting_for not in HELD]
             quota = sum(j.gpus for j in mine if j.waiting_for in ON_QUOTA)
             waiting = [r.gpus for s in self.snapshot.services if scope.has_service(s.namespace)
