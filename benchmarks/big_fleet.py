@@ -1,13 +1,14 @@
 """The big demo fleet, as a user starts it: time to a complete overview, memory, pane switches
 and filter keystrokes, beside the default demo measured in the same run.
 
-    .venv/bin/python benchmarks/big_fleet.py                  # 3 runs of each fleet, alternated
+    .venv/bin/python benchmarks/big_fleet.py                  # 3 runs of each fleet, in turn
     .venv/bin/python benchmarks/big_fleet.py --runs 5 --json
     .venv/bin/python benchmarks/big_fleet.py --runs 1 --rounds 2   # a smoke run (as run_all --quick)
 
-Fleets: ``default`` is ``gpuconsole --demo`` (8 instances, 25 GPUs, the live jobs only); ``big``
-is ``gpuconsole --demo --demo-nodes 1024 --demo-jobs 100000`` (1,024 nodes, 7,577 GPUs, about
-100,000 jobs); ``--fleet 1k`` is ``--demo-nodes 139`` (1,027 GPUs). Each run of each fleet is a
+Fleets: ``default`` is ``gpuconsole --demo`` (58 GPUs over its three clouds, the live jobs only);
+``1k`` is ``--demo-nodes 139`` (1,060 GPUs, the live jobs only); ``big`` is ``gpuconsole --demo
+--demo-nodes 1024 --demo-jobs 100000`` (1,024 nodes, 7,610 GPUs, about 100,000 jobs). All three
+run by default, the smaller two as the peers of the big one. Each run of each fleet is a
 fresh child process, built as ``gpuconsole`` builds it (the app paints its "starting" frame,
 then builds the Console off the UI thread, with the cache database in a fresh temporary
 directory, as on a first start; ``--no-db`` leaves it out), headless at 120×36, every frame
@@ -76,10 +77,10 @@ from typing import Any  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FLEETS: dict[str, list[str]] = {
     "default": [],
-    "1k": ["--demo-nodes", "139"],  # 1,027 GPUs, the live jobs only (with --fleet 1k)
+    "1k": ["--demo-nodes", "139"],  # 1,060 GPUs, the live jobs only
     "big": ["--demo-nodes", "1024", "--demo-jobs", "100000"],
 }
-RUN_BY_DEFAULT = ("default", "big")
+RUN_BY_DEFAULT = ("default", "1k", "big")
 AT = "2026-11-16T14:00Z"
 SIZE = (120, 36)
 PANE_KEYS = "23456781"
@@ -424,7 +425,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="child processes per fleet, alternated (default 3)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the pane keys per child (default 3)")
     parser.add_argument("--fleet", action="append", choices=list(FLEETS),
-                        help="this fleet (repeatable; default: default and big; 1k is --demo-nodes 139, 1,027 GPUs)")
+                        help="this fleet (repeatable; default: all three; 1k is --demo-nodes 139, 1,060 GPUs)")
     parser.add_argument("--no-db", action="store_true", help="run without the cache database (--no-db)")
     parser.add_argument("--tree", help="run gpuconsole from this copy of its source instead of the checkout")
     parser.add_argument("--profile", help="write each child's cProfile into this folder")

@@ -20,6 +20,7 @@ from gpuconsole.core.money.attribution import attribute, job_index, jobs_of
 from gpuconsole.model import (
     FleetSnapshot,
     Gpu,
+    GpuProcess,
     GpuSample,
     Instance,
     InstanceState,
@@ -248,16 +249,13 @@ def test_charts_ask_a_history_keeping_source_first_then_the_store():
         console.close()
 
 
-def test_a_pod_a_live_job_owns_is_found_without_reading_the_finished_jobs() -> None:
-    """100,000 finished jobs beside a few live ones: the owner of a pod on a GPU is looked for
-    among the live jobs first (Kubernetes gives a pod one owner); the columns of every job are
-    read only for a pod none of them owns."""
-    finished = [Job(uid=f"f{n}", name=f"old-{n}", namespace="ml", state=JobState.SUCCEEDED, created=0.0,
-                    pod_uid=f"p{n}") for n in range(50)]
-    live = Job(uid="l1", name="train", namespace="ml", state=JobState.RUNNING, created=0.0, pod_uid="live-pod")
-    jobs = (*finished, live)
-    index = job_index(jobs)
-    assert index.owner("live-pod") == live
-    assert index._columns == {}  # noqa: SLF001 - nothing read over every job
-    assert index.owner("p7") == finished[7]  # a finished job's pod: found over every job
-    assert jobs_of(jobs, {"live-pod", "p3"}, None, None) == (finished[3], live)
+def test_a_gpu_is_held_by_a_live_job_and_its_detail_reads_no_finished_one() -> None:
+    """A cluster that keeps finished jobs lists them beside the live ones: a GPU's holder is a
+    live job (a finished job's pods let their GPUs go), found without reading every job."""
+    finished = tuple(Job(uid=f"f{n}", name=f"old-{n}", namespace="ml", state=JobState.SUCCEEDED, created=0.0,
+                         pod_uid="pod-1" if n == 3 else f"p{n}") for n in range(50))
+    live = Job(uid="l1", name="train", namespace="ml", state=JobState.RUNNING, created=0.0, pod_uid="pod-1")
+    held = gpu(processes=(GpuProcess(pid=1, gpu_uuid="GPU-1", name="python", memory_used_mib=900, pod_uid="pod-1"),))
+    snap = FleetSnapshot(taken_at=0.0, gpus=(held,), jobs=(*finished, live))
+    assert attribute(snap, held).jobs == (live,)
+    assert job_index((*finished, live))._columns == {}  # noqa: SLF001 - the index of every job read nothing

@@ -80,7 +80,10 @@ class Attribution:
 
 
 def attribute(snapshot: FleetSnapshot, gpu: Gpu, mig_uuid: str = "") -> Attribution:
-    """Join ``gpu`` (or its MIG instance ``mig_uuid``) with the snapshot's jobs and instances."""
+    """Join ``gpu`` (or its MIG instance ``mig_uuid``) with the snapshot's live jobs and its
+    instances: a finished job's pods have let their GPUs go, and a cluster that keeps finished
+    jobs lists 100,000 of them beside a few thousand live ones (an index of those is made once
+    a reading, not of every job on each GPU's detail)."""
     mig = next((s for s in gpu.mig_slices if s.uuid == mig_uuid), None) if mig_uuid else None
     if mig is not None:
         pod, namespace = mig.pod, mig.namespace
@@ -91,7 +94,7 @@ def attribute(snapshot: FleetSnapshot, gpu: Gpu, mig_uuid: str = "") -> Attribut
         uids = {p.pod_uid for p in gpu.processes if p.pod_uid}
         if not pod and gpu.mig_slices:  # a MIG GPU: who holds any of its instances
             uids |= {s.pod_uid for s in gpu.mig_slices if s.pod_uid}
-    jobs = jobs_of(snapshot.jobs, uids, pod, namespace)
+    jobs = jobs_of(unfinished(snapshot.jobs), uids, pod, namespace)
     instance = instance_of(snapshot, gpu.node)
     per_hour = None
     if instance is not None and instance.gpus and instance.state.billed:
@@ -108,8 +111,7 @@ def jobs_of(jobs: Iterable[Job], pod_uids: set[str | None], pod: str | None,
 
     A pod name matches a job's recorded pod, or the job whose name it starts with followed by
     the suffixes Kubernetes adds (``<job>-<suffix>``, ``<job>-<index>-<suffix>`` for an Indexed
-    Job); the longest such job name wins. Found through :class:`JobIndex`, made once per reading;
-    a pod that a live job owns is that job's alone (Kubernetes gives a pod one owner).
+    Job); the longest such job name wins. Found through :class:`JobIndex`, made once per reading.
     """
     return job_index(jobs if isinstance(jobs, tuple) else tuple(jobs)).owning(pod_uids, pod, namespace)
 
@@ -143,15 +145,6 @@ class JobIndex:
     def _search(self, pod_uids: set[str | None], pod: str | None, namespace: str | None) -> tuple[Job, ...]:
         jobs = self.jobs
         uids = [uid for uid in pod_uids if uid]
-        live = unfinished(jobs)
-        if uids and len(live) < len(jobs):
-            # A pod on a GPU is nearly always a live job's: asked of the live jobs first, the
-            # columns of every job (100,000, a few finished ones still holding a pod) are read
-            # only for a pod no live job owns. A pod has one owner, so one found live is the answer.
-            found = job_index(live).owning(set(uids), None, None)
-            owned = {uid for job in found for uid in (job.pod_uid, *job.pod_uids)}
-            if owned.issuperset(uids):
-                return found
         places: set[int] = set()
         for uid in uids:
             places.update(self._places("pod_uid", uid))

@@ -30,7 +30,7 @@ from textual.message import Message
 
 from gpuconsole.core.money.attribution import attribute, job_index
 from gpuconsole.core.ops.actions import ActionKind
-from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind
+from gpuconsole.model import FleetSnapshot, Gpu, GpuProcess, SourceKind, unfinished
 from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
@@ -338,7 +338,7 @@ def process_detail(proc: GpuProcess, snapshot: FleetSnapshot, palette: Palette, 
     if proc.started is not None:
         parts.append(f"up {age(snapshot.taken_at - proc.started)}")
     line.append(" · " + " · ".join(parts))
-    job = job_index(snapshot.jobs).owner(proc.pod_uid)
+    job = job_index(unfinished(snapshot.jobs)).owner(proc.pod_uid)  # a process's pod is a live job's
     if job is not None:
         line.append(f" · held by {job.namespace}/{job.name}", palette.strong)
     elif proc.pod_uid:

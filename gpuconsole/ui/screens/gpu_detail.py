@@ -15,7 +15,6 @@ never waits on SQLite.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.table import Table
@@ -28,7 +27,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
 from gpuconsole.core.money.costs import gpu_price_per_hour
-from gpuconsole.model import Gpu, GpuProcess, GpuSample, Job, MigMode
+from gpuconsole.model import Gpu, GpuProcess, GpuSample, Job, MigMode, unfinished
 from gpuconsole.ui.format import money, short_node
 from gpuconsole.ui.palette import MEMORY_THRESHOLDS, UTIL_THRESHOLDS, Palette
 from gpuconsole.ui.widgets.cells import right, text
@@ -74,9 +73,10 @@ def bars(values: list[float], width: int, floor: float, ceiling: float) -> str:
     return "".join(BARS[round(min(1.0, max(0.0, (v - floor) / (top - floor))) * last)] for v in values)
 
 
-def job_names(jobs: Iterable[Job]) -> dict[str, str]:
-    """Pod UID → ``namespace/name`` of the job that runs it (every pod of a distributed job)."""
-    return {uid: f"{j.namespace}/{j.name}" for j in jobs for uid in {j.pod_uid, *j.pod_uids} if uid}
+def job_names(jobs: tuple[Job, ...]) -> dict[str, str]:
+    """Pod UID → ``namespace/name`` of the live job that runs it (every pod of a distributed job;
+    a finished job's pods hold no GPU, and a cluster may list 100,000 finished jobs)."""
+    return {uid: f"{j.namespace}/{j.name}" for j in unfinished(jobs) for uid in {j.pod_uid, *j.pod_uids} if uid}
 
 
 class ScaledSparkline(Sparkline):
