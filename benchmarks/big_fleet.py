@@ -40,8 +40,9 @@ Targets (the big fleet): complete overview ≤ 3 s, RSS ≤ 300 MB, pane switch 
 keystroke ≤ 150 ms at the 95th percentile.
 
 ``--tree DIR`` runs the console from another copy of the source, a whole tree (for example
-``mkdir /tmp/before && git archive HEAD~3 | tar -x -C /tmp/before``), for before/after figures in
-one sitting. ``--profile DIR`` writes each child's cProfile to DIR (it slows the child down).
+``mkdir /tmp/before && git archive HEAD~3 | tar -x -C /tmp/before``); ``--before DIR`` runs that
+copy too, each of its children right beside the checkout's for the same fleet (which goes first
+swaps every run), so a before/after pair meets the same moment of a shared machine. ``--profile DIR`` writes each child's cProfile to DIR (it slows the child down).
 
 gpuconsole's modules are byte-compiled before the runs (into the tree's ``__pycache__``), so every
 start imports bytecode, as after ``pip install``, which compiles every module once, or after a
@@ -351,12 +352,12 @@ def child(opts: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- the parent
-def run_child(fleet: str, opts: argparse.Namespace) -> dict[str, Any]:
+def run_child(fleet: str, opts: argparse.Namespace, tree: str | None) -> dict[str, Any]:
     args = [sys.executable, __file__, "--child", fleet, "--rounds", str(opts.rounds)]
     if opts.no_db:
         args.append("--no-db")
-    if opts.tree:
-        args += ["--tree", opts.tree]
+    if tree:
+        args += ["--tree", tree]
     if opts.profile:
         args += ["--profile", opts.profile]
     env = {**os.environ}
@@ -415,7 +416,7 @@ def summarize(fleet: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def met(summary: dict[str, Any]) -> dict[str, bool | None]:
-    if summary["fleet"] != "big":
+    if not summary["fleet"].startswith("big"):
         return {k: None for k in TARGETS}
     return {k: summary[k] <= v for k, v in TARGETS.items()}
 
@@ -428,6 +429,8 @@ def main() -> int:
                         help="this fleet (repeatable; default: all three; 1k is --demo-nodes 139, 1,060 GPUs)")
     parser.add_argument("--no-db", action="store_true", help="run without the cache database (--no-db)")
     parser.add_argument("--tree", help="run gpuconsole from this copy of its source instead of the checkout")
+    parser.add_argument("--before", help="also run this copy of the source, each of its children right beside the "
+                                         "same fleet's (their order swapped every run): before and after, one sitting")
     parser.add_argument("--profile", help="write each child's cProfile into this folder")
     parser.add_argument("--no-compile", action="store_true",
                         help="do not byte-compile the tree first (its __pycache__ as it is)")
@@ -437,25 +440,29 @@ def main() -> int:
     if opts.child:
         return child(opts)
     fleets = opts.fleet or list(RUN_BY_DEFAULT)
+    trees = {"": opts.tree, " before": opts.before} if opts.before else {"": opts.tree}
     if not opts.no_compile:
-        compile_tree(Path(opts.tree).resolve() if opts.tree else ROOT)
+        for tree in trees.values():
+            compile_tree(Path(tree).resolve() if tree else ROOT)
     load_before = os.getloadavg()
-    rows: dict[str, list[dict[str, Any]]] = {f: [] for f in fleets}
+    rows: dict[str, list[dict[str, Any]]] = {f + label: [] for f in fleets for label in trees}
     for run in range(opts.runs):
         order = fleets if run % 2 == 0 else fleets[::-1]
+        labels = list(trees) if run % 2 == 0 else list(trees)[::-1]
         for fleet in order:
-            rows[fleet].append(run_child(fleet, opts))
+            for label in labels:
+                rows[fleet + label].append(run_child(fleet, opts, trees[label]))
     load_after = os.getloadavg()
-    summaries = [summarize(f, rows[f]) for f in fleets]
-    print(f"{'fleet':<8} {'GPUs':>6} {'jobs':>8} {'complete overview':>22} {'RSS peak':>18} {'pane switch med/p95':>20}"
+    summaries = [summarize(f + label, rows[f + label]) for f in fleets for label in trees]
+    print(f"{'fleet':<15} {'GPUs':>6} {'jobs':>8} {'complete overview':>22} {'RSS peak':>18} {'pane switch med/p95':>20}"
           f" {'first show med/max':>19} {'filter key med/p95':>19}   targets (big fleet)")
     for s in summaries:
         verdict = met(s)
-        words = "" if s["fleet"] != "big" else " · ".join(
+        words = "" if not s["fleet"].startswith("big") else " · ".join(
             f"{name} {'met' if ok else 'NOT met'}" for name, ok in
             (("overview ≤ 3 s", verdict["overview_s"]), ("RSS ≤ 300 MB", verdict["rss_mb"]),
              ("pane p95 ≤ 150 ms", verdict["pane_p95_ms"]), ("filter p95 ≤ 150 ms", verdict["filter_p95_ms"])))
-        print(f"{s['fleet']:<8} {s['gpus']:>6,} {s['jobs']:>8,} {spread(s['overview_s_all'], '{:.2f}'):>20} s"
+        print(f"{s['fleet']:<15} {s['gpus']:>6,} {s['jobs']:>8,} {spread(s['overview_s_all'], '{:.2f}'):>20} s"
               f" {spread(s['rss_mb_all'], '{:.0f}'):>15} MB {s['pane_ms']:>10.0f}/{s['pane_p95_ms']:>5.0f} ms"
               f" {s['pane_first_ms']:>9.0f}/{s['pane_first_max_ms']:>5.0f} ms {s['filter_ms']:>9.0f}/{s['filter_p95_ms']:>5.0f} ms"
               f"   {words}")
