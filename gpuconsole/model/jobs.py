@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 
+from gpuconsole.model.per_reading import PerReading
 from gpuconsole.model.queues import WaitingFor
 from gpuconsole.model.value import Value
 
@@ -106,30 +107,18 @@ class Job(Value):
 
 
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED)
-_UNFINISHED_KEPT = 3  # the reading on screen, and those delivered since
 
 
-class _Unfinished:
-    """``unfinished(jobs)``, made once per reading (a tuple, known by identity)."""
-
-    def __init__(self) -> None:
-        self._made: tuple[tuple[tuple[Job, ...], tuple[Job, ...]], ...] = ()
-
-    def __call__(self, jobs: tuple[Job, ...]) -> tuple[Job, ...]:
-        """The jobs of ``jobs`` that have not finished (pending, queued, running, suspended), in
-        their order. A cluster with a long finished-job TTL lists 100,000 jobs of which a few
-        thousand are live: whatever asks about live jobs (the autopilot, alerts, budgets, the
-        panes' counts) walks these, and only one pass a reading walks them all. Safe from any
-        thread: a miss is made twice at worst."""
-        for seen, made in self._made:
-            if seen is jobs:
-                return made
-        made = tuple([job for job in jobs if job.state not in FINISHED])  # identity first: 3 ms for 100,000
-        self._made = ((jobs, made), *self._made[:_UNFINISHED_KEPT - 1])
-        return made
+def _live(jobs: tuple[Job, ...]) -> tuple[Job, ...]:
+    return tuple([job for job in jobs if job.state not in FINISHED])  # identity first: 3 ms for 100,000
 
 
-unfinished = _Unfinished()
+unfinished: PerReading[tuple[Job, ...]] = PerReading(_live, keep=3)
+"""``unfinished(jobs)``: the jobs of a reading that have not finished (pending, queued, running,
+suspended), in their order, made once per reading (the one on screen and those delivered since).
+A cluster with a long finished-job TTL lists 100,000 jobs of which a few thousand are live:
+whatever asks about live jobs (the autopilot, alerts, budgets, the panes' counts, a GPU's
+holder) walks these, and only one pass a reading walks them all."""
 
 
 class CronJob(Value):

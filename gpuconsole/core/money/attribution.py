@@ -17,12 +17,11 @@ import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
 
 from gpuconsole.core.money.costs import job_gpus, mig_share
 from gpuconsole.model import FleetSnapshot, Gpu, Instance, Job, MigSlice, unfinished
+from gpuconsole.model.per_reading import PerReading
 
-T = TypeVar("T")
 _POD_UIDS = operator.attrgetter("pod_uids")
 
 
@@ -186,24 +185,6 @@ class JobIndex:
             except ValueError:
                 return
             yield at
-
-
-class PerReading(Generic[T]):
-    """What ``make`` made of the last ``keep`` readings (tuples, known by identity): the one on
-    screen and those delivered since (which the thread delivering them may make first, so the
-    UI thread only looks it up). Safe from any thread: a miss is made twice at worst."""
-
-    def __init__(self, make: Callable[[tuple[Any, ...]], T], keep: int = 2) -> None:
-        self._make, self._keep = make, keep
-        self._made: tuple[tuple[tuple[Any, ...], T], ...] = ()
-
-    def __call__(self, reading: tuple[Any, ...]) -> T:
-        for seen, made in self._made:
-            if seen is reading:
-                return made
-        made = self._make(reading)
-        self._made = ((reading, made), *self._made[:self._keep - 1])
-        return made
 
 
 job_index: PerReading[JobIndex] = PerReading(JobIndex)  # a reading's JobIndex, made once (the one on screen)

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
-from gpuconsole.core.money.attribution import PerReading
+from gpuconsole.model.per_reading import PerReading
 from gpuconsole.model import CronJob, Job, JobRole, JobState
 from gpuconsole.ui.palette import Palette
 from gpuconsole.ui.widgets.cells import right, text

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
-from gpuconsole.core.money.attribution import PerReading
+from gpuconsole.model.per_reading import PerReading
 from gpuconsole.model import CronJob, Job, JobState, Node, WaitingFor, unfinished
 from gpuconsole.ui.format import age, bar, short_node
 from gpuconsole.ui.palette import Palette

@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 
 from gpuconsole.core.money.costs import gpu_price_per_hour, idle_cost_per_hour
-from gpuconsole.core.money.attribution import PerReading
+from gpuconsole.model.per_reading import PerReading
 from gpuconsole.model import (
     FleetSnapshot,
     Gpu,
