@@ -197,6 +197,11 @@ def test_the_socket_appears_only_once_the_relay_listens_and_every_login_may_use_
             thread.join(5)
         assert seen == [False, True]  # the restart's socket replaced the stale one, never unlinked it first
         assert sorted(p.name for p in where.iterdir()) == ["audit.sock"]
+        (where / "taken").mkdir()
+        relay = AuditRelay(AuditLog(tmp_path / "relay.db"), may_read=lambda uid: uid == 0, role_of=lambda login: None)
+        with pytest.raises(OSError):  # a folder where the socket goes: the start fails, and says so
+            relay.serve(where / "taken")
+        assert sorted(p.name for p in where.iterdir()) == ["audit.sock", "taken"]  # no half-made socket left
     finally:
         shutil.rmtree(where, ignore_errors=True)
 

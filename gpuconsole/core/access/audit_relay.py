@@ -171,9 +171,13 @@ class AuditRelay:
             # appears only once the relay answers there (a client never meets a refusing socket).
             staging = socket_path.with_name(f".{socket_path.name}.{os.getpid()}")
             staging.unlink(missing_ok=True)
-            server = socketserver.ThreadingUnixStreamServer(str(staging), Handler)
-            os.chmod(staging, 0o666)
-            os.replace(staging, socket_path)
+            try:
+                server = socketserver.ThreadingUnixStreamServer(str(staging), Handler)
+                os.chmod(staging, 0o666)
+                os.replace(staging, socket_path)
+            except BaseException:
+                staging.unlink(missing_ok=True)  # no half-made socket left beside the real one
+                raise
         else:
             server = socketserver.ThreadingUnixStreamServer(str(socket_path), Handler, bind_and_activate=False)
             server.socket = socket.socket(fileno=inherited_fd)
