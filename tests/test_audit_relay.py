@@ -206,6 +206,17 @@ def test_the_socket_appears_only_once_the_relay_listens_and_every_login_may_use_
         shutil.rmtree(where, ignore_errors=True)
 
 
+def test_the_relay_command_that_cannot_listen_says_why_in_one_line(tmp_path, monkeypatch, capsys) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the relay command runs as root")
+    monkeypatch.setenv("GPUCONSOLE_SITE_DIR", str(tmp_path / "no-site"))
+    (tmp_path / "taken").mkdir()
+    code = main(["audit", "relay", "--socket", str(tmp_path / "taken"), "--db", str(tmp_path / "relay" / "chain.db")])
+    err = capsys.readouterr().err
+    assert code == 1 and "the audit relay cannot listen on" in err and "Is a directory" in err, err
+    assert "Traceback" not in err and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no half-made socket
+
+
 def test_the_relay_command_serves_as_root_and_a_restart_loses_no_record(tmp_path) -> None:
     where = Path(tempfile.mkdtemp(prefix="gpuconsole-relay-"))
     os.chmod(where, 0o755)

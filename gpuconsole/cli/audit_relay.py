@@ -58,6 +58,8 @@ def run_relay(args: argparse.Namespace, out: TextIO) -> int:
         relay.serve(Path(args.socket), inherited_fd=audit_relay.systemd_socket())
     except KeyboardInterrupt:
         relay.stop()
+    except OSError as exc:
+        raise CommandFailed(f"the audit relay cannot listen on {args.socket}: {exc.strerror or exc}") from None
     return 0
 
 
