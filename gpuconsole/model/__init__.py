@@ -54,7 +54,7 @@ from gpuconsole.model.fleet import (
     VgpuInstance,
     mig_share,
 )
-from gpuconsole.model.jobs import JOB_KINDS, CronJob, Job, JobRole, JobState, Node, unfinished
+from gpuconsole.model.jobs import FINISHED_STATES, JOB_KINDS, CronJob, Job, JobRole, JobState, Node, unfinished
 from gpuconsole.model.money import (
     DEFAULT_THRESHOLDS,
     Budget,
@@ -94,7 +94,7 @@ from gpuconsole.model.snapshot import (
 from gpuconsole.model.value import Tags, Value, tag_of
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "AlibabaLaunchOptions", "AzureLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
+    "DEFAULT_THRESHOLDS", "FINISHED_STATES", "AlibabaLaunchOptions", "AzureLaunchOptions", "Alert", "AuditFilter", "AuditRecord", "AutopilotRuleStatus", "BillingSpan", "Budget",
     "BudgetAction", "BudgetPeriod", "BudgetStatus", "CloudReading", "CostLine", "CronJob", "FleetSnapshot",
     "Gpu", "GpuProcess", "GpuReading", "GpuSample", "IdleGpu", "Instance", "InstanceState", "InstanceType",
     "JOB_KINDS", "Job", "JobRole", "JobState", "JobsReading", "KeyPair", "LaunchAttempt", "LaunchOptions", "LaunchSpec", "MachineImage", "Market",

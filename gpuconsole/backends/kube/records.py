@@ -17,7 +17,7 @@ from gpuconsole.backends.kube.readers import items as _items
 from gpuconsole.backends.kube.readers import mapping as _mapping
 from gpuconsole.backends.kube.readers import metadata as _metadata
 from gpuconsole.backends.kube.readers import parse_time
-from gpuconsole.model import CronJob, JobState, Node
+from gpuconsole.model import FINISHED_STATES, CronJob, JobState, Node
 
 # GPUs are the nvidia.com/gpu extended resource, MIG devices the nvidia.com/mig-<profile> ones
 # (the device plugin's mixed strategy). A container's limit counts, else its request; a pod asks
@@ -269,7 +269,7 @@ def job_record(obj: Mapping[str, Any] | schema.Job) -> JobRecord:
         active=_count(status.active or 0),
         ready=_count(status.ready or 0),
         started=parse_time(status.startTime),
-        finished=finished if final in (JobState.SUCCEEDED, JobState.FAILED) else None,
+        finished=finished if final in FINISHED_STATES else None,
         gpus=gpus,
         mig_profile=mig,
         cronjob=str(cron.name) if cron is not None and cron.name else None,

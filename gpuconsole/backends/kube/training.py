@@ -18,7 +18,7 @@ from typing import Any
 from gpuconsole.backends.kube import schema
 from gpuconsole.backends.kube.readers import EMPTY, count, items, mapping, metadata, parse_time
 from gpuconsole.backends.kube.records import OWNER_LABELS, container_devices, gpu_request, pod_devices, pods_at_once
-from gpuconsole.model import JobState
+from gpuconsole.model import FINISHED_STATES, JobState
 
 # (kind, group, version, plural): what discovery must show for a kind to be read.
 MPIJOB = ("MPIJob", "kubeflow.org", "v2beta1", "mpijobs")
@@ -115,7 +115,7 @@ def _record(kind: str, obj: Mapping[str, Any], roles: list[RoleSpec], image: str
     return TrainingRecord(
         kind=kind, uid=meta["uid"], name=meta["name"], namespace=str(meta.get("namespace") or "default"),
         created=parse_time(meta.get("creationTimestamp")) or 0.0, state=state, phase=phase,
-        started=parse_time(started), finished=parse_time(finished) if state in (JobState.SUCCEEDED, JobState.FAILED) else None,
+        started=parse_time(started), finished=parse_time(finished) if state in FINISHED_STATES else None,
         roles=tuple(roles), image=image, owner=_owner(meta), restarts=restarts, controller=_controller(meta))
 
 

@@ -25,7 +25,7 @@ from gpuconsole.backends.sim.ids import IdFactory
 from gpuconsole.backends.sim.lifecycle import cron_next
 from gpuconsole.backends.sim.state import SimCronJob, SimJob
 from gpuconsole.backends.sim.workload import TEAMS
-from gpuconsole.model import JobState
+from gpuconsole.model import FINISHED_STATES, JobState
 
 _RFC1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUFFIX = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -264,7 +264,7 @@ class JobApi(Actions):
         if kind != "Job":
             raise ValueError(f"cannot suspend a {kind}: only Jobs, CronJobs, MPIJobs and PyTorchJobs")
         job = self._find_job(namespace, name)
-        if job.state in (JobState.SUCCEEDED, JobState.FAILED):
+        if job.state in FINISHED_STATES:
             return  # a finished Job ignores spec.suspend, as the controller does
         self._revive(job)
         if suspended and self._kueue is not None and self._kueue.release(job):
@@ -320,7 +320,7 @@ class JobApi(Actions):
                 continue
             if job.state is JobState.PENDING or job.started is None:
                 raise ValueError(_WAITING.format(pod=pod))
-            ended = job.finished if job.state in (JobState.SUCCEEDED, JobState.FAILED) else None
+            ended = job.finished if job.state in FINISHED_STATES else None
             per_pod = job.gpus // max(job.workers, 1) if not job.mig_profile else 0
             subject = training_log.TrainingPod(job.name, job.pod_uid, job.image, per_pod, job.mig_profile,
                                                job.workers, names.index(pod), job.started, ended,
@@ -441,7 +441,7 @@ class JobApi(Actions):
         events = [EventLine("Normal", "SuccessfulCreate", j.created, "cronjob-controller", f"Created job {j.name}")
                   for j in runs]
         for j in runs:
-            if j.state in (JobState.SUCCEEDED, JobState.FAILED) and j.finished is not None:
+            if j.state in FINISHED_STATES and j.finished is not None:
                 events.append(EventLine("Normal", "SawCompletedJob", j.finished, "cronjob-controller",
                                         f"Saw completed job: {j.name}, status: "
                                         f"{'Complete' if j.state is JobState.SUCCEEDED else 'Failed'}"))

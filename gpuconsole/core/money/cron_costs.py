@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from gpuconsole.core.money import budgets as budget_rules
 from gpuconsole.core.money import costs
-from gpuconsole.model import Budget, CostLine, CronJob, Instance, Job, JobState
+from gpuconsole.model import FINISHED_STATES, Budget, CostLine, CronJob, Instance, Job, JobState
 
 
 def typical_runtime(cronjob: CronJob, jobs: Iterable[Job], now: float) -> float | None:
@@ -24,7 +24,7 @@ def typical_runtime(cronjob: CronJob, jobs: Iterable[Job], now: float) -> float 
     for job in jobs:
         if job.cronjob != cronjob.name or job.namespace != cronjob.namespace or job.started is None:
             continue
-        if job.finished is not None and job.state in (JobState.SUCCEEDED, JobState.FAILED):
+        if job.finished is not None and job.state in FINISHED_STATES:
             done.append(job.finished - job.started)
         elif job.state is JobState.RUNNING:
             running.append(now - job.started)

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
 from gpuconsole.core.ops.actions import ActionKind, ActionResult
-from gpuconsole.model import CronJob, FleetSnapshot, Job, JobState, SourceKind
+from gpuconsole.model import FINISHED_STATES, CronJob, FleetSnapshot, Job, JobState, SourceKind
 from gpuconsole.ui.actions import Action, Confirm, run_action
 from gpuconsole.ui.format import age, money, short_node
 from gpuconsole.ui.palette import Palette
@@ -392,7 +392,7 @@ class JobsPane(Pane):
         if suspended:
             self._perform(f"resume {what}", lambda: jobs.resume(kind, item.namespace, item.name))
             return
-        if isinstance(item, Job) and item.state in (JobState.SUCCEEDED, JobState.FAILED):
+        if isinstance(item, Job) and item.state in FINISHED_STATES:
             self.app.notify(f"{what} has {item.state.value}: there is nothing to suspend.", severity="warning")
             return
         effect = ("its pods are stopped (progress since the last checkpoint is lost) until it is resumed"
