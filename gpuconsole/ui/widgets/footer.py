@@ -87,17 +87,18 @@ class KeyFooter(Footer):
 
     def bindings_changed(self, screen: Screen) -> None:
         self._bindings_ready = True
-        if not screen.app.app_focus or not self.is_attached or screen is not self.screen or self._pending:
-            return
-        self._pending = True
-        self.call_after_refresh(self._rebuild)
+        if screen.app.app_focus and self.is_attached and screen is self.screen:
+            self._rebuild_soon()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._rebuild_soon()  # the room is part of what it shows: a new width rebuilds it, a new height not
+
+    def _rebuild_soon(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self.call_after_refresh(self._rebuild)
 
     async def _rebuild(self) -> None:
         self._pending = False
         if self.is_attached and self._signature() != self._shown:
             await self.recompose()
-
-    def on_resize(self, event: events.Resize) -> None:
-        if event.size.width != getattr(self, "_laid_for", None):
-            self._laid_for = event.size.width
-            self.call_after_refresh(self.recompose)
